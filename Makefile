@@ -1,0 +1,42 @@
+# Two commands set everything up on a fresh machine with Python 3.11 and make:
+#   make demo   installs, then runs the main job on a built-in default
+#   make test   installs, then runs the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench bench-report install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip setuptools wheel
+
+# One stamp per extra set, rebuilt when pyproject.toml changes.
+$(VENV)/.stamp-core: pyproject.toml | $(PY)
+	$(PY) -m pip install -e .
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[test]'
+	touch $@
+
+$(VENV)/.stamp-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[bench]'
+	touch $@
+
+install: $(VENV)/.stamp-core
+
+demo: $(VENV)/.stamp-core
+	$(PY) -m fastcal.demo
+
+test: $(VENV)/.stamp-test
+	$(PY) -m pytest
+
+bench: $(VENV)/.stamp-bench
+	$(PY) -m pytest benchmarks
+
+bench-report: $(VENV)/.stamp-bench
+	$(PY) benchmarks/report.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,2 @@
+"""fastcal: one-pass calibration metrics."""
+__version__ = "0.1.0"
