@@ -1,0 +1,132 @@
+"""Argument checks shared by the public functions. Kernels never import this."""
+
+import numbers
+
+import numpy as np
+
+NAN_POLICIES = ("raise", "omit")
+CLOSED = ("left", "right")
+OBSERVED = ("frac_pos", "accuracy")
+STRATEGIES = ("uniform", "quantile")
+
+
+def check_choice(name, value, allowed):
+    """Raise if value is not one of the allowed strings."""
+    if value not in allowed:
+        msg = f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def check_n_bins(n_bins):
+    if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral):
+        msg = f"n_bins must be an integer >= 1; got {n_bins!r} of type {type(n_bins).__name__}"
+        raise ValueError(msg)
+    if n_bins < 1:
+        msg = f"n_bins must be >= 1; got {n_bins}"
+        raise ValueError(msg)
+    return int(n_bins)
+
+
+def check_eps(eps):
+    if eps is None:
+        return 0.0
+    eps = float(eps)
+    if not (0.0 <= eps < 0.5):
+        msg = f"eps must be in [0, 0.5); got {eps!r}"
+        raise ValueError(msg)
+    return eps
+
+
+def check_threads(threads):
+    """Number of threads for the parallel kernels (None: numba's current setting)."""
+    import numba
+
+    limit = numba.config.NUMBA_NUM_THREADS
+    if threads is None:
+        return numba.get_num_threads()
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        msg = f"threads must be a positive integer; got {threads!r}"
+        raise ValueError(msg)
+    if threads > limit:
+        msg = f"threads must be at most NUMBA_NUM_THREADS={limit}; got {threads}"
+        raise ValueError(msg)
+    return int(threads)
+
+
+def _as_array(name, x):
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:  # objects numpy cannot read
+        msg = f"{name} could not be read as an array: {exc}"
+        raise ValueError(msg) from exc
+    return arr
+
+
+def as_prob_1d(y_prob):
+    """y_prob as a 1-D float32 or float64 array, without a copy when it already is one."""
+    p = _as_array("y_prob", y_prob)
+    if p.ndim == 2:
+        msg = (f"y_prob has shape {p.shape}; multi-class (N, K) probabilities are not supported "
+               "yet: pass the 1-D probability of class 1")
+        raise ValueError(msg)
+    if p.ndim != 1:
+        msg = f"y_prob must be 1-D with one probability per sample; got shape {p.shape}"
+        raise ValueError(msg)
+    if p.dtype in (np.float32, np.float64):
+        return p
+    if p.dtype == np.float16:
+        return p.astype(np.float32)
+    if p.dtype.kind in "iub":
+        return p.astype(np.float64)
+    msg = f"y_prob must hold numbers; got dtype {p.dtype}"
+    raise ValueError(msg)
+
+
+def as_labels_1d(y_true):
+    """y_true as a 1-D numeric array (bool viewed as uint8, no copy)."""
+    y = _as_array("y_true", y_true)
+    if y.ndim != 1:
+        msg = f"y_true must be 1-D with one label per sample; got shape {y.shape}"
+        raise ValueError(msg)
+    if y.dtype == np.bool_:
+        return y.view(np.uint8)
+    if y.dtype.kind in "iuf":
+        if y.dtype == np.float16:
+            return y.astype(np.float32)
+        return y
+    msg = f"y_true must hold 0/1 labels as bool, integer or float; got dtype {y.dtype}"
+    raise ValueError(msg)
+
+
+def check_pair(y_true, y_prob):
+    """Validate and convert one (y_true, y_prob) pair of 1-D arrays."""
+    y = as_labels_1d(y_true)
+    p = as_prob_1d(y_prob)
+    if y.shape[0] != p.shape[0]:
+        msg = f"y_true and y_prob have different lengths: {y.shape[0]} and {p.shape[0]}"
+        raise ValueError(msg)
+    return y, p
+
+
+def check_edges(edges):
+    """Explicit bin edges: 1-D, at least 2, strictly increasing, first 0 and last 1."""
+    e = np.asarray(edges, dtype=np.float64)
+    if e.ndim != 1 or e.shape[0] < 2:
+        msg = f"edges must be a 1-D array of at least 2 values; got shape {e.shape}"
+        raise ValueError(msg)
+    if not np.all(np.isfinite(e)):
+        bad = int(np.flatnonzero(~np.isfinite(e))[0])
+        msg = f"edges must be finite; edges[{bad}] is {e[bad]}"
+        raise ValueError(msg)
+    steps = np.diff(e)
+    if np.any(steps <= 0):
+        bad = int(np.flatnonzero(steps <= 0)[0])
+        msg = (f"edges must be strictly increasing; edges[{bad}]={e[bad]!r} is not below "
+               f"edges[{bad + 1}]={e[bad + 1]!r}")
+        raise ValueError(msg)
+    if e[0] != 0.0 or e[-1] != 1.0:
+        msg = (f"edges must start at 0 and end at 1 so that every probability has a bin; "
+               f"got edges[0]={e[0]!r} and edges[-1]={e[-1]!r}")
+        raise ValueError(msg)
+    return e

@@ -1,0 +1,21 @@
+"""Bin edges.
+
+Uniform edges are k / n_bins computed in float64 and then rounded to the
+probabilities' own dtype, so that a float32 probability equal to
+``np.float32(k / n)`` is exactly on the edge and goes to the documented side.
+"""
+
+import numpy as np
+
+
+def uniform_edges(n_bins, dtype=np.float64):
+    """Edges k / n_bins, k = 0..n_bins, rounded to ``dtype`` and returned as float64."""
+    k = np.arange(n_bins + 1, dtype=np.float64)
+    return (k / n_bins).astype(dtype).astype(np.float64)
+
+
+def is_uniform(edges):
+    """True if edges equal uniform_edges(len - 1) in float64 or float32 rounding."""
+    n = edges.shape[0] - 1
+    return (np.array_equal(edges, uniform_edges(n, np.float64))
+            or np.array_equal(edges, uniform_edges(n, np.float32)))
