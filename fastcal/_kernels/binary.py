@@ -128,12 +128,14 @@ def _logs(p, lo, hi, lp, lq):
     identities. Values outside [0, 1] and NaN are replaced by 0.5.
     """
     for j in range(p.shape[0]):
-        pj = np.float64(p[j])
-        ps = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
-        q = min(max(ps, lo), hi)
-        a, b = log_pair(q)
-        lp[j] = a
-        lq[j] = b
+        lp[j], lq[j] = log_pair(_clip_valid(np.float64(p[j]), lo, hi))
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _clip_valid(pj, lo, hi):
+    """pj clipped to [lo, hi]; 0.5 if pj is NaN or outside [0, 1]."""
+    ps = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
+    return min(max(ps, lo), hi)
 
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -194,6 +196,35 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
     return n_good
 
 
+@njit(error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
+    """_bins_uniform and _logs in one loop: p is read and converted once."""
+    nbf = np.float64(nb)
+    invn = 1.0 / nbf
+    top = nb - 1
+    is32 = p.itemsize == 4
+    if is32 and right:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, True, True)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+    elif is32:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, False, True)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+    elif right:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, True, False)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+    else:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, False, False)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+
+
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
                counts, sums, totals, checks):
@@ -223,16 +254,18 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
-        # Stage 1: bins (vectorised for uniform edges).
+        # Stage 1: bins and logarithms (vectorised for uniform edges).
         pb = p[bstart:bstart + m]
         yb = y[bstart:bstart + m]
-        if uniform:
+        if uniform and with_logs:
+            _bins_logs_uniform(pb, nb, right, lo, hi, bi, lpv, lqv)
+        elif uniform:
             _bins_uniform(pb, edges, nb, right, bi)
         else:
             _bins_search(pb, edges, nb, right, bi)
-        # Stage 2: validity, logarithms, per-sample terms, global sums (vectorised).
-        if with_logs:
-            _logs(pb, lo, hi, lpv, lqv)
+            if with_logs:
+                _logs(pb, lo, hi, lpv, lqv)
+        # Stage 2: validity, per-sample terms, global sums (vectorised).
         n_good = _terms(pb, yb, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
         if n_good < m:
             _record_checks(p, y, bstart, m, omit, checks)
