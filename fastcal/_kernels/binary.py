@@ -161,7 +161,8 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
         ys = yj if good else 0.0
         pos = ys == 1.0
         ok = (ps > 0.5) == pos
-        bi[j] = bi[j] if good else nb
+        # Flat index into the interleaved copies: copy (j mod COPIES), then bin.
+        bi[j] = (bi[j] if good else nb) + (j & (COPIES - 1)) * (nb + 1)
         inc[j] = 1 + (np.int64(pos) << _SHIFT_POS) + (np.int64(ok) << _SHIFT_OK)
         pv[j] = ps
         if with_logs:
@@ -243,11 +244,12 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
     vv = np.empty(BLOCK, np.float64)
     lpv = np.empty(BLOCK, np.float64)
     lqv = np.empty(BLOCK, np.float64)
-    # Interleaved per-bin scratch: packed integer counters and float sums.
-    loc_i = np.zeros((COPIES, nb + 1), np.int64)
-    loc_p = np.zeros((COPIES, nb + 1), np.float64)
-    loc_e = np.zeros((COPIES, nb + 1), np.float64)
-    loc_v = np.zeros((COPIES, nb + 1), np.float64)
+    # Interleaved per-bin scratch, COPIES copies of nb + 1 rows one after the
+    # other: packed integer counters and float sums.
+    loc_i = np.zeros(COPIES * (nb + 1), np.int64)
+    loc_p = np.zeros(COPIES * (nb + 1), np.float64)
+    loc_e = np.zeros(COPIES * (nb + 1), np.float64)
+    loc_v = np.zeros(COPIES * (nb + 1), np.float64)
     # Uniform edges are recomputed in the loop; use the stored ones instead in
     # the (never expected) case that the formula does not reproduce them.
     uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
@@ -270,13 +272,13 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
         if n_good < m:
             _record_checks(p, y, bstart, m, omit, checks)
         # Stage 3: scatter into interleaved copies.
+        # (unsigned indices: no negative-index wraparound in the loop)
         for j in range(m):
-            b = bi[j]
-            c = j & (COPIES - 1)
-            loc_i[c, b] += inc[j]
-            loc_p[c, b] += pv[j]
-            loc_e[c, b] += ev[j]
-            loc_v[c, b] += vv[j]
+            f = np.uint64(bi[j])
+            loc_i[f] += inc[j]
+            loc_p[f] += pv[j]
+            loc_e[f] += ev[j]
+            loc_v[f] += vv[j]
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
@@ -286,20 +288,21 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
 
 @njit(error_model="numpy", cache=True)
 def _flush(loc_i, loc_p, loc_e, loc_v, counts, sums):
-    nb1 = loc_i.shape[1]
-    for c in range(loc_i.shape[0]):
+    nb1 = counts.shape[0]
+    for c in range(loc_i.shape[0] // nb1):
         for b in range(nb1):
-            packed = loc_i[c, b]
+            k = c * nb1 + b
+            packed = loc_i[k]
             counts[b, 0] += packed & _FIELD
             counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
             counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
-            sums[b, 0] += loc_p[c, b]
-            sums[b, 1] += loc_e[c, b]
-            sums[b, 2] += loc_v[c, b]
-            loc_i[c, b] = 0
-            loc_p[c, b] = 0.0
-            loc_e[c, b] = 0.0
-            loc_v[c, b] = 0.0
+            sums[b, 0] += loc_p[k]
+            sums[b, 1] += loc_e[k]
+            sums[b, 2] += loc_v[k]
+            loc_i[k] = 0
+            loc_p[k] = 0.0
+            loc_e[k] = 0.0
+            loc_v[k] = 0.0
 
 
 @njit(error_model="numpy", cache=True)
