@@ -9,6 +9,8 @@ from .binning import uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
+# Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
+_PARALLEL_MIN_DRAWS = 5_000_000
 
 
 class CalibrationAccumulator:
@@ -133,8 +135,14 @@ class CalibrationAccumulator:
         if self.n_boot == 0 or p.shape[0] == 0:
             return
         edges, uniform = self._kernel_edges(p.dtype)
-        kboot.boot_fill(p, y, row0, edges, uniform, self.closed == "right", self.seed,
-                        v.check_threads(self.threads), self.boot_counts, self.boot_sums)
+        right = self.closed == "right"
+        n_threads = v.check_threads(self.threads)
+        if n_threads == 1 or p.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
+            kboot.boot_fill_range(p, y, row0, edges, uniform, right, self.seed, 0, self.n_boot,
+                                  self.boot_counts, self.boot_sums)
+        else:
+            kboot.boot_fill_parallel(p, y, row0, edges, uniform, right, self.seed, n_threads,
+                                     self.boot_counts, self.boot_sums)
 
     # -- merging ---------------------------------------------------------
 

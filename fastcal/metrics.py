@@ -107,7 +107,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     ci : float, optional
         Confidence level (e.g. 0.95) of the intervals in ``report.intervals``:
         t-intervals for ECD, Brier and NLL (means of per-sample terms), and
-        percentile intervals of a Poisson bootstrap for ECE, ESCE and MCE
+        basic intervals of a Poisson bootstrap for ECE, ESCE and MCE
         (over the uniform or explicit bins; NaN with strategy="quantile").
     n_boot : int, default 200
         Bootstrap replicates when ``ci`` is given (0: analytic intervals only).

@@ -207,8 +207,9 @@ class CalibrationReport:
     def set_intervals(self, ci, boot_counts=None, boot_sums=None):
         """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
         self.ci_level = _stats.check_ci(ci)
-        self.intervals = _stats.report_intervals(self.sums, self.n, self.ci_level, boot_counts,
-                                                 boot_sums, self.observed)
+        self.intervals = _stats.report_intervals(
+            self.sums, self.n, self.ci_level, boot_counts, boot_sums, self.observed,
+            point={"ece": self.ece, "esce": self.esce, "mce": self.mce})
         return self
 
     def plot(self, path=None, **kwargs):

@@ -45,8 +45,10 @@ t-intervals from the sums and sums of squares the accumulator keeps. ECE,
 ESCE and MCE are not means; their intervals come from a streaming Poisson
 bootstrap (``CalibrationAccumulator(n_boot=B, seed=...)``): B replicate per-bin
 accumulators are filled in the same pass, each row weighted by Poisson(1)
-draws that depend only on (seed, global row index, replicate), and the
-percentile interval is read off the B replicate values.
+draws that depend only on (seed, global row index, replicate), and the basic
+bootstrap interval is read off the B replicate values. See
+:func:`report_intervals` for when these intervals can be trusted (not for
+ECE or MCE near perfect calibration).
 """
 
 from dataclasses import asdict, dataclass
@@ -316,7 +318,7 @@ def ecd_test(y_true, y_prob, *, alpha=0.05, alternative="two-sided", method="aut
     Examples
     --------
     >>> import fastcal
-    >>> y, p = fastcal.simulate(20_000, sigma=0.5, seed=1)
+    >>> y, p = fastcal.simulate(100_000, sigma=0.5, seed=1)
     >>> fastcal.ecd_test(y, p, alternative="over").verdict
     'over-confident'
     """
@@ -432,7 +434,7 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
     Examples
     --------
     >>> import fastcal
-    >>> y, p = fastcal.simulate(20_000, sigma=0.5, seed=1)
+    >>> y, p = fastcal.simulate(100_000, sigma=0.5, seed=1)
     >>> fastcal.ece_test(y, p, n_resamples=199).verdict
     'miscalibrated'
     """
@@ -522,7 +524,7 @@ def mean_interval(total, total_sq, n, ci):
     if not np.isfinite(mean):
         return float(mean), float(mean)
     var = max(total_sq / n - mean * mean, 0.0) * n / (n - 1)
-    half = float(sps.t.ppf(0.5 + ci / 2.0, n - 1)) * np.sqrt(var / n)
+    half = float(special.stdtrit(n - 1, 0.5 + ci / 2.0)) * np.sqrt(var / n)
     return float(mean - half), float(mean + half)
 
 
@@ -544,20 +546,42 @@ def bootstrap_values(bcounts, bsums, observed="frac_pos"):
     return {"ece": ece, "esce": esce, "mce": mce}
 
 
-def percentile_interval(values, ci):
-    """The (1 - ci)/2 and (1 + ci)/2 quantiles of the finite values."""
+def basic_interval(estimate, values, ci):
+    """Basic (reverse-percentile) bootstrap interval: 2 t - q_hi, 2 t - q_lo.
+
+    q_lo and q_hi are the (1 - ci)/2 and (1 + ci)/2 quantiles of the finite
+    replicate values. Unlike the percentile interval (q_lo, q_hi) it removes
+    the first-order bias of the replicates, which matters for ECE: its
+    replicates are biased upward by about as much as the estimate itself, so
+    percentile intervals sit too high (measured: 7% coverage at sigma = 0.5,
+    N = 10,000, against 94% for this interval). The lower end of an ECE or
+    MCE interval may be below 0: the data are then consistent with a
+    calibrated bin structure.
+    """
     vals = np.asarray(values, dtype=np.float64)
     vals = vals[np.isfinite(vals)]
-    if vals.size < 2:
+    if vals.size < 2 or not np.isfinite(estimate):
         return float("nan"), float("nan")
     lo, hi = np.quantile(vals, [0.5 - ci / 2.0, 0.5 + ci / 2.0])
-    return float(lo), float(hi)
+    return float(2.0 * estimate - hi), float(2.0 * estimate - lo)
 
 
-def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos"):
+def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos", point=None):
     """All intervals of a report: analytic for ECD, Brier, NLL; bootstrap for ECE, ESCE, MCE.
 
-    Without bootstrap replicates the binned intervals are (NaN, NaN).
+    ``point`` maps "ece", "esce", "mce" to the report's estimates (needed by
+    the basic bootstrap interval). Without bootstrap replicates the binned
+    intervals are (NaN, NaN).
+
+    Validity: the t-intervals cover the population mean of the per-sample
+    terms as soon as n is large enough for the central limit theorem (heavy
+    tails from p near 0 or 1 need more samples for ECD and NLL). The
+    bootstrap intervals for ECE and MCE are valid only when every bin's
+    miscalibration is large compared with its sampling noise: near perfect
+    calibration ECE's bias (of the order of the noise) dominates and no
+    bootstrap interval covers the true value, and MCE, a maximum over bins,
+    undercovers when two bins are close to the maximum. ESCE is a smooth
+    statistic and behaves like a mean.
     """
     out = {
         "ecd": mean_interval(sums["sum_ecd"], sums["sum_ecd_sq"], n, ci),
@@ -570,7 +594,7 @@ def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos")
     else:
         vals = bootstrap_values(bcounts, bsums, observed)
         for name in ("ece", "esce", "mce"):
-            out[name] = percentile_interval(vals[name], ci)
+            out[name] = basic_interval(point[name], vals[name], ci)
     return out
 
 
