@@ -150,7 +150,9 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     k = np.rint(target[full] * count[full])
     lo, hi = wilson_interval(k, count[full], level)
     conf = np.asarray(b["conf"], dtype=np.float64)[full]
-    yerr = np.vstack([target[full] - lo, hi - target[full]])
+    # Wilson bounds are 0 or 1 exactly at k = 0 or k = n; rounding can put them
+    # a hair past the point, which matplotlib rejects as a negative error
+    yerr = np.maximum(np.vstack([target[full] - lo, hi - target[full]]), 0.0)
     ax_rel.errorbar(conf, target[full], yerr=yerr, fmt="o-", color="black", ms=4, lw=1,
                     capsize=2, label=f"bins ({100 * level:g}% Wilson)")
     ax_rel.set_xlim(0, 1)

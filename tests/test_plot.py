@@ -133,3 +133,12 @@ def test_figure_2_single_datum(tmp_path):
     np.testing.assert_allclose(lines[1].get_ydata(), v1[::-1], rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match="0 < p_min < p_max < 1"):
         ecd_single_datum(p_min=0.0)
+
+
+def test_bins_with_all_or_no_positives_plot():
+    # frac_pos exactly 0 and 1: Wilson bounds touch the point
+    y = np.array([0] * 7 + [1] * 9)
+    p = np.array([0.03] * 7 + [0.97] * 9)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    ax = axes_by_label(rep.plot())
+    assert len(ax["counts"].patches) == 10
