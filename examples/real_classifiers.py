@@ -56,7 +56,7 @@ def rank(values):
     return order + 1
 
 
-def run(out_dir, n_splits, plots):
+def run(out_dir, n_splits, plots, n_resamples=4999):
     os.makedirs(out_dir, exist_ok=True)
     data = load_breast_cancer()
     x, y = data.data, data.target
@@ -68,7 +68,7 @@ def run(out_dir, n_splits, plots):
             p = model.predict_proba(xte)[:, 1]
             rep = fastcal.calibration_report(yte, p, n_bins=10, eps=EPS, ci=0.95, n_boot=200,
                                              seed=split, ace=False)
-            test = fastcal.ecd_test(yte, p, eps=EPS, n_resamples=4999, seed=split)
+            test = fastcal.ecd_test(yte, p, eps=EPS, n_resamples=n_resamples, seed=split)
             row = per_model.setdefault(name, [])
             row.append({
                 "accuracy": float(np.mean((p > 0.5) == yte)), "ece": rep.ece,
@@ -136,7 +136,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     n_splits = args.splits or (2 if args.small else 20)
     t0 = time.perf_counter()
-    print(run(args.out_dir, n_splits, plots=True))
+    print(run(args.out_dir, n_splits, plots=True, n_resamples=999 if args.small else 4999))
     print(f"done in {time.perf_counter() - t0:.1f} s; files in {args.out_dir}", file=sys.stderr)
 
 
