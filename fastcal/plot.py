@@ -214,7 +214,8 @@ def ecd_single_datum(path=None, *, p_min=1e-4, p_max=1 - 1e-4, n_points=2001, fi
     Returns
     -------
     matplotlib.figure.Figure
-        One Axes labelled "ecd_single_datum" with two lines (y = 1, y = 0).
+        One Axes labelled "ecd_single_datum" with the lines y = 1 and y = 0
+        (and the zero line).
 
     Raises
     ------
@@ -224,8 +225,8 @@ def ecd_single_datum(path=None, *, p_min=1e-4, p_max=1 - 1e-4, n_points=2001, fi
     Examples
     --------
     >>> fig = ecd_single_datum()
-    >>> len(fig.axes[0].get_lines())
-    2
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][:2]
+    ['y = 1', 'y = 0']
     """
     if not 0.0 < p_min < p_max < 1.0:
         msg = f"need 0 < p_min < p_max < 1; got p_min={p_min!r}, p_max={p_max!r}"

@@ -500,3 +500,12 @@ def test_intervals_cover_the_true_value_in_95_percent_of_1000_seeds():
     rates = {k: c / 1000 for k, c in covered.items()}
     for k, rate in rates.items():
         assert abs(rate - 0.95) <= 0.02, (k, rates)
+
+
+@pytest.mark.parametrize("name", ["fastcal.stats", "fastcal.plot"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
