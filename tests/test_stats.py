@@ -337,20 +337,22 @@ def test_poisson_table_is_exact():
     assert got == T32
 
 
-@pytest.mark.parametrize("closed", ["left", "right"])
-def test_bootstrap_replicates_match_python_reference(closed):
+@pytest.mark.parametrize("closed,edges", [("left", None), ("right", None),
+                                          ("left", [0.0, 0.15, 0.5, 0.8, 0.9, 1.0]),
+                                          ("right", [0.0, 0.15, 0.5, 0.8, 0.9, 1.0])])
+def test_bootstrap_replicates_match_python_reference(closed, edges):
     rng = np.random.default_rng(2)
     n, n_boot, seed = 400, 5, 12345
     p = rng.uniform(0, 1, n)
-    p[:3] = [0.0, 1.0, 0.3]
+    p[:6] = [0.0, 1.0, 0.3, 0.15, 0.8, 0.2]
     p[10] = np.nan
     y = (rng.random(n) < p).astype(np.float64)
     y[20] = np.nan
-    acc = CalibrationAccumulator(n_bins=5, closed=closed, nan_policy="omit", n_boot=n_boot,
-                                 seed=seed)
+    acc = CalibrationAccumulator(n_bins=5, edges=edges, closed=closed, nan_policy="omit",
+                                 n_boot=n_boot, seed=seed)
     acc.update(y[:123], p[:123])
     acc.update(y[123:], p[123:])
-    edges = [k / 5 for k in range(6)]
+    edges = edges or [k / 5 for k in range(6)]
     ref_c = np.zeros((n_boot, 5, 3), np.int64)
     ref_s = np.zeros((n_boot, 5))
     for i in range(n):
