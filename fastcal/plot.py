@@ -40,12 +40,20 @@ def save_atomic(fig, path, *, dpi=None):
     os.close(fd)
     try:
         fig.savefig(tmp, format=suffix, dpi=dpi)
+        # mkstemp creates the file 0600; give it the mode a plain open() would
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def wilson_interval(k, n, level=0.95):

@@ -36,7 +36,11 @@ def _zcell(z):
 
 def _pcell(p):
     p = float(p)
-    return "" if math.isnan(p) else (f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}")
+    if math.isnan(p):
+        return ""
+    if p == 0.0:
+        return "< 1e-300"  # below the smallest double: the normal tail underflows
+    return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
 
 
 @dataclass

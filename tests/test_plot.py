@@ -33,6 +33,9 @@ def test_reliability_diagram_png_and_axes(tmp_path, n_bins):
     out = tmp_path / "rel.png"
     fig = reliability_diagram(rep, out, figsize=(5.0, 7.0), dpi=80)
     assert png_size(out) == (400, 560)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
     ax = axes_by_label(fig)
     assert set(ax) == {"reliability", "counts", "ecd"}
     # one bar per bin, heights = counts and mean ECD
