@@ -131,7 +131,8 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     Figure, FigureCanvasAgg = _matplotlib()
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(3, 1, height_ratios=(3.0, 1.0, 1.6), hspace=0.28)
+    grid = fig.add_gridspec(3, 1, height_ratios=(3.0, 1.0, 1.6), hspace=0.28, left=0.14,
+                            right=0.96, top=0.94, bottom=0.07)
     ax_rel = fig.add_subplot(grid[0])
     ax_cnt = fig.add_subplot(grid[1], sharex=ax_rel)
     ax_ecd = fig.add_subplot(grid[2], sharex=ax_rel)
@@ -191,10 +192,11 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
                         textcoords="offset points", ha="center",
                         va="bottom" if h >= 0 else "top", fontsize=7)
     ax_ecd.set_ylim(-1.35 * top, 1.35 * top)
-    ax_ecd.set_ylabel("ECD per bin\n(red over-, blue under-)", fontsize=8)
+    ax_ecd.set_ylabel("ECD per bin")
     ax_ecd.set_xlabel("mean predicted probability")
     t = report.ecd_test()
-    ax_ecd.set_title(f"per-bin z on the bars; overall z = {t.z:+.2f}: {t.verdict}", fontsize=8)
+    ax_ecd.set_title(f"z per bin on the bars (red over-, blue under-confident); "
+                     f"overall z = {t.z:+.2f}: {t.verdict}", fontsize=8)
     if path is not None:
         save_atomic(fig, path, dpi=dpi)
     return fig

@@ -54,7 +54,7 @@ ECE or MCE near perfect calibration).
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import special, stats as sps
+from scipy import special
 
 from . import _validation as v
 from ._kernels import bootstrap as kboot
@@ -495,6 +495,8 @@ def chi2_nees_test(sum_nees, dof, *, alpha=0.05, alternative="two-sided"):
     >>> chi2_nees_test(1000.0, 1000).verdict
     'consistent with calibration'
     """
+    from scipy import stats as sps  # heavy import, only needed here
+
     dof = check_count("dof", dof, 1)
     s = float(sum_nees)
     if not s >= 0:
