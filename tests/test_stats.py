@@ -511,3 +511,4 @@ def test_docstring_examples_run(name):
 
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
