@@ -70,6 +70,7 @@ MISCALIBRATED = "miscalibrated"
 EXACT_MAX_N = 20
 SIMULATE_BELOW_N = 200
 MAX_SKEWNESS = 0.1
+_CHUNK = 1 << 20
 
 
 # -- checks ----------------------------------------------------------------
@@ -221,11 +222,14 @@ def null_skewness(p, *, eps=0.0):
 
     mu3_i = -logit(p_i)^3 p_i (1 - p_i) (1 - 2 p_i), Var_i = p_i (1 - p_i) logit(p_i)^2.
     """
-    q, lg, _, _ = _terms(np.asarray(p), eps)
-    pq = q * (1.0 - q)
-    ok = pq > 0
-    var = float(np.sum(pq[ok] * lg[ok] ** 2))
-    mu3 = float(np.sum(-(lg[ok] ** 3) * pq[ok] * (1.0 - 2.0 * q[ok])))
+    p = np.asarray(p)
+    var = mu3 = 0.0
+    for lo in range(0, p.shape[0], _CHUNK):  # bounded temporaries for large inputs
+        q, lg, _, _ = _terms(p[lo:lo + _CHUNK], eps)
+        pq = q * (1.0 - q)
+        ok = pq > 0
+        var += float(np.sum(pq[ok] * lg[ok] ** 2))
+        mu3 += float(np.sum(-(lg[ok] ** 3) * pq[ok] * (1.0 - 2.0 * q[ok])))
     return mu3 / var ** 1.5 if var > 0 else float("nan")
 
 
