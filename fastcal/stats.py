@@ -21,6 +21,9 @@ skewness of the sum, g = sum mu3_i / (sum V_i)^1.5, shrinks like 1/sqrt(n)
 but grows with extreme p (p near 0 or 1, where logit(p) is large). By the
 Edgeworth expansion the one-sided p-value near the 5% point is off by about
 0.03 g, so the normal p-value is trustworthy when n is large and g is small.
+Example: 30 predictions all at p = 0.995 (g = 2.56). One wrong label gives
+z = 2.2, so the normal test rejects at 5% whenever a label is wrong, which
+happens with probability 1 - 0.995^30 = 14% under perfect calibration.
 :func:`ecd_test` with ``method="auto"`` checks this on the data:
 
 - n <= 20: the exact null law, by enumerating all 2^n label vectors;
