@@ -115,6 +115,12 @@ def run(out_dir, n_splits, plots, n_resamples=4999):
                      "their log-odds; ECE averages them away inside a bin.")
     else:
         lines.append("On these splits ECE and ECD rank the models the same way.")
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if ece_mean[i] <= ece_mean[j] and over[i] >= 0.5 and over[j] == 0:
+                lines.append(f"\nECE ranks {a} ({ece_mean[i]:.4f}) at least as well calibrated as "
+                             f"{b} ({ece_mean[j]:.4f}), yet the ECD test calls {a} over-confident "
+                             f"in {over[i]:.0%} of splits and {b} in none.")
     text = "\n".join(lines) + "\n"
     _write(os.path.join(out_dir, "real_classifiers.md"), text)
     _write(os.path.join(out_dir, "real_classifiers.json"), json.dumps(per_model, indent=1))
