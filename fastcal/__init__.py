@@ -10,6 +10,7 @@ from .binning import uniform_edges
 from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
 from .report import CalibrationReport
 from .simulate import simulate
+from .stats import chi2_nees_test, ecd_test, ece_test
 
 __version__ = "0.1.0"
 
@@ -19,8 +20,11 @@ __all__ = [
     "ace",
     "brier_score",
     "calibration_report",
+    "chi2_nees_test",
     "ecd",
+    "ecd_test",
     "ece",
+    "ece_test",
     "esce",
     "log_loss",
     "mce",
