@@ -18,20 +18,25 @@ from numba import njit, prange
 SENSOR_RANGE_BEARING = 0
 SENSOR_POSITION = 1
 
+# Fixed sizes (constant-velocity state, 2-D measurement). As module constants they
+# are compile-time constants, so LLVM fully unrolls the small loops below.
+N = 4
+M = 2
+N_SIGMA = 2 * N + 1
+
 TWO_PI = 2.0 * np.pi
 
 
 # ------------------------------------------------------------------ small linear algebra
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def wrap_angle(a):
     """Wrap an angle to (-pi, pi]. Python's float ``%`` returns a value in [0, 2 pi)."""
     return np.pi - ((np.pi - a) % TWO_PI)
 
 
-@njit(cache=True)
-def cholesky_lower(P, L):
-    """Lower Cholesky factor of ``P`` into ``L``; False if ``P`` is not positive definite."""
-    d = P.shape[0]
+@njit(cache=True, inline="always")
+def cholesky_lower(P, L, d):
+    """Lower Cholesky factor of ``P`` (d, d) into ``L``; False if ``P`` is not positive definite."""
     for j in range(d):
         for i in range(j):
             L[i, j] = 0.0
@@ -50,10 +55,10 @@ def cholesky_lower(P, L):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def cholesky_solve(L, b, tmp, out):
-    """Solve ``(L L^T) out = b`` by forward then backward substitution."""
-    d = L.shape[0]
+    """Solve ``(L L^T) out = b`` (L is M x M) by forward then backward substitution."""
+    d = M
     for i in range(d):
         s = b[i]
         for k in range(i):
@@ -66,9 +71,10 @@ def cholesky_solve(L, b, tmp, out):
         out[i] = s / L[i, i]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def symmetrise(P):
-    d = P.shape[0]
+    """Average ``P`` (M x M) with its transpose."""
+    d = M
     for i in range(d):
         for j in range(i):
             v = 0.5 * (P[i, j] + P[j, i])
@@ -76,10 +82,10 @@ def symmetrise(P):
             P[j, i] = v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def gain(PXZ, L_S, K, tmp, row, sol):
     """Kalman gain ``K = PXZ S^-1`` with ``S = L_S L_S^T``, row by row (S is symmetric)."""
-    n, m = PXZ.shape
+    n, m = N, M
     for i in range(n):
         for a in range(m):
             row[a] = PXZ[i, a]
@@ -109,7 +115,7 @@ def cv_matrices(dt, q, F, Q):
         Q[i + 1, i + 1] = q * dt
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def measure(kind, sp, x, z):
     """Noise-free measurement ``z = h(x)``."""
     if kind == SENSOR_RANGE_BEARING:
@@ -122,7 +128,7 @@ def measure(kind, sp, x, z):
         z[1] = x[2]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def measure_jacobian(kind, sp, x, H):
     """Analytic Jacobian ``dh/dx`` (m, n)."""
     H[:, :] = 0.0
@@ -140,16 +146,16 @@ def measure_jacobian(kind, sp, x, H):
         H[1, 2] = 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def residual(kind, a, b, out):
     """``a - b`` with the bearing difference wrapped to (-pi, pi]."""
-    for i in range(a.shape[0]):
+    for i in range(M):
         out[i] = a[i] - b[i]
     if kind == SENSOR_RANGE_BEARING:
         out[1] = wrap_angle(out[1])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def sigma_mean(kind, Wm, Z, zbar):
     """Weighted mean of measurement sigma points ``Z`` (2n+1, m), about the centre point.
 
@@ -161,7 +167,7 @@ def sigma_mean(kind, Wm, Z, zbar):
     the weighted mean of the angles unwrapped about ``ref``, correct for a
     negative centre weight too (the atan2 of weighted sines and cosines is not).
     """
-    n_sig, m = Z.shape
+    n_sig, m = N_SIGMA, M
     for a in range(m):
         ref = Z[0, a]
         s = 0.0
@@ -176,14 +182,14 @@ def sigma_mean(kind, Wm, Z, zbar):
 
 
 # ------------------------------------------------------------------ filter steps
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def predict(x, P, F, Q, xp, Pp, tmp):
     """``xp = F x``, ``Pp = F P F^T + Q`` (symmetrised).
 
     The motion model is linear, so this is also the exact unscented transform
     of the prediction: the EKF and the UKF share it.
     """
-    n = x.shape[0]
+    n = N
     for i in range(n):
         s = 0.0
         for k in range(n):
@@ -204,7 +210,7 @@ def predict(x, P, F, Q, xp, Pp, tmp):
             Pp[j, i] = s
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
                zhat, H, PHt, L_S, K, A, tmp, row, sol, tmp_m):
     """EKF update with a Joseph-form covariance; False if ``S`` is not positive definite.
@@ -213,8 +219,8 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
     ``x = xp + K y`` with ``y = z - h(xp)`` (bearing wrapped),
     ``P = (I - K H) Pp (I - K H)^T + K R K^T``.
     """
-    n = xp.shape[0]
-    m = z.shape[0]
+    n = N
+    m = M
     measure(kind, sp, xp, zhat)
     measure_jacobian(kind, sp, xp, H)
     residual(kind, z, zhat, y)
@@ -231,7 +237,7 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
                 s += H[a, k] * PHt[k, b]
             S[a, b] = s
     symmetrise(S)
-    if not cholesky_lower(S, L_S):
+    if not cholesky_lower(S, L_S, M):
         return False
     gain(PHt, L_S, K, tmp_m, row, sol)
     for i in range(n):
@@ -269,7 +275,7 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
                L_P, sig, Zs, zhat, dz, PXZ, L_S, K, tmp_m, row, sol):
     """UKF update on sigma points redrawn from ``(xp, Pp)``; False if a Cholesky fails.
@@ -283,10 +289,10 @@ def ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
     ``(I - K H) Pp (I - K H)^T + K R K^T``; with the optimal ``K`` it equals
     ``Pp - K S K^T``).
     """
-    n = xp.shape[0]
-    m = z.shape[0]
-    n_sig = 2 * n + 1
-    if not cholesky_lower(Pp, L_P):
+    n = N
+    m = M
+    n_sig = N_SIGMA
+    if not cholesky_lower(Pp, L_P, N):
         return False
     for j in range(n):
         sig[0, j] = xp[j]
@@ -314,7 +320,7 @@ def ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
         for b in range(m):
             S[a, b] += R[a, b]
     symmetrise(S)
-    if not cholesky_lower(S, L_S):
+    if not cholesky_lower(S, L_S, M):
         return False
     gain(PXZ, L_S, K, tmp_m, row, sol)
     residual(kind, z, zhat, y)
