@@ -56,19 +56,23 @@ def cholesky_lower(P, L, d):
 
 
 @njit(cache=True, inline="always")
-def cholesky_solve(L, b, tmp, out):
-    """Solve ``(L L^T) out = b`` (L is M x M) by forward then backward substitution."""
+def cholesky_solve(L, inv_diag, b, tmp, out):
+    """Solve ``(L L^T) out = b`` (L is M x M) by forward then backward substitution.
+
+    ``inv_diag[i] = 1 / L[i, i]``, computed once per factorisation (as LAPACK's
+    triangular solvers do) so each substitution multiplies instead of divides.
+    """
     d = M
     for i in range(d):
         s = b[i]
         for k in range(i):
             s -= L[i, k] * tmp[k]
-        tmp[i] = s / L[i, i]
+        tmp[i] = s * inv_diag[i]
     for i in range(d - 1, -1, -1):
         s = tmp[i]
         for k in range(i + 1, d):
             s -= L[k, i] * out[k]
-        out[i] = s / L[i, i]
+        out[i] = s * inv_diag[i]
 
 
 @njit(cache=True, inline="always")
@@ -83,13 +87,16 @@ def symmetrise(P):
 
 
 @njit(cache=True, inline="always")
-def gain(PXZ, L_S, K, tmp, row, sol):
-    """Kalman gain ``K = PXZ S^-1`` with ``S = L_S L_S^T``, row by row (S is symmetric)."""
+def gain(PXZ, L_S, K, tmp, inv_diag, sol):
+    """Kalman gain ``K = PXZ S^-1`` with ``S = L_S L_S^T``, row by row (S is symmetric).
+
+    ``inv_diag`` (M,) is scratch space for the reciprocal diagonal of ``L_S``.
+    """
     n, m = N, M
+    for a in range(m):
+        inv_diag[a] = 1.0 / L_S[a, a]
     for i in range(n):
-        for a in range(m):
-            row[a] = PXZ[i, a]
-        cholesky_solve(L_S, row, tmp, sol)
+        cholesky_solve(L_S, inv_diag, PXZ[i], tmp, sol)
         for a in range(m):
             K[i, a] = sol[a]
 
@@ -183,41 +190,48 @@ def sigma_mean(kind, Wm, Z, zbar):
 
 # ------------------------------------------------------------------ filter steps
 @njit(cache=True, inline="always")
-def predict(x, P, F, Q, xp, Pp, tmp):
-    """``xp = F x``, ``Pp = F P F^T + Q`` (symmetrised).
+def predict(x, P, dt, Q, xp, Pp, tmp):
+    """Constant-velocity prediction ``xp = F x``, ``Pp = F P F^T + Q`` (symmetrised).
 
+    ``F`` is block diagonal with blocks ``[[1, dt], [0, 1]]`` over (x, vx) and
+    (y, vy), so ``F v`` only adds ``dt`` times each velocity to its position;
+    the products are written out instead of multiplying by zeros and ones.
     The motion model is linear, so this is also the exact unscented transform
     of the prediction: the EKF and the UKF share it.
     """
-    n = N
-    for i in range(n):
-        s = 0.0
-        for k in range(n):
-            s += F[i, k] * x[k]
-        xp[i] = s
-    for i in range(n):
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += F[i, k] * P[k, j]
-            tmp[i, j] = s
-    for i in range(n):
-        for j in range(i + 1):
-            s = Q[i, j]
-            for k in range(n):
-                s += tmp[i, k] * F[j, k]
-            Pp[i, j] = s
-            Pp[j, i] = s
+    for i in range(0, N, 2):
+        xp[i] = x[i] + dt * x[i + 1]
+        xp[i + 1] = x[i + 1]
+    # tmp = F P (row operations)
+    for i in range(0, N, 2):
+        for j in range(N):
+            tmp[i, j] = P[i, j] + dt * P[i + 1, j]
+            tmp[i + 1, j] = P[i + 1, j]
+    # Pp = tmp F^T + Q (column operations)
+    for i in range(N):
+        for j in range(0, N, 2):
+            Pp[i, j] = tmp[i, j] + dt * tmp[i, j + 1] + Q[i, j]
+            Pp[i, j + 1] = tmp[i, j + 1] + Q[i, j + 1]
+    for i in range(N):
+        for j in range(i):
+            v = 0.5 * (Pp[i, j] + Pp[j, i])
+            Pp[i, j] = v
+            Pp[j, i] = v
 
 
 @njit(cache=True, inline="always")
 def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
-               zhat, H, PHt, L_S, K, A, tmp, row, sol, tmp_m):
+               zhat, H, PHt, L_S, K, B, BHt, KR, row, sol, tmp_m):
     """EKF update with a Joseph-form covariance; False if ``S`` is not positive definite.
 
     ``S = H Pp H^T + R``, ``K = Pp H^T S^-1`` (Cholesky solve),
     ``x = xp + K y`` with ``y = z - h(xp)`` (bearing wrapped),
     ``P = (I - K H) Pp (I - K H)^T + K R K^T``.
+
+    Both sensors see only the position, so ``H`` is zero in the velocity
+    columns 1 and 3; the products below skip them. The Joseph form is kept in
+    its factored order: ``B = (I - K H) Pp = Pp - K (Pp H^T)^T``, then
+    ``P = B (I - K H)^T + K R K^T = B - (B H^T) K^T + K R K^T``.
     """
     n = N
     m = M
@@ -226,16 +240,10 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
     residual(kind, z, zhat, y)
     for i in range(n):
         for a in range(m):
-            s = 0.0
-            for k in range(n):
-                s += Pp[i, k] * H[a, k]
-            PHt[i, a] = s
+            PHt[i, a] = Pp[i, 0] * H[a, 0] + Pp[i, 2] * H[a, 2]
     for a in range(m):
         for b in range(m):
-            s = R[a, b]
-            for k in range(n):
-                s += H[a, k] * PHt[k, b]
-            S[a, b] = s
+            S[a, b] = R[a, b] + H[a, 0] * PHt[0, b] + H[a, 2] * PHt[2, b]
     symmetrise(S)
     if not cholesky_lower(S, L_S, M):
         return False
@@ -245,31 +253,26 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
         for a in range(m):
             s += K[i, a] * y[a]
         x[i] = s
-    # A = I - K H
+    # B = (I - K H) Pp = Pp - K (H Pp), with H Pp = PHt^T (Pp symmetric)
     for i in range(n):
         for j in range(n):
-            s = 1.0 if i == j else 0.0
+            s = Pp[i, j]
             for a in range(m):
-                s -= K[i, a] * H[a, j]
-            A[i, j] = s
-    # tmp = A Pp
+                s -= K[i, a] * PHt[j, a]
+            B[i, j] = s
     for i in range(n):
-        for j in range(n):
+        for a in range(m):
+            BHt[i, a] = B[i, 0] * H[a, 0] + B[i, 2] * H[a, 2]
             s = 0.0
-            for k in range(n):
-                s += A[i, k] * Pp[k, j]
-            tmp[i, j] = s
-    # P = tmp A^T + K R K^T, lower triangle then mirror
+            for b in range(m):
+                s += K[i, b] * R[b, a]
+            KR[i, a] = s
+    # P = B - BHt K^T + KR K^T, lower triangle then mirror
     for i in range(n):
         for j in range(i + 1):
-            s = 0.0
-            for k in range(n):
-                s += tmp[i, k] * A[j, k]
+            s = B[i, j]
             for a in range(m):
-                ka = 0.0
-                for b in range(m):
-                    ka += K[i, b] * R[b, a]
-                s += ka * K[j, a]
+                s += (KR[i, a] - BHt[i, a]) * K[j, a]
             P[i, j] = s
             P[j, i] = s
     return True
@@ -353,7 +356,7 @@ def _fill_nan_from(r, k0, means, covs, innov, innov_covs):
 
 
 @njit(cache=True, parallel=True)
-def run_batch(use_ukf, x0, P0, zs, F, Q, kind, sp, R, Wm, Wc, scale,
+def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
               means, covs, innov, innov_covs, failed, n_threads):
     """Run R filters over T steps: predict, then update with ``zs[r, k]``.
 
@@ -363,9 +366,8 @@ def run_batch(use_ukf, x0, P0, zs, F, Q, kind, sp, R, Wm, Wc, scale,
     NaN means predict only (its innovation is NaN). ``failed[r]`` is the step at
     which a Cholesky factorisation failed (outputs NaN from there on), or -1.
     """
-    n_runs, n_steps, m = zs.shape
-    n = x0.shape[1]
-    n_sig = 2 * n + 1
+    n_runs, n_steps = zs.shape[0], zs.shape[1]
+    n, m, n_sig = N, M, N_SIGMA
     n_chunks = max(1, min(n_threads, n_runs))
     for c in prange(n_chunks):
         start = c * n_runs // n_chunks
@@ -384,6 +386,8 @@ def run_batch(use_ukf, x0, P0, zs, F, Q, kind, sp, R, Wm, Wc, scale,
         dz = np.empty(m)
         H = np.empty((m, n))
         PHt = np.empty((n, m))
+        PHt2 = np.empty((n, m))
+        KR = np.empty((n, m))
         K = np.empty((n, m))
         L_S = np.empty((m, m))
         row = np.empty(m)
@@ -391,37 +395,48 @@ def run_batch(use_ukf, x0, P0, zs, F, Q, kind, sp, R, Wm, Wc, scale,
         tmp_m = np.empty(m)
         sig = np.empty((n_sig, n))
         Zs = np.empty((n_sig, m))
+        zk = np.empty(m)
         for r in range(start, stop):
             failed[r] = -1
-            x[:] = x0[r]
-            P[:, :] = P0[r]
+            for i in range(n):
+                x[i] = x0[r, i]
+                for j in range(n):
+                    P[i, j] = P0[r, i, j]
             for k in range(n_steps):
-                predict(x, P, F, Q, xp, Pp, tmp)
-                z = zs[r, k]
+                predict(x, P, dt, Q, xp, Pp, tmp)
                 missing = False
                 for a in range(m):
-                    if np.isnan(z[a]):
+                    zk[a] = zs[r, k, a]
+                    if np.isnan(zk[a]):
                         missing = True
                 if missing:
-                    x[:] = xp
-                    P[:, :] = Pp
-                    innov[r, k, :] = np.nan
-                    innov_covs[r, k, :, :] = np.nan
+                    for i in range(n):
+                        x[i] = xp[i]
+                        for j in range(n):
+                            P[i, j] = Pp[i, j]
+                    for a in range(m):
+                        innov[r, k, a] = np.nan
+                        for b in range(m):
+                            innov_covs[r, k, a, b] = np.nan
                 else:
                     if use_ukf:
-                        ok = ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
+                        ok = ukf_update(xp, Pp, zk, kind, sp, R, Wm, Wc, scale, x, P, y, S,
                                         L_P, sig, Zs, zhat, dz, PHt, L_S, K, tmp_m, row, sol)
                     else:
-                        ok = ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
-                                        zhat, H, PHt, L_S, K, A, tmp, row, sol, tmp_m)
+                        ok = ekf_update(xp, Pp, zk, kind, sp, R, x, P, y, S,
+                                        zhat, H, PHt, L_S, K, A, PHt2, KR, row, sol, tmp_m)
                     if not ok:
                         failed[r] = k
                         _fill_nan_from(r, k, means, covs, innov, innov_covs)
                         break
-                    innov[r, k, :] = y
-                    innov_covs[r, k, :, :] = S
-                means[r, k, :] = x
-                covs[r, k, :, :] = P
+                    for a in range(m):
+                        innov[r, k, a] = y[a]
+                        for b in range(m):
+                            innov_covs[r, k, a, b] = S[a, b]
+                for i in range(n):
+                    means[r, k, i] = x[i]
+                    for j in range(n):
+                        covs[r, k, i, j] = P[i, j]
 
 
 @njit(cache=True)
@@ -442,6 +457,6 @@ def update_one(use_ukf, xp, Pp, z, kind, sp, R, Wm, Wc, scale):
     else:
         ok = ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
                         np.empty(m), np.empty((m, n)), np.empty((n, m)), np.empty((m, m)),
-                        np.empty((n, m)), np.empty((n, n)), np.empty((n, n)),
+                        np.empty((n, m)), np.empty((n, n)), np.empty((n, m)), np.empty((n, m)),
                         np.empty(m), np.empty(m), np.empty(m))
     return x, P, y, S, ok

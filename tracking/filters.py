@@ -100,7 +100,7 @@ class _KalmanFilter:
         x, P = self._check_state(state)
         xp = np.empty(4)
         Pp = np.empty((4, 4))
-        _k.predict(x, P, self._F, self._Q, xp, Pp, np.empty((4, 4)))
+        _k.predict(x, P, self.motion.dt, self._Q, xp, Pp, np.empty((4, 4)))
         return GaussianState(xp, Pp)
 
     def update(self, state, z):
@@ -186,7 +186,7 @@ class _KalmanFilter:
         Wm, Wc, scale = self._weights()
         _k.run_batch(
             self._use_ukf, np.ascontiguousarray(x0), np.ascontiguousarray(P0), np.ascontiguousarray(zs),
-            self._F, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
+            self.motion.dt, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
             means, covs, innov, innov_covs, failed, numba.get_num_threads(),
         )
         bad = np.flatnonzero(failed >= 0)
