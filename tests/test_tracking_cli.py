@@ -78,3 +78,16 @@ def test_module_entry_point_json_and_exit_code():
     assert bad.stderr.strip().startswith("python -m tracking compare: error:")
     help_ = run_module("compare", "--help")
     assert help_.returncode == 0 and "--plot" in help_.stdout
+
+
+def test_example_small_writes_plot_and_json(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ekf_vs_ukf", ROOT / "examples" / "ekf_vs_ukf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(tmp_path / "out"), "--small"]) == 0
+    report = json.loads((tmp_path / "out" / "ekf_vs_ukf.json").read_text())
+    assert report["scenario"]["runs"] == 10 and set(report["filters"]) == {"ekf", "ukf"}
+    assert (tmp_path / "out" / "ekf_vs_ukf.png").read_bytes()[:4] == b"\x89PNG"
+    assert "UKF" in capsys.readouterr().out

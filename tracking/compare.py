@@ -10,7 +10,7 @@ from tracking.consistency import evaluate
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
 from tracking.scenario import Scenario, simulate
 
-__all__ = ["compare", "format_table", "plot_report"]
+__all__ = ["compare", "format_table", "plot_report", "write_atomically"]
 
 FILTER_NAMES = ("ekf", "ukf")
 
@@ -128,12 +128,24 @@ def plot_report(report, path):
         f"sigma_theta {sc['sigma_theta_deg']:g} deg)",
         fontsize=10,
     )
+    return write_atomically(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
+
+
+def write_atomically(path, write, *, mode="wb"):
+    """Write a file via a temporary file in the same directory and ``os.replace``.
+
+    ``write(fh)`` fills the open temporary file. Readers never see a partial
+    file; permissions follow the umask like a normal ``open``.
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, mode) as fh:
+            write(fh)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
