@@ -251,3 +251,14 @@ def test_bad_inputs_raise_with_the_argument_named():
         UnscentedKalmanFilter(ConstantVelocity(), RangeBearingSensor(), kappa=-4.0)
     with pytest.raises(ValueError, match=r"truth has shape"):
         evaluate(flt.run(np.zeros(4) + [20, 0, 0, 1], np.eye(4), zs), np.zeros((2, 4, 4)))
+
+
+# ------------------------------------------------------------------ docstring examples
+@pytest.mark.parametrize("modname", ["fastcal.gaussian", "tracking.models", "tracking.filters", "tracking.scenario"])
+def test_docstring_examples_run(modname):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(modname), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0
+    assert result.failed == 0

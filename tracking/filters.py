@@ -221,7 +221,7 @@ class ExtendedKalmanFilter(_KalmanFilter):
     >>> ekf = ExtendedKalmanFilter(ConstantVelocity(), RangeBearingSensor())
     >>> prior = ekf.predict(GaussianState(np.array([20.0, 0.0, 0.0, 1.0]), np.eye(4)))
     >>> post = ekf.update(prior, [20.0, 0.05])
-    >>> post.cov[0, 0] < prior.cov[0, 0]
+    >>> bool(post.cov[0, 0] < prior.cov[0, 0])
     True
     """
 
