@@ -76,8 +76,15 @@ def test_module_entry_point_json_and_exit_code():
     bad = run_module("compare", "--runs", "0")
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("python -m tracking compare: error:")
-    help_ = run_module("compare", "--help")
-    assert help_.returncode == 0 and "--plot" in help_.stdout
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--runs", "--steps", "--seed", "--json", "--plot", "--sigma-theta-deg"):
+        assert option in out
 
 
 def test_example_small_writes_plot_and_json(tmp_path, capsys):

@@ -357,7 +357,7 @@ def _fill_nan_from(r, k0, means, covs, innov, innov_covs):
 
 @njit(cache=True, parallel=True)
 def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
-              means, covs, innov, innov_covs, failed, n_threads):
+              means, covs, innov, innov_covs, failed, n_threads, skip_first_predict):
     """Run R filters over T steps: predict, then update with ``zs[r, k]``.
 
     ``x0`` (R, n), ``P0`` (R, n, n), ``zs`` (R, T, m). Writes posterior
@@ -365,6 +365,8 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
     and their covariances ``innov_covs`` (R, T, m, m). A measurement holding a
     NaN means predict only (its innovation is NaN). ``failed[r]`` is the step at
     which a Cholesky factorisation failed (outputs NaN from there on), or -1.
+    With ``skip_first_predict`` the first step updates ``(x0, P0)`` directly
+    (the object API's single ``update`` is this kernel with T = 1).
     """
     n_runs, n_steps = zs.shape[0], zs.shape[1]
     n, m, n_sig = N, M, N_SIGMA
@@ -403,7 +405,13 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
                 for j in range(n):
                     P[i, j] = P0[r, i, j]
             for k in range(n_steps):
-                predict(x, P, dt, Q, xp, Pp, tmp)
+                if k == 0 and skip_first_predict:
+                    for i in range(n):
+                        xp[i] = x[i]
+                        for j in range(n):
+                            Pp[i, j] = P[i, j]
+                else:
+                    predict(x, P, dt, Q, xp, Pp, tmp)
                 missing = False
                 for a in range(m):
                     zk[a] = zs[r, k, a]
@@ -437,26 +445,3 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
                     means[r, k, i] = x[i]
                     for j in range(n):
                         covs[r, k, i, j] = P[i, j]
-
-
-@njit(cache=True)
-def update_one(use_ukf, xp, Pp, z, kind, sp, R, Wm, Wc, scale):
-    """One update of one state (allocates; for the object API). Returns (x, P, y, S, ok)."""
-    n = xp.shape[0]
-    m = z.shape[0]
-    n_sig = 2 * n + 1
-    x = np.empty(n)
-    P = np.empty((n, n))
-    y = np.empty(m)
-    S = np.empty((m, m))
-    if use_ukf:
-        ok = ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
-                        np.empty((n, n)), np.empty((n_sig, n)), np.empty((n_sig, m)),
-                        np.empty(m), np.empty(m), np.empty((n, m)), np.empty((m, m)),
-                        np.empty((n, m)), np.empty(m), np.empty(m), np.empty(m))
-    else:
-        ok = ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
-                        np.empty(m), np.empty((m, n)), np.empty((n, m)), np.empty((m, m)),
-                        np.empty((n, m)), np.empty((n, n)), np.empty((n, m)), np.empty((n, m)),
-                        np.empty(m), np.empty(m), np.empty(m))
-    return x, P, y, S, ok

@@ -112,12 +112,26 @@ class _KalmanFilter:
             raise ValueError(msg)
         if np.isnan(z).any():
             return GaussianState(x.copy(), P.copy())
-        Wm, Wc, scale = self._weights()
-        xn, Pn, _, _, ok = _k.update_one(self._use_ukf, x, P, z, self.sensor.kind, self._sp, self._R, Wm, Wc, scale)
-        if not ok:
-            msg = "update failed: a covariance lost positive definiteness (Cholesky failed)"
+        out, failed = self._run_kernel(x[None], P[None], z[None, None], skip_first_predict=True)
+        if failed[0] >= 0:
+            msg = f"{type(self).__name__}.update failed: the innovation covariance is not positive definite"
             raise np.linalg.LinAlgError(msg)
-        return GaussianState(xn, Pn)
+        return GaussianState(out.means[0, 0], out.covs[0, 0])
+
+    def _run_kernel(self, x0, P0, zs, *, skip_first_predict=False):
+        runs, steps, _ = zs.shape
+        means = np.empty((runs, steps, 4))
+        covs = np.empty((runs, steps, 4, 4))
+        innov = np.empty((runs, steps, 2))
+        innov_covs = np.empty((runs, steps, 2, 2))
+        failed = np.empty(runs, dtype=np.int64)
+        Wm, Wc, scale = self._weights()
+        _k.run_batch(
+            self._use_ukf, np.ascontiguousarray(x0), np.ascontiguousarray(P0), np.ascontiguousarray(zs),
+            self.motion.dt, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
+            means, covs, innov, innov_covs, failed, numba.get_num_threads(), skip_first_predict,
+        )
+        return FilterRun(means, covs, innov, innov_covs), failed
 
     def _check_state(self, state):
         x = _as_float("state.mean", state[0])
@@ -178,17 +192,7 @@ class _KalmanFilter:
         else:
             msg = f"P0 has shape {P0.shape}; expected ({runs}, 4, 4) or (4, 4)"
             raise ValueError(msg)
-        means = np.empty((runs, steps, 4))
-        covs = np.empty((runs, steps, 4, 4))
-        innov = np.empty((runs, steps, 2))
-        innov_covs = np.empty((runs, steps, 2, 2))
-        failed = np.empty(runs, dtype=np.int64)
-        Wm, Wc, scale = self._weights()
-        _k.run_batch(
-            self._use_ukf, np.ascontiguousarray(x0), np.ascontiguousarray(P0), np.ascontiguousarray(zs),
-            self.motion.dt, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
-            means, covs, innov, innov_covs, failed, numba.get_num_threads(),
-        )
+        out, failed = self._run_kernel(x0, P0, zs)
         bad = np.flatnonzero(failed >= 0)
         if bad.size:
             r = int(bad[0])
@@ -197,7 +201,7 @@ class _KalmanFilter:
                 f"{int(failed[r])} ({bad.size} of {runs} runs affected)"
             )
             raise np.linalg.LinAlgError(msg)
-        return FilterRun(means, covs, innov, innov_covs)
+        return out
 
 
 class ExtendedKalmanFilter(_KalmanFilter):
