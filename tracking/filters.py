@@ -54,24 +54,32 @@ def _as_float(name, value):
 
 
 def _check_spd(name, covs):
-    """covs (..., n, n): symmetric positive definite, else a ValueError naming the index."""
-    flat = covs.reshape(-1, covs.shape[-2], covs.shape[-1])
+    """covs (..., n, n): finite, symmetric, positive definite; else a ValueError naming the index."""
     lead = covs.shape[:-2]
-    for i, c in enumerate(flat):
-        where = "" if not lead else "[" + ", ".join(str(int(j)) for j in np.unravel_index(i, lead)) + "]"
-        if not np.isfinite(c).all():
-            msg = f"{name}{where} contains NaN or inf; expected a finite symmetric positive definite covariance"
-            raise ValueError(msg)
-        if not np.allclose(c, c.T, rtol=1e-10, atol=1e-12 * float(np.abs(c).max())):
-            msg = f"{name}{where} is not symmetric; expected a symmetric positive definite covariance"
-            raise ValueError(msg)
-        low = float(np.linalg.eigvalsh(c)[0])
-        if not low > 0:
-            msg = (
-                f"{name}{where} is not positive definite (smallest eigenvalue {low:.3g}); "
-                "expected a symmetric positive definite covariance"
-            )
-            raise ValueError(msg)
+
+    def where(mask):
+        i = int(np.flatnonzero(mask.reshape(-1))[0])
+        return "" if not lead else "[" + ", ".join(str(int(j)) for j in np.unravel_index(i, lead)) + "]"
+
+    finite = np.isfinite(covs).all(axis=(-2, -1))
+    if not finite.all():
+        msg = f"{name}{where(~finite)} contains NaN or inf; expected a finite symmetric positive definite covariance"
+        raise ValueError(msg)
+    gap = np.abs(covs - np.swapaxes(covs, -1, -2)).max(axis=(-2, -1))
+    scale = np.abs(covs).max(axis=(-2, -1))
+    asym = gap > 1e-10 * scale
+    if asym.any():
+        msg = f"{name}{where(asym)} is not symmetric; expected a symmetric positive definite covariance"
+        raise ValueError(msg)
+    low = np.linalg.eigvalsh(covs)[..., 0]
+    bad = ~(low > 0)
+    if bad.any():
+        first = float(low.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
+        msg = (
+            f"{name}{where(bad)} is not positive definite (smallest eigenvalue {first:.3g}); "
+            "expected a symmetric positive definite covariance"
+        )
+        raise ValueError(msg)
 
 
 class _KalmanFilter:
