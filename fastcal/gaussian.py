@@ -111,8 +111,10 @@ def _nees_checked(errors, covs, nan_policy):
     """Flat NEES values and a mask of rows holding NaN/inf; raise per the policy."""
     d = errors.shape[-1]
     lead = errors.shape[:-1]
-    flat_e = np.ascontiguousarray(errors.reshape(-1, d))
-    flat_c = np.ascontiguousarray(covs.reshape(-1, d, d))
+    # C-contiguous and writable: one array type, so the kernel compiles once
+    # (read-only views from np.broadcast_to would type as a second signature).
+    flat_e = np.require(errors.reshape(-1, d), requirements=["C", "W"])
+    flat_c = np.require(covs.reshape(-1, d, d), requirements=["C", "W"])
     n = flat_e.shape[0]
     out = np.empty(n, dtype=np.float64)
     status = np.empty(n, dtype=np.int8)

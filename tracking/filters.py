@@ -53,6 +53,12 @@ def _as_float(name, value):
         raise ValueError(msg) from None
 
 
+def _kernel_array(a):
+    """C-contiguous, writable float64: one array type per rank, so the kernel compiles once
+    (read-only views from ``np.broadcast_to`` would otherwise type as a second signature)."""
+    return np.require(a, dtype=np.float64, requirements=["C", "W"])
+
+
 def _check_spd(name, covs):
     """covs (..., n, n): finite, symmetric, positive definite; else a ValueError naming the index."""
     lead = covs.shape[:-2]
@@ -135,7 +141,7 @@ class _KalmanFilter:
         failed = np.empty(runs, dtype=np.int64)
         Wm, Wc, scale = self._weights()
         _k.run_batch(
-            self._use_ukf, np.ascontiguousarray(x0), np.ascontiguousarray(P0), np.ascontiguousarray(zs),
+            self._use_ukf, _kernel_array(x0), _kernel_array(P0), _kernel_array(zs),
             self.motion.dt, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
             means, covs, innov, innov_covs, failed, numba.get_num_threads(), skip_first_predict,
         )
