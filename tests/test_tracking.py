@@ -254,7 +254,7 @@ def test_bad_inputs_raise_with_the_argument_named():
 
 
 # ------------------------------------------------------------------ docstring examples
-@pytest.mark.parametrize("modname", ["fastcal.gaussian", "tracking.models", "tracking.filters", "tracking.scenario"])
+@pytest.mark.parametrize("modname", ["fastcal.gaussian", "tracking", "tracking.models", "tracking.filters", "tracking.scenario", "tracking.consistency"])
 def test_docstring_examples_run(modname):
     import doctest
     import importlib
