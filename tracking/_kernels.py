@@ -221,7 +221,7 @@ def predict(x, P, dt, Q, xp, Pp, tmp):
 
 @njit(cache=True, inline="always")
 def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
-               zhat, H, PHt, L_S, K, B, BHt, KR, row, sol, tmp_m):
+               zhat, H, PHt, L_S, K, B, BHt, KR, inv_diag, sol, tmp_m):
     """EKF update with a Joseph-form covariance; False if ``S`` is not positive definite.
 
     ``S = H Pp H^T + R``, ``K = Pp H^T S^-1`` (Cholesky solve),
@@ -247,7 +247,7 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
     symmetrise(S)
     if not cholesky_lower(S, L_S, M):
         return False
-    gain(PHt, L_S, K, tmp_m, row, sol)
+    gain(PHt, L_S, K, tmp_m, inv_diag, sol)
     for i in range(n):
         s = xp[i]
         for a in range(m):
@@ -280,7 +280,7 @@ def ekf_update(xp, Pp, z, kind, sp, R, x, P, y, S,
 
 @njit(cache=True, inline="always")
 def ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
-               L_P, sig, Zs, zhat, dz, PXZ, L_S, K, tmp_m, row, sol):
+               L_P, sig, Zs, zhat, dz, PXZ, L_S, K, tmp_m, inv_diag, sol):
     """UKF update on sigma points redrawn from ``(xp, Pp)``; False if a Cholesky fails.
 
     Sigma points ``xp``, ``xp +/- scale * L[:, j]`` with ``Pp = L L^T`` and
@@ -325,7 +325,7 @@ def ukf_update(xp, Pp, z, kind, sp, R, Wm, Wc, scale, x, P, y, S,
     symmetrise(S)
     if not cholesky_lower(S, L_S, M):
         return False
-    gain(PXZ, L_S, K, tmp_m, row, sol)
+    gain(PXZ, L_S, K, tmp_m, inv_diag, sol)
     residual(kind, z, zhat, y)
     for i in range(n):
         s = xp[i]
@@ -380,7 +380,7 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
         xp = np.empty(n)
         Pp = np.empty((n, n))
         tmp = np.empty((n, n))
-        A = np.empty((n, n))
+        B = np.empty((n, n))
         L_P = np.empty((n, n))
         y = np.empty(m)
         S = np.empty((m, m))
@@ -388,11 +388,11 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
         dz = np.empty(m)
         H = np.empty((m, n))
         PHt = np.empty((n, m))
-        PHt2 = np.empty((n, m))
+        BHt = np.empty((n, m))
         KR = np.empty((n, m))
         K = np.empty((n, m))
         L_S = np.empty((m, m))
-        row = np.empty(m)
+        inv_diag = np.empty(m)
         sol = np.empty(m)
         tmp_m = np.empty(m)
         sig = np.empty((n_sig, n))
@@ -429,10 +429,10 @@ def run_batch(use_ukf, x0, P0, zs, dt, Q, kind, sp, R, Wm, Wc, scale,
                 else:
                     if use_ukf:
                         ok = ukf_update(xp, Pp, zk, kind, sp, R, Wm, Wc, scale, x, P, y, S,
-                                        L_P, sig, Zs, zhat, dz, PHt, L_S, K, tmp_m, row, sol)
+                                        L_P, sig, Zs, zhat, dz, PHt, L_S, K, tmp_m, inv_diag, sol)
                     else:
                         ok = ekf_update(xp, Pp, zk, kind, sp, R, x, P, y, S,
-                                        zhat, H, PHt, L_S, K, A, PHt2, KR, row, sol, tmp_m)
+                                        zhat, H, PHt, L_S, K, B, BHt, KR, inv_diag, sol, tmp_m)
                     if not ok:
                         failed[r] = k
                         _fill_nan_from(r, k, means, covs, innov, innov_covs)
