@@ -24,7 +24,6 @@ import numbers
 
 import numba
 import numpy as np
-from scipy import stats
 
 from fastcal._kernels import gaussian as _k
 
@@ -421,6 +420,8 @@ def anees_bounds(runs, dim, *, alpha=0.05):
     """
     _check_band_args(runs, dim, alpha)
     dof = runs * dim
+    from scipy import stats  # imported here: scipy.stats is slow to import
+
     lo = stats.chi2.ppf(alpha / 2.0, dof) / runs
     hi = stats.chi2.ppf(1.0 - alpha / 2.0, dof) / runs
     return float(lo), float(hi)
