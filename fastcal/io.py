@@ -199,7 +199,10 @@ class ParquetReader(_Reader):
         import pyarrow.parquet as pq
 
         for f in self.files:
-            s = self.schema if f == self.files[0] else pq.read_schema(f)
+            try:
+                s = self.schema if f == self.files[0] else pq.read_schema(f)
+            except Exception as exc:
+                _fail(f, f"not a readable Parquet file: {_one_line(exc)}")
             missing = [n for n in names if n not in s.names]
             if missing:
                 _missing(f, missing, s.names)
@@ -222,11 +225,9 @@ class ParquetReader(_Reader):
                     yield Chunk(cols, f, start, file_start)
                     start += n
                     file_start += n
-            except ValueError as exc:
-                if str(exc).startswith(f"{f}:"):
+            except Exception as exc:  # any reader failure becomes one ValueError naming the file
+                if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"cannot read Parquet data near row {file_start}: {_one_line(exc)}")
-            except (OSError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
                 _fail(f, f"cannot read Parquet data near row {file_start}: {_one_line(exc)}")
             if file_start != pf.metadata.num_rows:
                 _fail(f, f"read {file_start} rows but the footer says {pf.metadata.num_rows}")
@@ -311,11 +312,9 @@ class FeatherReader(_Reader):
                         yield Chunk(cols, f, start, file_start)
                         start += part.num_rows
                         file_start += part.num_rows
-            except ValueError as exc:
-                if str(exc).startswith(f"{f}:"):
+            except Exception as exc:  # any reader failure becomes one ValueError naming the file
+                if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"cannot read Arrow data near row {file_start}: {_one_line(exc)}")
-            except (OSError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
                 _fail(f, f"cannot read Arrow data near row {file_start}: {_one_line(exc)}")
             finally:
                 handle.close()
@@ -375,11 +374,9 @@ class CsvReader(_Reader):
                         yield Chunk(cols, f, start, file_start)
                         start += part.num_rows
                         file_start += part.num_rows
-            except ValueError as exc:
-                if str(exc).startswith(f"{f}:"):
+            except Exception as exc:  # any reader failure becomes one ValueError naming the file
+                if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"CSV error after data row {file_start}: {_one_line(exc)}")
-            except (OSError, ArithmeticError, IndexError, KeyError, TypeError) as exc:
                 _fail(f, f"CSV error after data row {file_start}: {_one_line(exc)}")
 
 
@@ -476,7 +473,7 @@ class NpyReader(_Reader):
             b = min(a + chunk_rows, self.n_rows)
             try:
                 cols = tuple(self._window(n, a, b) for n in names)
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # e.g. the file shrank since the header was read
                 _fail(f, f"cannot read rows {a}..{b}: {_one_line(exc)}")
             yield Chunk(cols, f, a, a)
 
