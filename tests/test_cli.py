@@ -239,3 +239,17 @@ def test_entry_point_version_and_no_traceback(tmp_path):
                         "--label", "y"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr and str(bad) in r.stderr
+
+
+def test_demo_scores_simulated_files_out_of_core(capsys):
+    from fastcal import demo
+
+    demo.main(["--n", "3000", "--chunk-rows", "1000"])
+    out = capsys.readouterr().out
+    for sigma in (0.0, 0.5, 2.0):
+        y, p = fastcal.simulate(3_000, sigma=sigma, seed=0)
+        ref = fastcal.calibration_report(y, p)
+        section = out.split(f"sigma = {sigma}\n")[1]
+        assert f"| weighted sum |  | 3000 |  |  | {ref.ece:.4f} | {ref.esce:.4f} | {ref.ecd:.4f} |" \
+            in section
+        assert f"ACE = {ref.ace:.4f}" in section
