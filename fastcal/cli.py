@@ -103,7 +103,14 @@ def _temp_near(path, suffix=""):
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
                                dir=d)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
     return tmp
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path, text):
@@ -325,6 +332,7 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
     tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):

@@ -253,3 +253,21 @@ def test_demo_scores_simulated_files_out_of_core(capsys):
         assert f"| weighted sum |  | 3000 |  |  | {ref.ece:.4f} | {ref.esce:.4f} | {ref.ecd:.4f} |" \
             in section
         assert f"ACE = {ref.ace:.4f}" in section
+
+
+def test_outputs_get_the_usual_permissions(pred, tmp_path, capsys):
+    path, _, _ = pred
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "r.txt"
+        assert run(["score", path, "--prob", "score", "--label", "label", "--output", str(out)],
+                   capsys)[0] == 0
+        sim = tmp_path / "s.parquet"
+        assert run(["simulate", str(sim), "--n", "10"], capsys)[0] == 0
+        npy = tmp_path / "s_npy"
+        assert run(["simulate", str(npy), "--n", "10", "--format", "npy"], capsys)[0] == 0
+    finally:
+        os.umask(old)
+    assert oct(out.stat().st_mode & 0o777) == oct(0o644)
+    assert oct(sim.stat().st_mode & 0o777) == oct(0o644)
+    assert oct(npy.stat().st_mode & 0o777) == oct(0o755)
