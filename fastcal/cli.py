@@ -62,7 +62,7 @@ def _parser():
     sc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
                     help="file format (default: from the extension)")
     sc.add_argument("--chunk-rows", type=int, default=None, metavar="N",
-                    help="rows per chunk (default 1048576); results do not depend on it")
+                    help="rows per chunk (default 262144); results do not depend on it")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--output", metavar="FILE",
                     help="write the report to FILE (atomically) instead of stdout")

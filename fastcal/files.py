@@ -288,7 +288,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         same second pass. Off by default so that a plain run reads the file
         once.
     chunk_rows : int, optional
-        Rows per chunk (default 2**20). Results do not depend on it.
+        Rows per chunk (default 2**18). Results do not depend on it; memory
+        grows with it (a few chunks are alive at once: one scored, two read ahead).
     progress : bool, optional
         Progress bar on stderr (default: only if stderr is a terminal).
     format : {"parquet", "feather", "npy", "csv"}, optional
