@@ -19,6 +19,7 @@ Errors are ``ValueError`` with a one-line message that names the file.
 """
 
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -349,13 +350,23 @@ class CsvReader(_Reader):
         self.columns = list(self.schema.names)
 
     @staticmethod
-    def _schema(f):
+    def _fail_csv(f, exc, file_start):
+        # Single-threaded parsing makes pyarrow number the line: "Row #302: Expected 2
+        # columns, got 3: <text>" (lines counted from 1, the header included).
+        text = _one_line(exc)
+        m = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+): ?(.*)", text)
+        if m:
+            _fail(f, f"CSV line {m.group(1)}: expected {m.group(2)} fields, got {m.group(3)}: "
+                     f"{m.group(4)[:80]!r}")
+        _fail(f, f"CSV error after data row {file_start}: {text}")
+
+    def _schema(self, f):
         import pyarrow.csv as pcsv
 
         try:
-            reader = pcsv.open_csv(f)
+            reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(use_threads=False))
         except Exception as exc:
-            _fail(f, f"cannot read CSV: {_one_line(exc)}")
+            self._fail_csv(f, exc, 0)
         schema = reader.schema
         reader.close()
         return schema
@@ -380,8 +391,9 @@ class CsvReader(_Reader):
         for f in self.files:
             file_start = 0
             try:
+                # One parsing thread: pyarrow then numbers the lines of bad rows.
                 reader = pcsv.open_csv(
-                    f, read_options=pcsv.ReadOptions(block_size=block, use_threads=True),
+                    f, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
                     convert_options=pcsv.ConvertOptions(
                         include_columns=list(names),
                         column_types={n: pa.float64() for n in names}))
@@ -395,7 +407,7 @@ class CsvReader(_Reader):
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"CSV error after data row {file_start}: {_one_line(exc)}")
+                self._fail_csv(f, exc, file_start)
 
 
 class NpyReader(_Reader):

@@ -321,7 +321,14 @@ def test_csv_wrong_field_count_names_file(tmp_path):
     with pytest.raises(ValueError) as err:
         score_file(str(c), prob="p", label="y", chunk_rows=50)
     msg = str(err.value)
-    assert msg.startswith(str(c)) and "Expected 2 columns, got 3" in msg and "\n" not in msg
+    assert msg.startswith(str(c)) and "\n" not in msg
+    assert "line 302: expected 2 fields, got 3: '0.5,1,7'" in msg  # header is line 1
+    # the same row far beyond the first block (read while streaming)
+    lines = ["p,y"] + [f"0.{i % 9 + 1},{i % 2}" for i in range(300_000)]
+    lines[250_001] = "0.5,1,7"
+    c.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"bad.csv: CSV line 250002: expected 2 fields, got 3"):
+        score_file(str(c), prob="p", label="y", chunk_rows=5_000)
 
 
 def test_truncated_parquet_names_file(tmp_path):
