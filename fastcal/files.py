@@ -324,10 +324,10 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     Examples
     --------
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
-    >>> import fastcal
+    >>> from fastcal.files import score_file
     >>> d = tempfile.mkdtemp(); f = os.path.join(d, "pred.parquet")
     >>> pq.write_table(pa.table({"p": [0.1, 0.8, 0.6, 0.3], "y": [0, 1, 1, 0]}), f)
-    >>> r = fastcal.score_file(f, prob="p", label="y", n_bins=5)
+    >>> r = score_file(f, prob="p", label="y", n_bins=5)
     >>> r.n, round(r.ece, 3)
     (4, 0.2)
     """

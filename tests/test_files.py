@@ -348,3 +348,12 @@ def test_option_errors():
         score_file("x.parquet", chunk_rows=0)
     with pytest.raises(ValueError, match="format must be one of"):
         score_file("x.parquet", format="xlsx")
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import fastcal.files
+
+    result = doctest.testmod(fastcal.files)
+    assert result.attempted > 0 and result.failed == 0
