@@ -329,7 +329,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     >>> pq.write_table(pa.table({"p": [0.1, 0.8, 0.6, 0.3], "y": [0, 1, 1, 0]}), f)
     >>> r = score_file(f, prob="p", label="y", n_bins=5)
     >>> r.n, round(r.ece, 3)
-    (4, 0.2)
+    (4, 0.25)
     """
     v.check_choice("strategy", strategy, v.STRATEGIES)
     v.check_choice("observed", observed, v.OBSERVED)
