@@ -367,8 +367,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
 
     label1 = f"{os.path.basename(path)}" + (" pass 1/2" if second else "")
     bar = Progress(reader.n_rows, label=label1, enabled=progress)
+    chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
     try:
-        for chunk in _threaded(lambda: reader.chunks(names, chunk_rows)):
+        for chunk in chunks:
             p_col, y_col = chunk.columns
             try:
                 acc.update(y_col, p_col)
@@ -394,6 +395,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                     multi[key[differ]] = True
             bar.update(p_col.shape[0])
     finally:
+        chunks.close()  # stops the reader thread now, also on error
         bar.close()
     if acc.n_rows == 0:
         msg = f"{path}: no data rows"
@@ -410,10 +412,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                  np.zeros(kb.N_TOTALS, np.float64))
         bar = Progress(reader.n_rows, label=f"{os.path.basename(path)} pass 2/2",
                        enabled=progress)
+        chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
         try:
-            _quantile_pass(_threaded(lambda: reader.chunks(names, chunk_rows)), plan, state,
-                           omit, acc.eps, bar)
+            _quantile_pass(chunks, plan, state, omit, acc.eps, bar)
         finally:
+            chunks.close()
             bar.close()
         counts, sums, totals = state
         if int(counts[:, 0].sum()) != acc.n:

@@ -505,7 +505,8 @@ class NpyReader(_Reader):
                 cols = tuple(self._window(n, a, b) for n in names)
             except Exception as exc:  # e.g. the file shrank since the header was read
                 _fail(f, f"cannot read rows {a}..{b}: {_one_line(exc)}")
-            yield Chunk(cols, f, a, a)
+            # Errors in the values name the path given (a directory of column files).
+            yield Chunk(cols, self.path, a, a)
 
 
 _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader,

@@ -357,3 +357,14 @@ def test_docstring_example_runs():
 
     result = doctest.testmod(fastcal.files)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_reader_thread_stops_on_error(tmp_path):
+    import threading
+
+    p, y = make_data(50_000, seed=12, ties=False)
+    p[100] = 2.0
+    path = write("parquet", tmp_path, p, y, rows_per_group=1_000)
+    with pytest.raises(ValueError, match="at row 100"):
+        score_file(path, prob="p", label="y", chunk_rows=50)
+    assert not [t for t in threading.enumerate() if t.name == "fastcal-reader"]
