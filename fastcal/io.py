@@ -4,8 +4,9 @@ Every reader yields the requested columns as 1-D numpy arrays, one chunk at a
 time, so memory is bounded by the chunk size, never by the file:
 
 * Parquet: one file or a directory dataset (all ``*.parquet`` files under it,
-  in sorted path order), read with pyarrow row group by row group, only the
-  requested columns (memory: one row group of those columns, plus chunks).
+  in sorted path order; hive partition keys in directory names are not
+  columns), read with pyarrow row group by row group, only the requested
+  columns (memory: one row group of those columns, plus a few chunks).
 * Arrow IPC / Feather v2: read record batch by record batch from a plain file
   handle (not memory-mapped, so resident memory stays bounded).
 * NPY (``allow_pickle=False`` always): a structured array (one column per
@@ -235,10 +236,11 @@ class ParquetReader(_Reader):
                 # Row group by row group: ParquetFile.iter_batches keeps what it has read
                 # (its memory grows with the file), read_row_group does not.
                 for g in range(pf.metadata.num_row_groups):
-                    table = pf.read_row_group(g, columns=list(names), use_threads=True)
+                    table = pf.read_row_group(g, columns=list(dict.fromkeys(names)),
+                                              use_threads=True)
                     for off in range(0, table.num_rows, chunk_rows):
                         part = table.slice(off, chunk_rows)
-                        cols = tuple(_arrow_to_numpy(part.column(i)) for i in range(len(names)))
+                        cols = tuple(_arrow_to_numpy(part.column(n)) for n in names)
                         n = part.num_rows
                         yield Chunk(cols, f, start, file_start)
                         start += n
