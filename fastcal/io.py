@@ -148,7 +148,6 @@ def _arrow_to_numpy(arr):
     imports pandas, a second of start-up for a small file.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -156,6 +155,9 @@ def _arrow_to_numpy(arr):
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         return np.full(len(arr), np.nan)
+    if pa.types.is_boolean(arr.type) or arr.null_count:
+        import pyarrow.compute as pc  # only here: a tenth of a second to import
+
     if pa.types.is_boolean(arr.type):
         arr = pc.cast(arr, pa.uint8())
     if arr.null_count:
