@@ -321,6 +321,15 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     1e-12 relative, whatever the chunk size. A reader thread decodes the next
     chunk while the current one is scored.
 
+    Equal-mass bins (and ACE) take a second pass and give exactly the groups
+    of the in-memory report (rows sorted by p, ties in file order, cut at
+    g * n // n_bins). Pass 1 counts p per bucket (2**-14 of each binary
+    octave); pass 2 bins every row of a bucket that lies inside one group
+    directly and ranks the rows of the at most n_bins - 1 buckets that hold a
+    group boundary: by a counter if the bucket holds a single value (ties),
+    else by keeping those rows and sorting them. Extra memory is those rows,
+    small unless many rows share a few distinct, nearly equal values.
+
     Examples
     --------
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
