@@ -368,3 +368,14 @@ def test_reader_thread_stops_on_error(tmp_path):
     with pytest.raises(ValueError, match="at row 100"):
         score_file(path, prob="p", label="y", chunk_rows=50)
     assert not [t for t in threading.enumerate() if t.name == "fastcal-reader"]
+
+
+def test_compressed_feather_with_bool_labels(tmp_path):
+    import pyarrow.feather as feather
+
+    y, p = fastcal.simulate(50_000, sigma=2.0, seed=1, dtype=np.float32)
+    f = tmp_path / "lz4.feather"
+    feather.write_feather(pa.table({"p": p, "b": y.astype(bool)}), f, chunksize=7_000,
+                          compression="lz4")
+    got = score_file(str(f), prob="p", label="b", chunk_rows=3_000)
+    assert_same(got, fastcal.calibration_report(y.astype(bool), p))
