@@ -32,12 +32,25 @@ ABSOLUTE_TARGET = 500.0  # M predictions/s for the float32 report (issue 2)
 
 
 def run_suite(json_path, extra):
-    cmd = [sys.executable, "-m", "pytest", str(HERE), "-q", "-p", "no:cacheprovider",
+    """Run pytest once; returns (exit code, the lines the benchmarks printed as figures).
+
+    Output is not captured by pytest (-s) so that benchmark files which print
+    their figures (lines starting with RESULT, or the tracking ratios) can be
+    quoted in RESULTS.md; everything is echoed to stderr as it comes.
+    """
+    cmd = [sys.executable, "-m", "pytest", str(HERE), "-q", "-s", "-p", "no:cacheprovider",
            f"--benchmark-json={json_path}", *extra]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     print("running:", " ".join(cmd), file=sys.stderr)
-    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    printed = []
+    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            text = line.strip()
+            if text.startswith("RESULT") or text.startswith(("EKF: filterpy", "UKF: filterpy")):
+                printed.append(text)
+    return proc.returncode, printed
 
 
 def machine():
@@ -273,8 +286,11 @@ def write_results(bench, mach, path):
     shown = {"binary-float32", "binary-float64", "scaling-n", "scaling-bins", "scaling-threads",
              "startup"}
     rest = other_groups(groups, shown)
-    if rest:
-        lines += ["## Other benchmarks", "", *rest]
+    if rest or bench.get("printed"):
+        lines += ["## Other benchmarks (out-of-core files, tracking)", "", *rest]
+    if bench.get("printed"):
+        lines += ["Figures printed by those benchmarks in the same run:", "", "```",
+                  *bench["printed"], "```", ""]
     lines += [
         "## Where the contenders' values differ from fastcal's", "",
         "- scikit-learn `calibration_curve`: bins (a, b] and float64 edges `np.linspace(0, 1, n + 1)`; "
@@ -309,7 +325,7 @@ def main(argv=None):
     else:
         with tempfile.TemporaryDirectory() as d:
             json_path = Path(d) / "bench.json"
-            code = run_suite(json_path, extra)
+            code, printed = run_suite(json_path, extra)
             if not json_path.exists():
                 print(f"the benchmark run failed (exit {code}); RESULTS.md not written", file=sys.stderr)
                 return 1
@@ -317,6 +333,7 @@ def main(argv=None):
                 print(f"some benchmarks failed (exit {code}); RESULTS.md not written", file=sys.stderr)
                 return 1
             bench = json.loads(json_path.read_text())
+            bench["printed"] = printed
             if args.keep_json:
                 args.keep_json.write_text(json.dumps(bench))
     groups = write_results(bench, machine(), args.out)

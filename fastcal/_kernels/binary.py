@@ -63,12 +63,10 @@ def _bin_near_edge(pj, nbf, top, invn, right, is32):
         e = np.float64(np.float32(kf * invn))
     else:
         e = kf / nbf
-    if right:
-        # (a, b] with p = 0 in the first bin
-        b = k - 1 + np.int64(pc > e)
-    else:
-        # [a, b) with p = 1 in the last bin
-        b = k - np.int64(pc < e)
+    # (a, b] (right) with p = 0 in the first bin, or [a, b) with p = 1 in the
+    # last bin: the same but one bin up when p == e. Arithmetic rather than a
+    # branch, so that one compiled loop serves both sides.
+    b = k - 1 + np.int64(pc > e) + np.int64((pc == e) & (not right))
     return min(max(b, 0), top)
 
 
@@ -92,19 +90,13 @@ def _bins_uniform(p, edges, nb, right, bi):
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    is32 = p.itemsize == 4
-    if is32 and right:
+    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
+    if is32:
         for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, True, True)
-    elif is32:
-        for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, False, True)
-    elif right:
-        for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, True, False)
+            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, True)
     else:
         for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, False, False)
+            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, False)
 
 
 @njit(error_model="numpy", cache=True)
@@ -203,26 +195,16 @@ def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    is32 = p.itemsize == 4
-    if is32 and right:
+    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
+    if is32:
         for j in range(p.shape[0]):
             pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, True, True)
-            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
-    elif is32:
-        for j in range(p.shape[0]):
-            pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, False, True)
-            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
-    elif right:
-        for j in range(p.shape[0]):
-            pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, True, False)
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, True)
             lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
     else:
         for j in range(p.shape[0]):
             pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, False, False)
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, False)
             lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
