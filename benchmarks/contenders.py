@@ -92,6 +92,28 @@ def numpy_vectorised(y, p, n_bins):
             "count": count, "conf": conf, "frac_pos": frac, "ecd_bins": sum_e / count}
 
 
+def numpy_sums_chunked(y, p, n_bins, chunk=10**7):
+    """Per-bin count, sum of p, positives, sum of ECD terms and the Brier and NLL
+    sums of all rows, by numpy in chunks (to check fastcal's report on N rows)."""
+    edges = fastcal.uniform_edges(n_bins, p.dtype)
+    count = np.zeros(n_bins, np.int64)
+    sums = np.zeros((3, n_bins))
+    brier = nll = 0.0
+    for a in range(0, p.shape[0], chunk):
+        pc, yc = p[a:a + chunk], y[a:a + chunk]
+        b = np.minimum(np.searchsorted(edges, pc, side="right") - 1, n_bins - 1)
+        p64 = pc.astype(np.float64)
+        yf = yc.astype(np.float64)
+        e, _ = _ecd_terms(p64, yf)
+        count += np.bincount(b, minlength=n_bins)
+        sums += [np.bincount(b, weights=w, minlength=n_bins) for w in (p64, yf, e)]
+        brier += float(np.sum((p64 - yf) ** 2))
+        with np.errstate(divide="ignore"):
+            nll -= float(np.sum(np.where(yf == 1, np.log(p64), np.log1p(-p64))))
+    return {"count": count, "sum_p": sums[0], "pos": sums[1], "sum_ecd": sums[2],
+            "brier": brier, "nll": nll}
+
+
 # -- peers ---------------------------------------------------------------------------
 
 def sklearn_metrics(y, p, n_bins):
