@@ -41,6 +41,7 @@ def run_suite(json_path, extra):
     cmd = [sys.executable, "-m", "pytest", str(HERE), "-q", "-s", "-p", "no:cacheprovider",
            f"--benchmark-json={json_path}", *extra]
     env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "passive")  # see conftest.py
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     print("running:", " ".join(cmd), file=sys.stderr)
     printed = []
@@ -271,7 +272,10 @@ def write_results(bench, mach, path):
         f"- load average (1/5/15 min) when the run ended: {mach['load']} "
         "(a shared machine: other work running at the same time lowers every figure, most of "
         "all the two-thread ones)",
-        f"- Python {mach['python']}; " + ", ".join(f"{k} {v}" for k, v in ver.items()), "",
+        f"- Python {mach['python']}; " + ", ".join(f"{k} {v}" for k, v in ver.items()),
+        f"- OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'passive')} for every contender "
+        "(see benchmarks/conftest.py: spinning OpenMP threads of other processes otherwise add "
+        "milliseconds to each parallel call on a shared machine)", "",
         "## Headline", "",
         *summary(groups), "",
         f"Data: the paper's simulation (`fastcal.simulate`, sigma = {SIGMA}), {N_BINS} uniform bins. "

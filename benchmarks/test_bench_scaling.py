@@ -1,8 +1,9 @@
 """Throughput of the full report against N, n_bins and threads.
 
 N from 1e3 (where the fixed cost per call decides: dispatch, validation,
-building the report) to FASTCAL_BENCH_N, with vectorised numpy alongside up
-to 1e7; n_bins from 10 to 10,000 at 1e7 rows; 1 and 2 threads at N rows,
+building the report) to FASTCAL_BENCH_N, for the full report against the
+vectorised-numpy report and for ECE alone against numpy's bincount ECE (numpy
+up to 1e7); n_bins from 10 to 10,000 at 1e7 rows; 1 and 2 threads at N rows,
 with the read floor at the same thread counts.
 """
 
@@ -29,6 +30,22 @@ def test_numpy_vs_n(benchmark, data, reference, n):
     out = race(benchmark, lambda: c.numpy_vectorised(y, p, N_BINS), group="scaling-n",
                contender="numpy vectorised", n=n, rounds=5)
     assert out["ece"] == pytest.approx(reference(np.float32, n).ece, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", SIZES_N)
+def test_ece_vs_n(benchmark, data, n):
+    y, p = data["y"][:n], data[np.float32][:n]
+    out = race(benchmark, lambda: c.fastcal_ece(y, p, N_BINS), group="scaling-n",
+               contender="fastcal ece", n=n, rounds=5)
+    assert out["ece"] == pytest.approx(c.numpy_ece(y, p, N_BINS)["ece"], rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [n for n in SIZES_N if n <= 10**7])
+def test_numpy_ece_vs_n(benchmark, data, n):
+    y, p = data["y"][:n], data[np.float32][:n]
+    out = race(benchmark, lambda: c.numpy_ece(y, p, N_BINS), group="scaling-n",
+               contender="numpy ece (bincount)", n=n, rounds=5)
+    assert out["ece"] == pytest.approx(c.numpy_vectorised(y, p, N_BINS)["ece"], rel=1e-9)
 
 
 @pytest.mark.parametrize("n_bins", [10, 100, 1000, 10_000])

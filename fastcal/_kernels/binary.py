@@ -366,3 +366,33 @@ def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
             if f >= 0 and (checks[N_CHECK_KINDS + k] < 0 or f < checks[N_CHECK_KINDS + k]):
                 checks[N_CHECK_KINDS + k] = f
     return counts, sums, totals, checks
+
+
+@njit(error_model="numpy", cache=True)
+def binned_scalars(counts, sums, n_bins, col):
+    """(ECE, ESCE, MCE) of the first n_bins rows of the state, in one loop.
+
+    col 1 compares the fraction of positives with the mean p, col 2 the
+    accuracy of the thresholded label. Per non-empty bin: g = counts[b, col] /
+    n_b - sums[b, 0] / n_b, weight n_b / n (eq. 3-6); MCE is the largest |g|.
+    NaN for all three if every bin is empty.
+    """
+    n = 0
+    for b in range(n_bins):
+        n += counts[b, 0]
+    if n == 0:
+        return np.nan, np.nan, np.nan
+    ece = 0.0
+    esce = 0.0
+    mce = 0.0
+    for b in range(n_bins):
+        c = counts[b, 0]
+        if c == 0:
+            continue
+        cf = np.float64(c)
+        g = counts[b, col] / cf - sums[b, 0] / cf
+        w = cf / n
+        ece += w * abs(g)
+        esce += w * g
+        mce = max(mce, abs(g))
+    return ece, esce, mce
