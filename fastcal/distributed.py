@@ -15,9 +15,7 @@ Equal-mass bins (``strategy="quantile"`` and ACE) are exact, not approximate:
 see :func:`score_dask` (Notes) for the method.
 """
 
-import glob
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,19 +116,21 @@ def _frame_source(df, label, prob):
     return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], where)
 
 
-def _natural_key(path):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
-
-
 def dataset_files(path):
-    """The Parquet files of a dataset: one file, or every *.parquet under a
-    directory (recursively), in natural order (part.2 before part.10)."""
+    """The Parquet files of a dataset: one file, or every ``*.parquet`` file under
+    a directory, walked in sorted order (directories and files whose names start
+    with "." or "_" skipped), the order in which :func:`fastcal.score_file` reads
+    them."""
     if os.path.isdir(path):
-        files = glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True)
+        files = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            files.extend(os.path.join(root, f) for f in sorted(names)
+                         if f.endswith(".parquet") and not f.startswith((".", "_")))
         if not files:
             msg = f"path {path!r} is a directory without any *.parquet file"
             raise ValueError(msg)
-        return sorted(files, key=_natural_key)
+        return files
     if os.path.isfile(path):
         return [path]
     msg = f"path {path!r} does not exist"
@@ -638,7 +638,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       threads=threads, split_every=split_every, runner=runner)
 
 
-def score_dataframe(df, *, prob="y_prob", label="y_true", n_bins=10, edges=None, closed="left",
+def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=True, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0):
@@ -648,7 +648,7 @@ def score_dataframe(df, *, prob="y_prob", label="y_true", n_bins=10, edges=None,
     ----------
     df : dask.dataframe.DataFrame
         For example ``dd.read_parquet(directory)``.
-    prob, label : str
+    prob, label : str, default "p" and "y"
         Column names of the probabilities and the 0/1 labels.
     {options}
     Returns
@@ -677,7 +677,7 @@ def score_dataframe(df, *, prob="y_prob", label="y_true", n_bins=10, edges=None,
     >>> import dask.dataframe as dd, pandas as pd, fastcal
     >>> from fastcal.distributed import score_dataframe
     >>> y, p = fastcal.simulate(1_000, seed=2)
-    >>> df = dd.from_pandas(pd.DataFrame({{"y_true": y, "y_prob": p}}), npartitions=4)
+    >>> df = dd.from_pandas(pd.DataFrame({{"y": y, "p": p}}), npartitions=4)
     >>> score_dataframe(df, ace=False).n
     1000
     """
@@ -688,7 +688,7 @@ def score_dataframe(df, *, prob="y_prob", label="y_true", n_bins=10, edges=None,
                       threads=threads, split_every=split_every, runner=runner)
 
 
-def score_dataset(path, *, prob="y_prob", label="y_true", n_bins=10, edges=None,
+def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
                   eps=None, ace=True, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION):
@@ -698,9 +698,9 @@ def score_dataset(path, *, prob="y_prob", label="y_true", n_bins=10, edges=None,
     ----------
     path : str
         A Parquet file, or a directory whose ``*.parquet`` files (searched
-        recursively, taken in natural order: part.2 before part.10) are the
-        rows in that order. Workers must see the same path.
-    prob, label : str
+        recursively in sorted order, see :func:`dataset_files`) hold the rows
+        in that order. Workers must see the same path.
+    prob, label : str, default "p" and "y"
         Column names of the probabilities and the 0/1 labels.
     {options}
     rows_per_partition : int, default 2**22

@@ -1,0 +1,290 @@
+"""Scoring on Dask: a real LocalCluster (2 worker processes, loopback only), a
+multi-file Parquet dataset, results equal to the single-process report."""
+
+import os
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import dask.array as da  # noqa: E402
+import dask.dataframe as dd  # noqa: E402
+import pandas as pd  # noqa: E402
+from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
+
+import fastcal  # noqa: E402
+from fastcal import distributed as fd  # noqa: E402
+from fastcal._kernels import binary as kb  # noqa: E402
+from tests import naive  # noqa: E402
+
+SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll", "ecd_var")
+# (rows, row group size) of each file: uneven on purpose, one file of a single row
+FILES = [(40_000, 3_000), (70_000, 70_000), (1, 1), (30_000, 2_000), (60_000, 5_000)]
+SIGMA, SEED = 0.5, 11
+
+
+def assert_same(rep, ref, *, rtol=1e-12, atol=1e-13):
+    """Raw sums equal to rtol; counts exactly; every scalar and bin column to rtol,
+    with the core tests' atol for ECE-type values, which are differences of
+    numbers of order 1 (a 1e-16 change in a bin's mean p is a 1e-12 relative
+    change of a small |frac_pos - conf|)."""
+    assert rep.n == ref.n and rep.n_omitted == ref.n_omitted
+    for key, value in ref.sums.items():
+        np.testing.assert_allclose(rep.sums[key], value, rtol=rtol, atol=0, err_msg=key)
+    for name in SCALARS:
+        np.testing.assert_allclose(getattr(rep, name), getattr(ref, name), rtol=rtol, atol=atol,
+                                   err_msg=name)
+    assert rep.strategy == ref.strategy and rep.n_bins == ref.n_bins
+    np.testing.assert_array_equal(rep.bins["count"], ref.bins["count"])
+    for col in ref.bins:
+        np.testing.assert_allclose(rep.bins[col], ref.bins[col], rtol=rtol, atol=atol,
+                                   err_msg=col)
+
+
+def assert_identical(a, b):
+    for name in SCALARS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for col in a.bins:
+        np.testing.assert_array_equal(a.bins[col], b.bins[col], err_msg=col)
+
+
+def write_dataset(root, files=FILES, dtype=np.float64):
+    """Rows [0, total) of fastcal.simulate split over Parquet files; returns (y, p)."""
+    os.makedirs(root, exist_ok=True)
+    ys, ps, start = [], [], 0
+    for i, (rows, group) in enumerate(files):
+        y, p = fastcal.simulate(rows, sigma=SIGMA, seed=SEED, start=start, dtype=dtype)
+        pq.write_table(pa.table({"p": p, "y": y}), os.path.join(root, f"part-{i:02d}.parquet"),
+                       row_group_size=group)
+        ys.append(y)
+        ps.append(p)
+        start += rows
+    return np.concatenate(ys), np.concatenate(ps)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("ds") / "preds")
+    y, p = write_dataset(root)
+    return root, y, p
+
+
+# -- results equal the single-process report -----------------------------------
+
+@pytest.mark.parametrize("rows_per_partition, options", [
+    (10**9, dict()),  # one partition per file
+    (5_000, dict(strategy="quantile", n_bins=7, closed="right")),
+    (30_000, dict(n_bins=15, observed="accuracy", eps=1e-6)),
+])
+def test_dataset_equals_single_process(client, dataset, rows_per_partition, options):
+    root, y, p = dataset
+    rep = fd.score_dataset(root, client=client, rows_per_partition=rows_per_partition, **options)
+    assert_same(rep, fastcal.calibration_report(y, p, **options))
+
+
+def test_dask_arrays_any_chunking(client):
+    y, p = fastcal.simulate(150_001, sigma=2.0, seed=5, dtype=np.float32)
+    ref = fastcal.calibration_report(y, p, n_bins=12, strategy="quantile")
+    chunkings = [(150_001,), (9_000,) * 16 + (6_001,), (1, 77_777, 72_223)]
+    for chunks in chunkings:
+        rep = fd.score_dask(da.from_array(y, chunks=((150_001 // 2, 150_001 - 150_001 // 2),)),
+                            da.from_array(p, chunks=(chunks,)), n_bins=12, strategy="quantile",
+                            client=client)
+        assert_same(rep, ref)
+    # Dask's default (threaded) scheduler in this process
+    rep = fd.score_dask(da.from_array(y, chunks=40_000), da.from_array(p, chunks=40_000),
+                        n_bins=12, strategy="quantile")
+    assert_same(rep, ref)
+
+
+def test_read_parquet_dataframe(client, dataset):
+    root, y, p = dataset
+    df = dd.read_parquet(root)
+    rep = fd.score_dataframe(df, prob="p", label="y", client=client, split_every=2)
+    assert_same(rep, fastcal.calibration_report(y, p))
+
+
+def test_nan_omit_counts_the_same_rows(client):
+    y, p = fastcal.simulate(50_000, sigma=0.5, seed=9)
+    y = y.astype(np.float64)
+    rng = np.random.default_rng(0)
+    p[rng.integers(0, 50_000, 300)] = np.nan
+    y[rng.integers(0, 50_000, 200)] = np.nan
+    df = dd.from_pandas(pd.DataFrame({"p": p, "y": y}), npartitions=6)
+    for strategy in ("uniform", "quantile"):
+        rep = fd.score_dataframe(df, nan_policy="omit", strategy=strategy, client=client)
+        ref = fastcal.calibration_report(y, p, nan_policy="omit", strategy=strategy)
+        assert rep.n_omitted == ref.n_omitted > 0
+        assert_same(rep, ref)
+
+
+def test_equal_mass_bins_split_ties_by_global_row(client, monkeypatch):
+    # Few distinct values, so every cut falls inside a run of ties that spans
+    # partitions; a small gather limit also exercises the bit-pattern split
+    # and the single-value count of the exact search.
+    rng = np.random.default_rng(3)
+    values = np.array([0.0, -0.0, 0.1, 0.3, 0.3000000000000001, 0.5, 0.9, 1.0])
+    p = values[rng.integers(0, len(values), 40_000)]
+    y = (rng.random(40_000) < np.abs(p)).astype(np.uint8)
+    yd, pd_ = da.from_array(y, chunks=3_001), da.from_array(p, chunks=3_001)
+    for gather_max, n_bins in ((fd._GATHER_MAX, 3), (fd._GATHER_MAX, 16), (50, 10)):
+        monkeypatch.setattr(fd, "_GATHER_MAX", gather_max)
+        rep = fd.score_dask(yd, pd_, n_bins=n_bins, strategy="quantile", client=client)
+        assert_same(rep, fastcal.calibration_report(y, p, n_bins=n_bins, strategy="quantile"))
+    # and the loop reference on a small slice
+    ys, ps = y[:3_000], p[:3_000]
+    rep = fd.score_dask(da.from_array(ys, chunks=701), da.from_array(ps, chunks=701), n_bins=9,
+                        client=client)
+    np.testing.assert_allclose(rep.ace, naive.ace(ys, ps, 9), rtol=1e-12)
+
+
+def test_multiclass_passes_through_when_supported(client):
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(2_000, 3))
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y = rng.integers(0, 3, 2_000)
+    try:
+        ref = fastcal.CalibrationAccumulator(n_bins=10).update(y, p).report()
+    except ValueError:
+        pytest.skip("CalibrationAccumulator does not take (N, K) probabilities yet")
+    rep = fd.score_dask(da.from_array(y, chunks=500), da.from_array(p, chunks=(300, 2)),
+                        ace=False, client=client)
+    assert_same(rep, ref)
+
+
+# -- failures -------------------------------------------------------------------
+
+def test_worker_killed_mid_job_gives_identical_numbers(client, dataset, tmp_path):
+    """One worker process is SIGKILLed while it runs a partition (after it has
+    computed others that are still in its memory); Dask recomputes what was
+    lost and the numbers are exactly those of an undisturbed run."""
+    root, y, p = dataset
+    df = dd.read_parquet(root, split_row_groups=True)
+    assert df.npartitions >= 10
+    calm = fd.score_dataframe(df, client=client, ace=False)
+    marker = str(tmp_path / "killed")
+    victim = df.npartitions - 2
+
+    def kill_once(frame, partition_info=None):
+        if partition_info is not None and partition_info["number"] == victim:
+            try:
+                fd_ = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return frame
+            os.write(fd_, str(os.getpid()).encode())
+            os.close(fd_)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return frame
+
+    pids_before = set(client.run(os.getpid).values())
+    with get_task_stream(client) as ts:
+        rep = fd.score_dataframe(df.map_partitions(kill_once, meta=df._meta), client=client,
+                                 ace=False)
+    with open(marker) as fh:
+        killed = int(fh.read())
+    client.wait_for_workers(2, timeout=60)
+    assert killed in pids_before
+    assert killed not in set(client.run(os.getpid).values())  # the nanny started a new one
+    fills = [t["key"] for t in ts.data if "_fill_part" in str(t["key"])]
+    assert len(fills) >= df.npartitions  # every partition filled, some twice
+    assert_identical(rep, calm)
+    assert_same(rep, fastcal.calibration_report(y, p, ace=False))
+
+
+def test_unreachable_scheduler_fails_fast_in_one_line(dataset):
+    root, _, _ = dataset
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError) as info:
+        fd.score_dataset(root, scheduler=f"tcp://127.0.0.1:{port}", timeout=2)
+    elapsed = time.monotonic() - t0
+    text = str(info.value)
+    assert "\n" not in text and f"127.0.0.1:{port}" in text and "within 2 s" in text
+    assert elapsed < 20  # Dask's own default would keep retrying for 30 s
+
+
+def test_bad_value_names_file_and_global_row(client, tmp_path):
+    root = str(tmp_path / "bad")
+    y, p = write_dataset(root, files=[(5_000, 1_000), (8_000, 3_000), (4_000, 4_000)])
+    table = pq.read_table(os.path.join(root, "part-01.parquet"))
+    pb = table.column("p").to_numpy().copy()
+    pb[6_500] = 1.5  # row 6500 of the second file, global row 11500
+    pb[7_000] = np.nan
+    pq.write_table(pa.table({"p": pb, "y": table.column("y")}),
+                   os.path.join(root, "part-01.parquet"), row_group_size=3_000)
+    with pytest.raises(ValueError) as info:
+        fd.score_dataset(root, client=client, rows_per_partition=1_000)
+    text = str(info.value)
+    assert "NaN" in text and "first at index 12000" in text
+    assert "part-01.parquet" in text and "global row 11000" in text  # the row group's first row
+    with pytest.raises(ValueError, match=r"outside \[0, 1\].*index 11500.*part-01\.parquet"):
+        fd.score_dataset(root, client=client, nan_policy="omit")
+
+
+def test_bad_value_in_dataframe_partition(client):
+    y, p = fastcal.simulate(10_000, seed=1)
+    y = y.astype(np.int64)
+    y[7_321] = 2
+    df = dd.from_pandas(pd.DataFrame({"p": p, "y": y}), npartitions=5)
+    with pytest.raises(ValueError, match=r"labels other than 0 and 1 \(first at index 7321\)"
+                                         r".*partition 3 of 5"):
+        fd.score_dataframe(df, client=client)
+
+
+def test_bad_arguments(client, dataset):
+    root, _, _ = dataset
+    with pytest.raises(ValueError, match="no column 'prob'.*columns are"):
+        fd.score_dataset(root, prob="prob", client=client)
+    with pytest.raises(ValueError, match="at most one of client, scheduler and workers"):
+        fd.score_dataset(root, client=client, workers=2)
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        fd.score_dataset(root, client=client, strategy="equal")
+    with pytest.raises(ValueError, match="does not exist"):
+        fd.score_dataset(root + "-missing", client=client)
+    with pytest.raises(ValueError, match="different lengths: 10 and 11"):
+        fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
+
+
+# -- compilation ----------------------------------------------------------------
+
+def test_kernels_compile_once_per_worker_not_per_partition(client, dataset):
+    """Fresh worker processes score 40+ partitions; each compiles (or loads from
+    numba's cache) the fill kernel once per argument signature (at most two:
+    arrays from Arrow are read-only), not once per partition."""
+    root, y, p = dataset
+    client.restart()
+
+    def kernel_loads(dask_worker=None):
+        st = kb.fill_range.stats
+        return (sum(st.cache_hits.values()) + sum(st.cache_misses.values()),
+                len(kb.fill_range.signatures))
+
+    with get_task_stream(client) as ts:
+        rep = fd.score_dataset(root, client=client, rows_per_partition=1, ace=False)
+    assert_same(rep, fastcal.calibration_report(y, p, ace=False))
+    fills = {}
+    for t in ts.data:
+        if "_fill_part" in str(t["key"]):
+            fills[t["worker"]] = fills.get(t["worker"], 0) + 1
+    loads = client.run(kernel_loads)
+    assert sum(fills.values()) >= 40  # one per row group
+    for worker in fills:
+        n_loads, n_signatures = loads[worker]
+        assert n_loads == n_signatures <= 2
+    assert 5 * sum(loads[w][0] for w in fills) < sum(fills.values())
