@@ -45,15 +45,16 @@ ROWS_PER_PARTITION = 1 << 22
 
 @dataclass
 class _Source:
-    """The partitions of one input: loaders for tasks and descriptions for messages.
+    """The partitions of one input: loaders for tasks, and how to name a partition.
 
     ``parts[k]`` is a tuple ``(loader, *args)``; ``loader(*args)`` runs on a
     worker and returns the numpy pair (y_true, y_prob) of partition k. Delayed
-    objects among the args are computed by Dask first.
+    objects among the args are computed by Dask first. ``reword(k, text)``
+    turns the single-process message about partition k into the final one.
     """
 
     parts: list
-    where: list  # text naming partition k for error messages
+    reword: object
 
 
 def _pair(y, p):
@@ -67,10 +68,14 @@ def _frame_columns(frame, label, prob):
 def _read_row_groups(path, row_groups, label, prob):
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(path).read_row_groups(row_groups, columns=[label, prob])
-    y = table.column(label).to_numpy()
-    p = table.column(prob).to_numpy()
-    return y, p
+    from .io import _arrow_to_numpy, _fail, _one_line
+
+    try:
+        table = pq.ParquetFile(path).read_row_groups(row_groups, columns=[label, prob])
+    except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
+                    f"{_one_line(exc)}")
+    return _arrow_to_numpy(table.column(label)), _arrow_to_numpy(table.column(prob))
 
 
 def _array_source(y_true, y_prob):
@@ -99,10 +104,12 @@ def _array_source(y_true, y_prob):
         y_true = y_true.rechunk({0: y_prob.chunks[0]})
     yb = y_true.to_delayed().ravel()
     pb = y_prob.to_delayed().ravel()
-    starts = np.concatenate([[0], np.cumsum(y_prob.chunks[0])])
-    where = [f"chunk {k} of {len(pb)} (rows {starts[k]}-{starts[k + 1] - 1})"
-             for k in range(len(pb))]
-    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], where)
+    starts = np.concatenate([[0], np.cumsum(y_prob.chunks[0])]).astype(np.int64)
+
+    def reword(k, text):
+        return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
+
+    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword)
 
 
 def _frame_source(df, label, prob):
@@ -112,56 +119,43 @@ def _frame_source(df, label, prob):
                f"{list(df.columns)} (pass label= and prob= to name them)")
         raise ValueError(msg)
     parts = df[[label, prob]].to_delayed()
-    where = [f"partition {k} of {len(parts)}" for k in range(len(parts))]
-    return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], where)
 
+    def reword(k, text):
+        return f"{text} [in partition {k} of {len(parts)}]"
 
-def dataset_files(path):
-    """The Parquet files of a dataset: one file, or every ``*.parquet`` file under
-    a directory, walked in sorted order (directories and files whose names start
-    with "." or "_" skipped), the order in which :func:`fastcal.score_file` reads
-    them."""
-    if os.path.isdir(path):
-        files = []
-        for root, dirs, names in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-            files.extend(os.path.join(root, f) for f in sorted(names)
-                         if f.endswith(".parquet") and not f.startswith((".", "_")))
-        if not files:
-            msg = f"path {path!r} is a directory without any *.parquet file"
-            raise ValueError(msg)
-        return files
-    if os.path.isfile(path):
-        return [path]
-    msg = f"path {path!r} does not exist"
-    raise ValueError(msg)
+    return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], reword)
 
 
 def _dataset_source(path, label, prob, rows_per_partition):
-    """Partitions of whole row groups, read from each file's footer on the client."""
+    """Partitions of whole row groups. The client reads each file's footer; the
+    files, their order, the column checks and the messages are those of
+    :func:`fastcal.score_file`."""
     import pyarrow.parquet as pq
 
-    parts, where = [], []
+    from .files import _reword
+    from .io import Chunk, ParquetReader
+
+    reader = ParquetReader(path)
+    reader.check([prob, label])
+    parts, chunks = [], []
     first_row = 0
-    for f in dataset_files(path):
+    for f in reader.files:
         meta = pq.ParquetFile(f).metadata
-        names = meta.schema.names
-        for col, arg in ((label, "label"), (prob, "prob")):
-            if col not in names:
-                msg = f"file {f!r} has no column {col!r} ({arg}=); its columns are {names}"
-                raise ValueError(msg)
         group, rows, start = [], 0, 0
         for g in range(meta.num_row_groups):
             group.append(g)
             rows += meta.row_group(g).num_rows
-            last = g == meta.num_row_groups - 1
-            if rows >= rows_per_partition or last:
+            if rows >= rows_per_partition or g == meta.num_row_groups - 1:
                 parts.append((_read_row_groups, f, group, label, prob))
-                where.append(f"file {f!r} (its row {start} is global row {first_row + start})")
+                chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
                 group, rows = [], 0
         first_row += meta.num_rows
-    return _Source(parts, where)
+
+    def reword(k, text):
+        return _reword(ValueError(text), chunks[k], prob, label)
+
+    return _Source(parts, reword)
 
 
 # ---------------------------------------------------------------------------
@@ -442,7 +436,7 @@ class _Runner:
             from distributed import Client, LocalCluster
 
             cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None)
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0")
             self._own.append(cluster)
             self.client = Client(cluster, set_as_default=False)
             self._own.append(self.client)
@@ -510,9 +504,10 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
     if run.bad >= 0:
         text = runner.compute(dask.delayed(_message, pure=True)(
             options, run.bad_offset, *source.parts[run.bad]))
-        msg = f"{text} [in {source.where[run.bad]}]"
+        msg = source.reword(run.bad, text)
         raise ValueError(msg)
     acc = run.acc
+    passes = 1
     if run.n_rows == 0:
         msg = "y_true and y_prob are empty; need at least one sample"
         raise ValueError(msg)
@@ -520,9 +515,11 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
         msg = f"no samples left: all {run.n_rows} rows were omitted as NaN"
         raise ValueError(msg)
     if not need_quantile:
-        return acc.report(observed=observed)
+        return _tag(acc.report(observed=observed), run.n_rows, passes)
 
     def probe(specs):
+        nonlocal passes
+        passes += 1
         t = dask.delayed(_probe_part, pure=True)
         return runner.compute([t(specs, nan_policy, *part) for part in source.parts])
 
@@ -536,14 +533,22 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
     tasks = [group(keys, below, prior[:, k].copy(), n_groups, options, *part)
              for k, part in enumerate(source.parts)]
     gr = runner.compute(_tree(tasks, _merge_groups, split_every))
+    passes += 1
     q = CalibrationReport.from_state(
         gr.counts, gr.sums, gr.totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
         observed=observed, strategy="quantile", eps=acc.eps, lower=gr.lower, upper=gr.upper)
     if strategy == "quantile":
         q.ace = q.ece
-        return q
+        return _tag(q, run.n_rows, passes)
     rep = acc.report(observed=observed)
     rep.ace = q.ece
+    return _tag(rep, run.n_rows, passes)
+
+
+def _tag(rep, n_rows, passes):
+    """Attributes also set by fastcal.score_file: rows read and passes over the data."""
+    rep.n_rows = n_rows
+    rep.passes = passes
     return rep
 
 
@@ -590,7 +595,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     -------
     CalibrationReport
         Equal to ``fastcal.calibration_report`` on the computed arrays, to
-        about 1e-12 relative, whatever the chunking.
+        about 1e-12 relative, whatever the chunking. Also holds ``n_rows``
+        (rows read, omitted ones included) and ``passes`` (over the data).
 
     Raises
     ------
@@ -655,7 +661,8 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     -------
     CalibrationReport
         Equal to ``fastcal.calibration_report`` on the two columns of
-        ``df.compute()``, to about 1e-12 relative.
+        ``df.compute()``, to about 1e-12 relative. Also holds ``n_rows`` and
+        ``passes`` as :func:`score_dask`.
 
     Raises
     ------
@@ -697,9 +704,9 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     Parameters
     ----------
     path : str
-        A Parquet file, or a directory whose ``*.parquet`` files (searched
-        recursively in sorted order, see :func:`dataset_files`) hold the rows
-        in that order. Workers must see the same path.
+        A Parquet file, or a directory whose Parquet files (searched
+        recursively in sorted path order, as :func:`fastcal.score_file` does)
+        hold the rows in that order. Workers must see the same path.
     prob, label : str, default "p" and "y"
         Column names of the probabilities and the 0/1 labels.
     {options}
@@ -711,14 +718,16 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     -------
     CalibrationReport
         Equal to ``fastcal.calibration_report`` on the files' rows
-        concatenated in that order, to about 1e-12 relative.
+        concatenated in that order, to about 1e-12 relative. Also holds
+        ``source``, ``format``, ``n_rows`` and ``passes``, like the report of
+        :func:`fastcal.score_file`.
 
     Raises
     ------
     ValueError
-        Missing path or columns, bad options; a bad value gives the
-        single-process message with the global row, followed by the file and
-        the global row of that file's first row.
+        Missing path or columns, bad options; a bad value gives the message
+        of :func:`fastcal.score_file`: the file, the column and the global
+        row (and the row within the file).
     ConnectionError
         ``scheduler`` cannot be reached within ``timeout`` seconds.
 
@@ -739,13 +748,27 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         raise ValueError(msg)
     source = _dataset_source(os.fspath(path), label, prob, rows_per_partition)
     with _Runner(client, scheduler, workers, timeout) as runner:
-        return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
-                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner)
+        rep = _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
+                     observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
+                     threads=threads, split_every=split_every, runner=runner)
+    rep.source = os.fspath(path)
+    rep.format = "parquet"
+    rep.dask = _describe(client, scheduler, workers)
+    return rep
+
+
+def _describe(client, scheduler, workers):
+    if client is not None:
+        return f"client of {client.scheduler.address}"
+    if scheduler is not None:
+        return f"scheduler {scheduler}"
+    if workers is not None:
+        return f"local cluster of {workers} workers"
+    return "default scheduler"
 
 
 for _f in (score_dask, score_dataframe, score_dataset):
     _f.__doc__ = _f.__doc__.format(options=_OPTIONS_DOC.strip() + "\n")
 del _f
 
-__all__ = ["connect", "dataset_files", "score_dask", "score_dataframe", "score_dataset"]
+__all__ = ["connect", "score_dask", "score_dataframe", "score_dataset"]

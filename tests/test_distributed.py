@@ -1,6 +1,7 @@
 """Scoring on Dask: a real LocalCluster (2 worker processes, loopback only), a
 multi-file Parquet dataset, results equal to the single-process report."""
 
+import json
 import os
 import signal
 import socket
@@ -19,14 +20,18 @@ import pandas as pd  # noqa: E402
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 
 import fastcal  # noqa: E402
+from fastcal import cli  # noqa: E402
 from fastcal import distributed as fd  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
+from fastcal.files import score_file  # noqa: E402
 from tests import naive  # noqa: E402
 
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll", "ecd_var")
-# (rows, row group size) of each file: uneven on purpose, one file of a single row
-FILES = [(40_000, 3_000), (70_000, 70_000), (1, 1), (30_000, 2_000), (60_000, 5_000)]
-SIGMA, SEED = 0.5, 11
+# (rows, rows per row group, seed) of each file, written by `fastcal simulate`:
+# uneven on purpose, one file of a single row
+FILES = [(40_000, 3_000, 1), (70_000, 70_000, 2), (1, 1, 3), (30_000, 2_000, 4),
+         (60_000, 5_000, 5)]
+SIGMA = 0.5
 
 
 def assert_same(rep, ref, *, rtol=1e-12, atol=1e-13):
@@ -54,24 +59,26 @@ def assert_identical(a, b):
         np.testing.assert_array_equal(a.bins[col], b.bins[col], err_msg=col)
 
 
-def write_dataset(root, files=FILES, dtype=np.float64):
-    """Rows [0, total) of fastcal.simulate split over Parquet files; returns (y, p)."""
+def write_dataset(root, files=FILES):
+    """One Parquet file per entry, written by `fastcal simulate`; returns the
+    rows (y, p) concatenated in file order, from fastcal.simulate directly."""
     os.makedirs(root, exist_ok=True)
-    ys, ps, start = [], [], 0
-    for i, (rows, group) in enumerate(files):
-        y, p = fastcal.simulate(rows, sigma=SIGMA, seed=SEED, start=start, dtype=dtype)
-        pq.write_table(pa.table({"p": p, "y": y}), os.path.join(root, f"part-{i:02d}.parquet"),
-                       row_group_size=group)
+    ys, ps = [], []
+    for i, (rows, group, seed) in enumerate(files):
+        path = os.path.join(root, f"part-{i:02d}.parquet")
+        status = cli.main(["simulate", path, "--n", str(rows), "--seed", str(seed),
+                           "--sigma", str(SIGMA), "--chunk-rows", str(group), "--quiet"])
+        assert status == 0
+        y, p = fastcal.simulate(rows, sigma=SIGMA, seed=seed)
         ys.append(y)
         ps.append(p)
-        start += rows
     return np.concatenate(ys), np.concatenate(ps)
 
 
 @pytest.fixture(scope="module")
 def client():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, \
+                      dashboard_address="127.0.0.1:0") as cluster, \
             Client(cluster, set_as_default=False) as c:
         yield c
 
@@ -141,7 +148,7 @@ def test_equal_mass_bins_split_ties_by_global_row(client, monkeypatch):
     p = values[rng.integers(0, len(values), 40_000)]
     y = (rng.random(40_000) < np.abs(p)).astype(np.uint8)
     yd, pd_ = da.from_array(y, chunks=3_001), da.from_array(p, chunks=3_001)
-    for gather_max, n_bins in ((fd._GATHER_MAX, 3), (fd._GATHER_MAX, 16), (50, 10)):
+    for gather_max, n_bins in ((fd._GATHER_MAX, 16), (50, 10)):
         monkeypatch.setattr(fd, "_GATHER_MAX", gather_max)
         rep = fd.score_dask(yd, pd_, n_bins=n_bins, strategy="quantile", client=client)
         assert_same(rep, fastcal.calibration_report(y, p, n_bins=n_bins, strategy="quantile"))
@@ -205,36 +212,50 @@ def test_worker_killed_mid_job_gives_identical_numbers(client, dataset, tmp_path
     assert_same(rep, fastcal.calibration_report(y, p, ace=False))
 
 
-def test_unreachable_scheduler_fails_fast_in_one_line(dataset):
-    root, _, _ = dataset
+def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once closed
+        return s.getsockname()[1]  # nothing listens here once closed
+
+
+def test_unreachable_scheduler_fails_fast_in_one_line(dataset, capsys):
+    root, _, _ = dataset
+    address = f"tcp://127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     with pytest.raises(ConnectionError) as info:
-        fd.score_dataset(root, scheduler=f"tcp://127.0.0.1:{port}", timeout=2)
+        fd.score_dataset(root, scheduler=address, timeout=2)
     elapsed = time.monotonic() - t0
     text = str(info.value)
-    assert "\n" not in text and f"127.0.0.1:{port}" in text and "within 2 s" in text
+    assert "\n" not in text and address in text and "within 2 s" in text
     assert elapsed < 20  # Dask's own default would keep retrying for 30 s
+    # the command line: exit 2, one line on stderr, nothing on stdout
+    status = cli.main(["score", root, "--prob", "p", "--label", "y", "--scheduler", address,
+                       "--timeout", "2"])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("fastcal score: error: could not reach")
 
 
-def test_bad_value_names_file_and_global_row(client, tmp_path):
+def test_bad_value_gives_the_message_of_score_file(client, tmp_path):
     root = str(tmp_path / "bad")
-    y, p = write_dataset(root, files=[(5_000, 1_000), (8_000, 3_000), (4_000, 4_000)])
-    table = pq.read_table(os.path.join(root, "part-01.parquet"))
+    write_dataset(root, files=[(5_000, 1_000, 1), (8_000, 3_000, 2), (4_000, 4_000, 3)])
+    path = os.path.join(root, "part-01.parquet")
+    table = pq.read_table(path)
     pb = table.column("p").to_numpy().copy()
     pb[6_500] = 1.5  # row 6500 of the second file, global row 11500
-    pb[7_000] = np.nan
-    pq.write_table(pa.table({"p": pb, "y": table.column("y")}),
-                   os.path.join(root, "part-01.parquet"), row_group_size=3_000)
-    with pytest.raises(ValueError) as info:
-        fd.score_dataset(root, client=client, rows_per_partition=1_000)
-    text = str(info.value)
-    assert "NaN" in text and "first at index 12000" in text
-    assert "part-01.parquet" in text and "global row 11000" in text  # the row group's first row
-    with pytest.raises(ValueError, match=r"outside \[0, 1\].*index 11500.*part-01\.parquet"):
-        fd.score_dataset(root, client=client, nan_policy="omit")
+    pb[7_000] = np.nan  # global row 12000
+    pq.write_table(pa.table({"p": pb, "y": table.column("y")}), path, row_group_size=3_000)
+    for nan_policy, found in (("raise", "NaN"), ("omit", "outside [0, 1]")):
+        with pytest.raises(ValueError) as ours:
+            fd.score_dataset(root, client=client, rows_per_partition=1_000,
+                             nan_policy=nan_policy)
+        with pytest.raises(ValueError) as theirs:
+            score_file(root, nan_policy=nan_policy)
+        text = str(ours.value)
+        assert text == str(theirs.value)
+        assert found in text and "part-01.parquet" in text and "column 'p'" in text
+        row = 12000 if nan_policy == "raise" else 11500
+        assert f"row {row} (row {row - 5000} of this file)" in text
 
 
 def test_bad_value_in_dataframe_partition(client):
@@ -249,13 +270,13 @@ def test_bad_value_in_dataframe_partition(client):
 
 def test_bad_arguments(client, dataset):
     root, _, _ = dataset
-    with pytest.raises(ValueError, match="no column 'prob'.*columns are"):
+    with pytest.raises(ValueError, match="no column 'prob'; the file has columns: 'p', 'y'"):
         fd.score_dataset(root, prob="prob", client=client)
     with pytest.raises(ValueError, match="at most one of client, scheduler and workers"):
         fd.score_dataset(root, client=client, workers=2)
     with pytest.raises(ValueError, match="strategy must be one of"):
         fd.score_dataset(root, client=client, strategy="equal")
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ValueError, match="preds-missing: no such file or directory"):
         fd.score_dataset(root + "-missing", client=client)
     with pytest.raises(ValueError, match="different lengths: 10 and 11"):
         fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
@@ -264,27 +285,49 @@ def test_bad_arguments(client, dataset):
 # -- compilation ----------------------------------------------------------------
 
 def test_kernels_compile_once_per_worker_not_per_partition(client, dataset):
-    """Fresh worker processes score 40+ partitions; each compiles (or loads from
-    numba's cache) the fill kernel once per argument signature (at most two:
-    arrays from Arrow are read-only), not once per partition."""
+    """Each worker process compiles (or loads from numba's cache) the fill
+    kernel once per argument signature over its whole life (all the tests
+    before this one included), never once per partition: 40+ partitions here
+    add at most the two signatures of this input (arrays from Arrow are
+    read-only), each loaded once."""
     root, y, p = dataset
-    client.restart()
 
     def kernel_loads(dask_worker=None):
         st = kb.fill_range.stats
         return (sum(st.cache_hits.values()) + sum(st.cache_misses.values()),
                 len(kb.fill_range.signatures))
 
+    before = client.run(kernel_loads)
     with get_task_stream(client) as ts:
         rep = fd.score_dataset(root, client=client, rows_per_partition=1, ace=False)
     assert_same(rep, fastcal.calibration_report(y, p, ace=False))
+    after = client.run(kernel_loads)
     fills = {}
     for t in ts.data:
         if "_fill_part" in str(t["key"]):
             fills[t["worker"]] = fills.get(t["worker"], 0) + 1
-    loads = client.run(kernel_loads)
-    assert sum(fills.values()) >= 40  # one per row group
+    assert sum(fills.values()) >= 40  # one partition per row group
     for worker in fills:
-        n_loads, n_signatures = loads[worker]
-        assert n_loads == n_signatures <= 2
-    assert 5 * sum(loads[w][0] for w in fills) < sum(fills.values())
+        (loads0, sigs0), (loads1, sigs1) = before[worker], after[worker]
+        assert 1 <= loads1 == sigs1  # never loaded twice for one signature
+        assert loads1 - loads0 == sigs1 - sigs0 <= 2
+    assert sum(after[w][0] - before[w][0] for w in fills) <= 4 < sum(fills.values())
+
+
+# -- command line -----------------------------------------------------------------
+
+def test_cli_scheduler_and_workers(client, dataset, capsys):
+    root, y, p = dataset
+    ref = fastcal.calibration_report(y, p, n_bins=8, strategy="quantile")
+    for flags in (["--scheduler", client.scheduler.address], ["--workers", "1"]):
+        status = cli.main(["score", root, "--prob", "p", "--label", "y", "--bins", "8",
+                           "--strategy", "quantile", "--json", *flags])
+        out, _ = capsys.readouterr()
+        assert status == 0
+        got = json.loads(out)
+        assert got["n"] == ref.n and got["n_rows"] == len(p) and got["passes"] >= 3
+        for name in ("ece", "esce", "mce", "ace", "ecd", "brier", "nll"):
+            np.testing.assert_allclose(got[name], getattr(ref, name), rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal([b["count"] for b in got["bins"]], ref.bins["count"])
+    status = cli.main(["score", root, "--prob", "p", "--label", "y", "--workers", "0"])
+    assert status == 2 and "--workers must be >= 1" in capsys.readouterr().err
