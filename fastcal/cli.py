@@ -62,7 +62,7 @@ def _parser():
     sc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
                     help="file format (default: from the extension)")
     sc.add_argument("--chunk-rows", type=int, default=None, metavar="N",
-                    help="rows per chunk (default 1048576); results do not depend on it")
+                    help="rows per chunk (default 262144); results do not depend on it")
     sc.add_argument("--scheduler", metavar="ADDRESS",
                     help="score a Parquet file or dataset on the running Dask scheduler at "
                          "ADDRESS (tcp://host:8786); needs the dask extra on client and workers")
@@ -111,7 +111,14 @@ def _temp_near(path, suffix=""):
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
                                dir=d)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
     return tmp
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path, text):
@@ -363,6 +370,7 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
     tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):

@@ -288,13 +288,15 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         same second pass. Off by default so that a plain run reads the file
         once.
     chunk_rows : int, optional
-        Rows per chunk (default 2**20). Results do not depend on it.
+        Rows per chunk (default 2**18). Results do not depend on it; memory
+        grows with it (a few chunks are alive at once: one scored, two read ahead).
     progress : bool, optional
         Progress bar on stderr (default: only if stderr is a terminal).
     format : {"parquet", "feather", "npy", "csv"}, optional
         Default: from the extension (or the files of a directory).
     threads : int, optional
-        Threads for the fill kernel.
+        Threads for the fill kernel (default: numba's thread count minus one,
+        leaving a core to the reader thread).
 
     Returns
     -------
@@ -344,6 +346,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     if not isinstance(prob, str) or not isinstance(label, str):
         msg = f"prob and label must be column names (str); got {prob!r} and {label!r}"
         raise ValueError(msg)
+    if threads is None:
+        # Leave one core to the reader thread (pyarrow decodes while the kernel runs).
+        threads = max(1, v.check_threads(None) - 1)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads)
     path = os.fspath(path)
