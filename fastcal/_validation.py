@@ -60,6 +60,9 @@ def _as_array(name, x):
     except Exception as exc:  # objects numpy cannot read
         msg = f"{name} could not be read as an array: {exc}"
         raise ValueError(msg) from exc
+    if not arr.dtype.isnative:
+        # the kernels read native byte order only (files written on other machines)
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 
