@@ -221,14 +221,14 @@ def _score_on_dask(args):
     if fmt != "parquet":
         raise _Fail(f"{args.path}: --scheduler and --workers read Parquet only; got {fmt}")
     try:
-        from .distributed import score_dataset
+        from .distributed import ROWS_PER_PARTITION, score_dataset
     except ImportError as exc:
         raise _Fail(f"--scheduler/--workers need Dask: pip install 'fastcal[dask]' ({exc})")
     return score_dataset(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
                          nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
                          scheduler=args.scheduler, workers=args.workers, timeout=args.timeout,
-                         rows_per_partition=args.chunk_rows or (1 << 22))
+                         rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
 
 
 def _plot_atomic(rep, path):
