@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _validation as v
 from ._kernels import binary as kb
+from ._kernels import ranks as kr
 from .accumulator import CalibrationAccumulator
 from .report import CalibrationReport
 
@@ -33,7 +34,6 @@ _VALUE_BUCKETS = 1 << 16
 _GATHER_MAX = 1 << 18
 _SPLIT_BITS = 10
 _ONE_BIN = np.array([0.0, 1.0])
-_KEY_ONE = int(np.array(1.0).view(np.int64))
 
 # Row groups are grouped into partitions of about this many rows.
 ROWS_PER_PARTITION = 1 << 22
@@ -227,55 +227,45 @@ def _tree(tasks, merge, split_every):
 # Equal-mass bins
 # ---------------------------------------------------------------------------
 
-def _valid(y, p, nan_policy):
-    """Probabilities as float64 with the rows omitted under nan_policy='omit' dropped
-    (the same rows the single-process path drops before sorting), and the labels."""
-    y, p = v.check_pair(y, p)
-    if nan_policy == "omit":
-        keep = ~np.isnan(p)
-        if y.dtype.kind == "f":
-            keep &= ~np.isnan(y)
-        y, p = y[keep], p[keep]
-    return y, p
-
-
-def _keys(p):
-    """Sort keys of probabilities in [0, 1]: their float64 bit patterns as int64,
-    which order like the values; -0.0 gets the key of 0.0."""
-    k = np.asarray(p, dtype=np.float64).view(np.int64).copy()
-    k[k < 0] = 0
-    return k
+def _key(value):
+    """Sort key of a probability in [0, 1]: its float64 bit pattern, which orders
+    like the value (-0.0 gets the key of 0.0)."""
+    return max(int(np.array(value, np.float64).view(np.int64)), 0)
 
 
 def _value_hist(y, p, nan_policy):
-    _, p = _valid(y, p, nan_policy)
-    b = np.minimum((p.astype(np.float64) * _VALUE_BUCKETS).astype(np.int64), _VALUE_BUCKETS - 1)
-    return np.bincount(b, minlength=_VALUE_BUCKETS).astype(np.int64)
+    y, p = v.check_pair(y, p)
+    return kr.value_histogram(p, y, nan_policy == "omit", _VALUE_BUCKETS)
 
 
 def _bucket_keys(b):
     """Inclusive key range of value bucket b: [b / 2**16, (b + 1) / 2**16)."""
-    lo = int(np.array(b / _VALUE_BUCKETS).view(np.int64))
+    lo = _key(b / _VALUE_BUCKETS)
     if b == _VALUE_BUCKETS - 1:
-        return lo, _KEY_ONE
-    return lo, int(np.array((b + 1) / _VALUE_BUCKETS).view(np.int64)) - 1
+        return lo, _key(1.0)
+    return lo, _key((b + 1) / _VALUE_BUCKETS) - 1
 
 
 def _probe_part(specs, nan_policy, loader, *args):
-    """Per spec (lo, hi, shift): the sorted keys in [lo, hi] (shift < 0), their
-    count (lo == hi) or a histogram of (key - lo) >> shift."""
+    """Per spec (lo, hi, shift) over the keys in [lo, hi]: their count (lo == hi),
+    the sorted keys (shift < 0) or a histogram of (key - lo) >> shift."""
     y, p = loader(*args)
-    _, p = _valid(y, p, nan_policy)
-    k = _keys(p)
+    y, p = v.check_pair(y, p)
+    lo = np.array([s[0] for s in specs], np.int64)
+    hi = np.array([s[1] for s in specs], np.int64)
+    shift = np.array([max(s[2], 0) for s in specs], np.int64)
+    mode = np.array([0 if s[0] == s[1] else (1 if s[2] < 0 else 2) for s in specs], np.int64)
+    sizes = np.where(mode == 2, ((hi - lo) >> shift) + 1, 0)
+    count, keys, key_start, hist, hist_start = kr.probe_ranges(
+        p, y, nan_policy == "omit", lo, hi, shift, mode, sizes)
     out = []
-    for lo, hi, shift in specs:
-        sel = k[(k >= lo) & (k <= hi)]
-        if lo == hi:
-            out.append(int(sel.shape[0]))
-        elif shift < 0:
-            out.append(np.sort(sel))
+    for s in range(len(specs)):
+        if mode[s] == 0:
+            out.append(int(count[s]))
+        elif mode[s] == 1:
+            out.append(np.sort(keys[key_start[s]:key_start[s + 1]]))
         else:
-            out.append(np.bincount((sel - lo) >> shift, minlength=((hi - lo) >> shift) + 1))
+            out.append(hist[hist_start[s]:hist_start[s + 1]].copy())
     return out
 
 
@@ -352,27 +342,14 @@ class _Groups:
     upper: np.ndarray
 
 
-def _group_part(cut_keys, cut_below, cut_prior, n_bins, options, loader, *args):
-    """Fill the equal-mass groups from one partition.
-
-    A row with key x and tie index t (rows with key x before it, over all data)
-    is above cut c when x > key_c, or x == key_c and t >= below_c.
-    """
+def _group_part(cut_values, cut_below, cut_prior, n_bins, options, loader, *args):
+    """Fill the equal-mass groups from one partition (see ranks.group_order)."""
     y, p = loader(*args)
-    y, p = _valid(y, p, options["nan_policy"])
-    k = _keys(p)
-    g = np.searchsorted(cut_keys, k, side="left")
-    for key in np.unique(cut_keys):
-        at = np.flatnonzero(cut_keys == key)
-        eq = np.flatnonzero(k == key)
-        if eq.shape[0] == 0:
-            continue
-        tie = cut_prior[at[0]] + np.arange(eq.shape[0])
-        g[eq] += np.sum(tie[:, None] >= cut_below[at][None, :], axis=1)
-    order = np.argsort(g, kind="stable")
-    ps = np.ascontiguousarray(p[order])
-    ys = np.ascontiguousarray(y[order])
-    bounds = np.searchsorted(g[order], np.arange(n_bins + 1), side="left")
+    y, p = v.check_pair(y, p)
+    order, bounds = kr.group_order(p, y, options["nan_policy"] == "omit", cut_values,
+                                   cut_below, cut_prior, n_bins)
+    ps = p[order]
+    ys = y[order]
     counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
     sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
     totals = np.zeros(kb.N_TOTALS, np.float64)
@@ -525,12 +502,12 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
 
     n_groups = probe_acc.n_bins
     cuts = _find_cuts(run.hist, acc.n, n_groups, probe)
-    keys = np.array([c.key for c in cuts], np.int64)
+    values = np.array([c.key for c in cuts], np.int64).view(np.float64)
     below = np.array([c.below for c in cuts], np.int64)
     prior = (np.array([np.cumsum(c.ties) - c.ties for c in cuts], np.int64).reshape(
         len(cuts), len(source.parts)))
     group = dask.delayed(_group_part, pure=True)
-    tasks = [group(keys, below, prior[:, k].copy(), n_groups, options, *part)
+    tasks = [group(values, below, prior[:, k].copy(), n_groups, options, *part)
              for k, part in enumerate(source.parts)]
     gr = runner.compute(_tree(tasks, _merge_groups, split_every))
     passes += 1
