@@ -73,6 +73,10 @@ def test_dask_cluster_vs_score_file_same_run():
         # warm: JIT (or numba cache load) on the workers and here, page cache
         _, warm_s, _ = timed(lambda: fd.score_dataset(root, client=client, ace=False))
         score_file(root, ace=False)
+        # the equal-mass kernels too, on one file split into 12 partitions (both workers)
+        first = os.path.join(root, "part-000.parquet")
+        fd.score_dataset(first, client=client, strategy="quantile", rows_per_partition=1 << 20)
+        score_file(first, strategy="quantile")
         names = ("score_file", "dask")
         wall = {k: [] for k in names}
         cpu = {k: [] for k in names}

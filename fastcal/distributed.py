@@ -30,7 +30,8 @@ from .report import CalibrationReport
 # value buckets. The bucket of p is floor(p * 2**16), exact in floating point.
 _VALUE_BUCKETS = 1 << 16
 # A bucket holding at most this many rows is gathered to the client and sorted;
-# a bigger one is split again into _SPLIT sub-ranges of float64 bit patterns.
+# a bigger one is split again into 2**_SPLIT_BITS sub-ranges of float64 bit
+# patterns, pass after pass, until it is small enough or a single value.
 _GATHER_MAX = 1 << 18
 _SPLIT_BITS = 10
 _ONE_BIN = np.array([0.0, 1.0])
@@ -55,6 +56,7 @@ class _Source:
 
     parts: list
     reword: object
+    multi: bool = False  # (N, K) probabilities
 
 
 def _pair(y, p):
@@ -109,7 +111,8 @@ def _array_source(y_true, y_prob):
     def reword(k, text):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
-    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword)
+    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
+                   multi=y_prob.ndim == 2)
 
 
 def _frame_source(df, label, prob):
@@ -470,11 +473,15 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
         raise ValueError(msg)
     options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
                    threads=threads)
-    probe_acc = CalibrationAccumulator(**options)  # checks the options on the client
+    checked = CalibrationAccumulator(**options)  # checks the options on the client
     if not source.parts:
         msg = "the input has no partitions; need at least one sample"
         raise ValueError(msg)
     need_quantile = strategy == "quantile" or ace
+    if need_quantile and source.multi:
+        msg = ("strategy='quantile' and ACE are computed for 1-D probabilities only; for (N, K) "
+               "probabilities pass strategy='uniform' and ace=False")
+        raise ValueError(msg)
     fill = dask.delayed(_fill_part, pure=True)
     tasks = [fill(k, options, need_quantile, *part) for k, part in enumerate(source.parts)]
     run = runner.compute(_tree(tasks, _merge_filled, split_every))
@@ -500,7 +507,7 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
         t = dask.delayed(_probe_part, pure=True)
         return runner.compute([t(specs, nan_policy, *part) for part in source.parts])
 
-    n_groups = probe_acc.n_bins
+    n_groups = checked.n_bins
     cuts = _find_cuts(run.hist, acc.n, n_groups, probe)
     values = np.array([c.key for c in cuts], np.int64).view(np.float64)
     below = np.array([c.below for c in cuts], np.int64)

@@ -223,14 +223,14 @@ def test_unreachable_scheduler_fails_fast_in_one_line(dataset, capsys):
     address = f"tcp://127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     with pytest.raises(ConnectionError) as info:
-        fd.score_dataset(root, scheduler=address, timeout=2)
+        fd.score_dataset(root, scheduler=address, timeout=1)
     elapsed = time.monotonic() - t0
     text = str(info.value)
-    assert "\n" not in text and address in text and "within 2 s" in text
+    assert "\n" not in text and address in text and "within 1 s" in text
     assert elapsed < 20  # Dask's own default would keep retrying for 30 s
     # the command line: exit 2, one line on stderr, nothing on stdout
     status = cli.main(["score", root, "--prob", "p", "--label", "y", "--scheduler", address,
-                       "--timeout", "2"])
+                       "--timeout", "1"])
     out, err = capsys.readouterr()
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("fastcal score: error: could not reach")
@@ -280,6 +280,8 @@ def test_bad_arguments(client, dataset):
         fd.score_dataset(root + "-missing", client=client)
     with pytest.raises(ValueError, match="different lengths: 10 and 11"):
         fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
+    with pytest.raises(ValueError, match="1-D probabilities only; .* ace=False"):
+        fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5), client=client)
 
 
 # -- compilation ----------------------------------------------------------------
