@@ -346,18 +346,14 @@ class _Groups:
 
 
 def _group_part(cut_values, cut_below, cut_prior, n_bins, options, loader, *args):
-    """Fill the equal-mass groups from one partition (see ranks.group_order)."""
+    """Fill the equal-mass groups from one partition (see ranks.group_rows)."""
     y, p = loader(*args)
     y, p = v.check_pair(y, p)
-    order, bounds = kr.group_order(p, y, options["nan_policy"] == "omit", cut_values,
-                                   cut_below, cut_prior, n_bins)
-    ps = p[order]
-    ys = y[order]
+    ps, ys, bounds, lower, upper = kr.group_rows(
+        p, y, options["nan_policy"] == "omit", cut_values, cut_below, cut_prior, n_bins)
     counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
     sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
     totals = np.zeros(kb.N_TOTALS, np.float64)
-    lower = np.full(n_bins, np.nan)
-    upper = np.full(n_bins, np.nan)
     eps = v.check_eps(options["eps"])
     right = options["closed"] == "right"
     for b in range(n_bins):
@@ -368,7 +364,6 @@ def _group_part(cut_values, cut_below, cut_prior, n_bins, options, loader, *args
         kb.fill_range(ps, ys, start, stop, _ONE_BIN, False, right, False, eps, True, c, s, t, chk)
         counts[b], sums[b] = c[0], s[0]
         totals += t
-        lower[b], upper[b] = ps[start:stop].min(), ps[start:stop].max()
     return _Groups(counts, sums, totals, lower, upper)
 
 

@@ -27,18 +27,19 @@ def value_histogram(p, y, omit, n_buckets):
 
 
 @njit(error_model="numpy", cache=True)
-def group_order(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
-    """Rows of one partition ordered by equal-mass group (stable within a group).
+def group_rows(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
+    """The rows of one partition regrouped by equal-mass group (stable within a group).
 
     A row with value x is in group g = #{c : x > cut_c} + #{c : x == cut_c and
     t >= below_c}, where t is its tie index: rows equal to x before it in all
     the data (``cut_prior[c]`` of them in earlier partitions, for the first cut
-    c of each run of equal cut values). Returns (order, bounds): the row
-    indices of group g are order[bounds[g]:bounds[g + 1]].
+    c of each run of equal cut values). Returns (ps, ys, bounds, lower,
+    upper): group g is ps[bounds[g]:bounds[g + 1]] (and ys), its smallest and
+    largest p are lower[g] and upper[g] (NaN when empty).
     """
     n = p.shape[0]
     n_cuts = cut_values.shape[0]
-    group = np.empty(n, np.int64)
+    group = np.empty(n, np.int32)
     seen = np.zeros(n_cuts, np.int64)
     sizes = np.zeros(n_groups + 1, np.int64)
     for i in range(n):
@@ -46,14 +47,18 @@ def group_order(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
         if omit and (x != x or np.float64(y[i]) != np.float64(y[i])):
             group[i] = -1
             continue
-        lo = 0
-        hi = n_cuts
-        while lo < hi:  # first cut with value >= x
-            mid = (lo + hi) >> 1
-            if cut_values[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = 0  # cuts with value < x: the first cut with value >= x
+        if n_cuts <= 64:
+            for c in range(n_cuts):  # branch-free count, cheaper than a search
+                lo += cut_values[c] < x
+        else:
+            hi = n_cuts
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if cut_values[mid] < x:
+                    lo = mid + 1
+                else:
+                    hi = mid
         g = lo
         if lo < n_cuts and cut_values[lo] == x:
             t = cut_prior[lo] + seen[lo]
@@ -66,14 +71,25 @@ def group_order(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
         group[i] = g
         sizes[g + 1] += 1
     bounds = np.cumsum(sizes)
-    fill = bounds[:-1].copy()
-    order = np.empty(bounds[-1], np.int64)
+    pos = bounds[:-1].copy()
+    ps = np.empty(bounds[-1], p.dtype)
+    ys = np.empty(bounds[-1], y.dtype)
+    lower = np.full(n_groups, np.inf)
+    upper = np.full(n_groups, -np.inf)
     for i in range(n):
         g = group[i]
         if g >= 0:
-            order[fill[g]] = i
-            fill[g] += 1
-    return order, bounds
+            x = p[i]
+            ps[pos[g]] = x
+            ys[pos[g]] = y[i]
+            pos[g] += 1
+            lower[g] = min(lower[g], np.float64(x))
+            upper[g] = max(upper[g], np.float64(x))
+    for g in range(n_groups):
+        if sizes[g + 1] == 0:
+            lower[g] = np.nan
+            upper[g] = np.nan
+    return ps, ys, bounds, lower, upper
 
 
 @njit(error_model="numpy", cache=True)
