@@ -144,7 +144,10 @@ rep = score_file(sys.argv[1], prob="p", label="y", progress=False)
 dt = time.perf_counter() - t0
 d = rep.to_dict()
 d["seconds"] = dt
-d["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this process's own peak (ru_maxrss can carry the parent's peak over exec)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+d["peak_rss_mb"] = (int(hwm[0].split()[1]) if hwm else
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 print(json.dumps(d))
 """
 

@@ -4,10 +4,13 @@ import numpy as np
 
 from . import _validation as v
 from ._kernels import binary as kb
+from ._kernels import bootstrap as kboot
 from .binning import uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
+# Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
+_PARALLEL_MIN_DRAWS = 5_000_000
 
 
 class CalibrationAccumulator:
@@ -37,12 +40,26 @@ class CalibrationAccumulator:
     threads : int, optional
         Threads for the parallel kernel (default: numba's current setting,
         which follows ``NUMBA_NUM_THREADS``).
+    n_boot : int, default 0
+        Bootstrap replicates kept for the ECE, ESCE and MCE intervals
+        (``report(ci=0.95)``). Each row gets Poisson(1) weights that depend
+        only on (seed, global row index, replicate), so the replicates are the
+        same whatever the chunking. Costs about n_boot cheap passes per chunk.
+    seed : int, default 0
+        Seed of the bootstrap weights.
 
     Notes
     -----
     ``a + b`` and ``a += b`` add the state arrays: counts exactly, float sums
     to rounding, so any chunking and merge order give the numbers of a single
     call on all the data to about 1e-12 relative. Instances pickle.
+
+    The bootstrap weights of a row depend on its global index: ``update``
+    numbers rows from ``n_rows`` on, or from ``start`` when given. When
+    partitions are filled in separate accumulators and merged (Dask), pass
+    each partition's global offset as ``start``; otherwise partitions reuse
+    the same weights (the point estimates are unaffected, the intervals are
+    not independent across partitions).
 
     Examples
     --------
@@ -55,7 +72,9 @@ class CalibrationAccumulator:
     """
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
-                 eps=None, threads=None):
+                 eps=None, threads=None, n_boot=0, seed=0):
+        from .stats import check_count, check_seed
+
         self.closed = v.check_choice("closed", closed, v.CLOSED)
         self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
         self.eps = v.check_eps(eps)
@@ -69,6 +88,10 @@ class CalibrationAccumulator:
         self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
         self.n_omitted = 0
         self.n_rows = 0  # rows passed to update, omitted ones included
+        self.n_boot = check_count("n_boot", n_boot, 0)
+        self.seed = check_seed(seed)
+        self.boot_counts = np.zeros((self.n_boot, self.n_bins, 3), np.int64)
+        self.boot_sums = np.zeros((self.n_boot, self.n_bins), np.float64)
 
     # -- filling ---------------------------------------------------------
 
@@ -77,8 +100,12 @@ class CalibrationAccumulator:
             return self.edges, False
         return uniform_edges(self.n_bins, dtype), True
 
-    def update(self, y_true, y_prob):
+    def update(self, y_true, y_prob, *, start=None):
         """Add one chunk of labels and probabilities; returns self.
+
+        ``start`` is the global index of the chunk's first row (default: the
+        rows seen so far); it numbers error messages and fixes the bootstrap
+        weights.
 
         Raises
         ------
@@ -89,17 +116,33 @@ class CalibrationAccumulator:
             row this accumulator was given. The state is unchanged on error.
         """
         y, p = v.check_pair(y_true, y_prob)
+        row0 = self.n_rows if start is None else _check_start(start)
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, checks = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
             self.eps, True, self.threads)
-        raise_for_checks(checks, self.nan_policy, self.n_rows)
+        raise_for_checks(checks, self.nan_policy, row0)
+        self._fill_boot(y, p, row0)
         self.counts += counts
         self.sums += sums
         self.totals += totals
         self.n_omitted += int(checks[kb.CHECK_OMITTED])
         self.n_rows += p.shape[0]
         return self
+
+    def _fill_boot(self, y, p, row0):
+        """Add validated rows to the bootstrap replicates (no-op when n_boot == 0)."""
+        if self.n_boot == 0 or p.shape[0] == 0:
+            return
+        edges, uniform = self._kernel_edges(p.dtype)
+        right = self.closed == "right"
+        n_threads = v.check_threads(self.threads)
+        if n_threads == 1 or p.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
+            kboot.boot_fill_range(p, y, row0, edges, uniform, right, self.seed, 0, self.n_boot,
+                                  self.boot_counts, self.boot_sums)
+        else:
+            kboot.boot_fill_parallel(p, y, row0, edges, uniform, right, self.seed, n_threads,
+                                     self.boot_counts, self.boot_sums)
 
     # -- merging ---------------------------------------------------------
 
@@ -114,12 +157,19 @@ class CalibrationAccumulator:
             msg = ("cannot merge accumulators with different bins, closed side or eps: "
                    f"{self!r} and {other!r}")
             raise ValueError(msg)
+        if self.n_boot != other.n_boot or self.seed != other.seed:
+            msg = ("cannot merge accumulators with different bootstrap settings: "
+                   f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
+                   f"seed={other.seed}")
+            raise ValueError(msg)
 
     def __iadd__(self, other):
         self._check_compatible(other)
         self.counts += other.counts
         self.sums += other.sums
         self.totals += other.totals
+        self.boot_counts += other.boot_counts
+        self.boot_sums += other.boot_sums
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
         return self
@@ -136,6 +186,8 @@ class CalibrationAccumulator:
         out.counts = self.counts.copy()
         out.sums = self.sums.copy()
         out.totals = self.totals.copy()
+        out.boot_counts = self.boot_counts.copy()
+        out.boot_sums = self.boot_sums.copy()
         return out
 
     # -- reading ---------------------------------------------------------
@@ -151,22 +203,38 @@ class CalibrationAccumulator:
             return self.edges.copy()
         return uniform_edges(self.n_bins, np.float64)
 
-    def report(self, *, observed="frac_pos"):
+    def report(self, *, observed="frac_pos", ci=None):
         """The :class:`~fastcal.CalibrationReport` of everything added so far.
 
         ACE is not part of a streamed report (it needs equal-mass bins, i.e.
-        the ranks of all the data); its field is NaN here.
+        the ranks of all the data); its field is NaN here. ``ci`` (e.g. 0.95)
+        adds confidence intervals: analytic for ECD, Brier and NLL, bootstrap
+        for ECE, ESCE and MCE (NaN unless ``n_boot > 0``).
         """
         from .report import CalibrationReport
+        from .stats import check_ci
 
-        return CalibrationReport.from_state(
+        ci = check_ci(ci)
+        rep = CalibrationReport.from_state(
             self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals,
             edges=self.report_edges(), closed=self.closed, n_omitted=self.n_omitted,
             observed=observed, strategy="uniform" if self.edges is None else "edges",
             eps=self.eps)
+        if ci is not None:
+            rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+        return rep
 
     def __repr__(self):
-        return f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, closed={self.closed!r})"
+        boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
+        return (f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, "
+                f"closed={self.closed!r}{boot})")
+
+
+def _check_start(start):
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+        msg = f"start must be an integer >= 0 (the global index of the chunk's first row); got {start!r}"
+        raise ValueError(msg)
+    return int(start)
 
 
 def fill(y, p, edges, uniform, right, omit, eps, with_logs, threads):

@@ -184,6 +184,11 @@ def _cmd_score(args):
         raise _Fail(f"--bins must be >= 1; got {args.bins}")
     if args.chunk_rows is not None and args.chunk_rows < 1:
         raise _Fail(f"--chunk-rows must be >= 1; got {args.chunk_rows}")
+    for opt, target in (("--output", args.output), ("--plot", args.plot)):
+        if target:
+            d = os.path.dirname(os.path.abspath(target))
+            if not os.path.isdir(d):
+                raise _Fail(f"{opt} {target}: the directory {d} does not exist")
     progress = False if (args.quiet or args.json) else None
     t0 = time.perf_counter()
     if args.scheduler is not None or args.workers is not None:

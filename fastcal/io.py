@@ -4,8 +4,9 @@ Every reader yields the requested columns as 1-D numpy arrays, one chunk at a
 time, so memory is bounded by the chunk size, never by the file:
 
 * Parquet: one file or a directory dataset (all ``*.parquet`` files under it,
-  in sorted path order), read with pyarrow row group by row group, only the
-  requested columns (memory: one row group of those columns, plus chunks).
+  in sorted path order; hive partition keys in directory names are not
+  columns), read with pyarrow row group by row group, only the requested
+  columns (memory: one row group of those columns, plus a few chunks).
 * Arrow IPC / Feather v2: read record batch by record batch from a plain file
   handle (not memory-mapped, so resident memory stays bounded).
 * NPY (``allow_pickle=False`` always): a structured array (one column per
@@ -19,6 +20,7 @@ Errors are ``ValueError`` with a one-line message that names the file.
 """
 
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,7 +148,6 @@ def _arrow_to_numpy(arr):
     imports pandas, a second of start-up for a small file.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
@@ -154,6 +155,9 @@ def _arrow_to_numpy(arr):
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):
         return np.full(len(arr), np.nan)
+    if pa.types.is_boolean(arr.type) or arr.null_count:
+        import pyarrow.compute as pc  # only here: a tenth of a second to import
+
     if pa.types.is_boolean(arr.type):
         arr = pc.cast(arr, pa.uint8())
     if arr.null_count:
@@ -234,10 +238,11 @@ class ParquetReader(_Reader):
                 # Row group by row group: ParquetFile.iter_batches keeps what it has read
                 # (its memory grows with the file), read_row_group does not.
                 for g in range(pf.metadata.num_row_groups):
-                    table = pf.read_row_group(g, columns=list(names), use_threads=True)
+                    table = pf.read_row_group(g, columns=list(dict.fromkeys(names)),
+                                              use_threads=True)
                     for off in range(0, table.num_rows, chunk_rows):
                         part = table.slice(off, chunk_rows)
-                        cols = tuple(_arrow_to_numpy(part.column(i)) for i in range(len(names)))
+                        cols = tuple(_arrow_to_numpy(part.column(n)) for n in names)
                         n = part.num_rows
                         yield Chunk(cols, f, start, file_start)
                         start += n
@@ -349,13 +354,23 @@ class CsvReader(_Reader):
         self.columns = list(self.schema.names)
 
     @staticmethod
-    def _schema(f):
+    def _fail_csv(f, exc, file_start):
+        # Single-threaded parsing makes pyarrow number the line: "Row #302: Expected 2
+        # columns, got 3: <text>" (lines counted from 1, the header included).
+        text = _one_line(exc)
+        m = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+): ?(.*)", text)
+        if m:
+            _fail(f, f"CSV line {m.group(1)}: expected {m.group(2)} fields, got {m.group(3)}: "
+                     f"{m.group(4)[:80]!r}")
+        _fail(f, f"CSV error after data row {file_start}: {text}")
+
+    def _schema(self, f):
         import pyarrow.csv as pcsv
 
         try:
-            reader = pcsv.open_csv(f)
+            reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(use_threads=False))
         except Exception as exc:
-            _fail(f, f"cannot read CSV: {_one_line(exc)}")
+            self._fail_csv(f, exc, 0)
         schema = reader.schema
         reader.close()
         return schema
@@ -380,8 +395,9 @@ class CsvReader(_Reader):
         for f in self.files:
             file_start = 0
             try:
+                # One parsing thread: pyarrow then numbers the lines of bad rows.
                 reader = pcsv.open_csv(
-                    f, read_options=pcsv.ReadOptions(block_size=block, use_threads=True),
+                    f, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
                     convert_options=pcsv.ConvertOptions(
                         include_columns=list(names),
                         column_types={n: pa.float64() for n in names}))
@@ -395,7 +411,7 @@ class CsvReader(_Reader):
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"CSV error after data row {file_start}: {_one_line(exc)}")
+                self._fail_csv(f, exc, file_start)
 
 
 class NpyReader(_Reader):
@@ -493,7 +509,8 @@ class NpyReader(_Reader):
                 cols = tuple(self._window(n, a, b) for n in names)
             except Exception as exc:  # e.g. the file shrank since the header was read
                 _fail(f, f"cannot read rows {a}..{b}: {_one_line(exc)}")
-            yield Chunk(cols, f, a, a)
+            # Errors in the values name the path given (a directory of column files).
+            yield Chunk(cols, self.path, a, a)
 
 
 _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader,

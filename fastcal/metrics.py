@@ -12,10 +12,11 @@ _ONE_BIN = np.array([0.0, 1.0])
 
 
 def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-                 nan_policy="raise", eps=None, threads=None, with_logs=True):
+                 nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0):
     v.check_choice("observed", observed, v.OBSERVED)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads)
+                                 nan_policy=nan_policy, eps=eps, threads=threads,
+                                 n_boot=n_boot, seed=seed)
     y, p = v.check_pair(y_true, y_prob)
     if p.shape[0] == 0:
         msg = "y_true and y_prob are empty; need at least one sample"
@@ -25,6 +26,7 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
                                         acc.nan_policy == "omit", acc.eps, with_logs,
                                         acc.threads)
     raise_for_checks(checks, acc.nan_policy)
+    acc._fill_boot(y, p, 0)
     acc.counts += counts
     acc.sums += sums
     acc.totals += totals
@@ -71,7 +73,7 @@ def _quantile_report(y, p, n_bins, observed, nan_policy, eps, closed):
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-                       ace=True, threads=None):
+                       ace=True, threads=None, ci=None, n_boot=200, seed=0):
     """Every binary calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -102,6 +104,16 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         sort, O(n log n); pass False for a strictly single-pass report.
     threads : int, optional
         Threads for the kernel (default: numba's setting).
+    ci : float, optional
+        Confidence level (e.g. 0.95) of the intervals in ``report.intervals``:
+        t-intervals for ECD, Brier and NLL (means of per-sample terms), and
+        basic intervals of a Poisson bootstrap for ECE, ESCE and MCE
+        (over the uniform or explicit bins; NaN with strategy="quantile").
+    n_boot : int, default 200
+        Bootstrap replicates when ``ci`` is given (0: analytic intervals only).
+    seed : int, default 0
+        Seed of the bootstrap weights, which depend only on (seed, row
+        index, replicate): the same intervals whatever the chunking.
 
     Returns
     -------
@@ -118,7 +130,9 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     ECE = sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)| (eq. 3-5), ESCE the same
     without the absolute value (eq. 6), MCE the largest |.| over non-empty
     bins, ECD = 1/n sum_i (p_i - y_i) log(p_i / (1 - p_i)) (eq. 15) with the
-    limits 0 at p = y in {0, 1} and +inf at p = 1 - y in {0, 1}.
+    limits 0 at p = y in {0, 1} and +inf at p = 1 - y in {0, 1}. The report
+    also carries the ECD test of calibration (``report.ecd_z``,
+    ``report.verdict``; :mod:`fastcal.stats`).
 
     Examples
     --------
@@ -127,20 +141,27 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     >>> r.n, round(r.ece, 3)
     (4, 0.25)
     """
+    from .stats import check_ci
+
     v.check_choice("strategy", strategy, v.STRATEGIES)
     if strategy == "quantile" and edges is not None:
         msg = "edges cannot be combined with strategy='quantile'"
         raise ValueError(msg)
+    ci = check_ci(ci)
+    use_boot = ci is not None and strategy == "uniform"
     acc, y, p = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
-                             observed=observed, nan_policy=nan_policy, eps=eps, threads=threads)
+                             observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
+                             n_boot=n_boot if use_boot else 0, seed=seed)
     need_quantile = strategy == "quantile" or ace
     q = (_quantile_report(y, p, acc.n_bins, observed, acc.nan_policy, acc.eps, acc.closed)
          if need_quantile else None)
     if strategy == "quantile":
         q.n_omitted = acc.n_omitted
         q.ace = q.ece
+        if ci is not None:
+            q.set_intervals(ci)
         return q
-    rep = acc.report(observed=observed)
+    rep = acc.report(observed=observed, ci=ci)
     if q is not None:
         rep.ace = q.ece
     return rep

@@ -321,7 +321,14 @@ def test_csv_wrong_field_count_names_file(tmp_path):
     with pytest.raises(ValueError) as err:
         score_file(str(c), prob="p", label="y", chunk_rows=50)
     msg = str(err.value)
-    assert msg.startswith(str(c)) and "Expected 2 columns, got 3" in msg and "\n" not in msg
+    assert msg.startswith(str(c)) and "\n" not in msg
+    assert "line 302: expected 2 fields, got 3: '0.5,1,7'" in msg  # header is line 1
+    # the same row far beyond the first block (read while streaming)
+    lines = ["p,y"] + [f"0.{i % 9 + 1},{i % 2}" for i in range(300_000)]
+    lines[250_001] = "0.5,1,7"
+    c.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"bad.csv: CSV line 250002: expected 2 fields, got 3"):
+        score_file(str(c), prob="p", label="y", chunk_rows=5_000)
 
 
 def test_truncated_parquet_names_file(tmp_path):
@@ -341,3 +348,34 @@ def test_option_errors():
         score_file("x.parquet", chunk_rows=0)
     with pytest.raises(ValueError, match="format must be one of"):
         score_file("x.parquet", format="xlsx")
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import fastcal.files
+
+    result = doctest.testmod(fastcal.files)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_reader_thread_stops_on_error(tmp_path):
+    import threading
+
+    p, y = make_data(50_000, seed=12, ties=False)
+    p[100] = 2.0
+    path = write("parquet", tmp_path, p, y, rows_per_group=1_000)
+    with pytest.raises(ValueError, match="at row 100"):
+        score_file(path, prob="p", label="y", chunk_rows=50)
+    assert not [t for t in threading.enumerate() if t.name == "fastcal-reader"]
+
+
+def test_compressed_feather_with_bool_labels(tmp_path):
+    import pyarrow.feather as feather
+
+    y, p = fastcal.simulate(50_000, sigma=2.0, seed=1, dtype=np.float32)
+    f = tmp_path / "lz4.feather"
+    feather.write_feather(pa.table({"p": p, "b": y.astype(bool)}), f, chunksize=7_000,
+                          compression="lz4")
+    got = score_file(str(f), prob="p", label="b", chunk_rows=3_000)
+    assert_same(got, fastcal.calibration_report(y.astype(bool), p))
