@@ -532,8 +532,12 @@ def _tag(rep, n_rows, passes):
 
 
 _OPTIONS_DOC = """
-    n_bins, edges, closed, strategy, observed, nan_policy, eps, ace
+    n_bins, edges, closed, strategy, observed, nan_policy, eps
         As in :func:`fastcal.calibration_report`.
+    ace : bool, default False
+        With strategy="uniform", also compute ACE (equal-mass ECE), exactly,
+        from two more passes over the data. Off by default so that a plain
+        run reads the data once, as :func:`fastcal.score_file`.
     threads : int, default 1
         Numba threads per partition. Dask already runs partitions in
         parallel; raise this only for workers with one Dask thread and
@@ -557,7 +561,7 @@ _OPTIONS_DOC = """
 
 
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
-               observed="frac_pos", nan_policy="raise", eps=None, ace=True, threads=1,
+               observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0):
     """Calibration report of dask arrays, one accumulator per chunk.
 
@@ -593,7 +597,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     tree of fan-in ``split_every``, in chunk order (counts add exactly, float
     sums to rounding).
 
-    Equal-mass bins (``strategy="quantile"``, and ACE unless ``ace=False``)
+    Equal-mass bins (``strategy="quantile"``, and ACE with ``ace=True``)
     need the values at ranks c * n // n_bins of the stable sort by p, and the
     single-process path splits ties by position in the input. The method is
     exact: the first pass also builds a histogram of p over 2**16 equal
@@ -625,7 +629,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-                    ace=True, threads=1, split_every=8, client=None, scheduler=None,
+                    ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
@@ -664,7 +668,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     >>> from fastcal.distributed import score_dataframe
     >>> y, p = fastcal.simulate(1_000, seed=2)
     >>> df = dd.from_pandas(pd.DataFrame({{"y": y, "p": p}}), npartitions=4)
-    >>> score_dataframe(df, ace=False).n
+    >>> score_dataframe(df).n
     1000
     """
     source = _frame_source(df, label, prob)
@@ -676,7 +680,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
-                  eps=None, ace=True, threads=1, split_every=8, client=None, scheduler=None,
+                  eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 

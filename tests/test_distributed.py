@@ -93,9 +93,9 @@ def dataset(tmp_path_factory):
 # -- results equal the single-process report -----------------------------------
 
 @pytest.mark.parametrize("rows_per_partition, options", [
-    (10**9, dict()),  # one partition per file
+    (10**9, dict(ace=True)),  # one partition per file
     (5_000, dict(strategy="quantile", n_bins=7, closed="right")),
-    (30_000, dict(n_bins=15, observed="accuracy", eps=1e-6)),
+    (30_000, dict(n_bins=15, observed="accuracy", eps=1e-6, ace=False)),
 ])
 def test_dataset_equals_single_process(client, dataset, rows_per_partition, options):
     root, y, p = dataset
@@ -121,7 +121,7 @@ def test_dask_arrays_any_chunking(client):
 def test_read_parquet_dataframe(client, dataset):
     root, y, p = dataset
     df = dd.read_parquet(root)
-    rep = fd.score_dataframe(df, prob="p", label="y", client=client, split_every=2)
+    rep = fd.score_dataframe(df, prob="p", label="y", client=client, split_every=2, ace=True)
     assert_same(rep, fastcal.calibration_report(y, p))
 
 
@@ -133,7 +133,8 @@ def test_nan_omit_counts_the_same_rows(client):
     y[rng.integers(0, 50_000, 200)] = np.nan
     df = dd.from_pandas(pd.DataFrame({"p": p, "y": y}), npartitions=6)
     for strategy in ("uniform", "quantile"):
-        rep = fd.score_dataframe(df, nan_policy="omit", strategy=strategy, client=client)
+        rep = fd.score_dataframe(df, nan_policy="omit", strategy=strategy, ace=True,
+                                 client=client)
         ref = fastcal.calibration_report(y, p, nan_policy="omit", strategy=strategy)
         assert rep.n_omitted == ref.n_omitted > 0
         assert_same(rep, ref)
@@ -155,7 +156,7 @@ def test_equal_mass_bins_split_ties_by_global_row(client, monkeypatch):
     # and the loop reference on a small slice
     ys, ps = y[:3_000], p[:3_000]
     rep = fd.score_dask(da.from_array(ys, chunks=701), da.from_array(ps, chunks=701), n_bins=9,
-                        client=client)
+                        ace=True, client=client)
     np.testing.assert_allclose(rep.ace, naive.ace(ys, ps, 9), rtol=1e-12)
 
 
@@ -281,7 +282,8 @@ def test_bad_arguments(client, dataset):
     with pytest.raises(ValueError, match="different lengths: 10 and 11"):
         fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
     with pytest.raises(ValueError, match="1-D probabilities only; .* ace=False"):
-        fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5), client=client)
+        fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5), ace=True,
+                      client=client)
 
 
 # -- compilation ----------------------------------------------------------------
