@@ -7,6 +7,7 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 
 from .accumulator import CalibrationAccumulator
 from .binning import uniform_edges
+from .files import score_file
 from .gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
 from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
 from .report import CalibrationReport
@@ -34,6 +35,7 @@ __all__ = [
     "log_loss",
     "mce",
     "nees",
+    "score_file",
     "simulate",
     "uniform_edges",
 ]
