@@ -14,14 +14,23 @@ branches):
     sums[b, 1]    sum of ECD terms (p - y) * logit(p)     float64  (eq. 15)
     sums[b, 2]    sum of p (1 - p) logit(p)**2            float64  (Var of ECD term if calibrated)
     totals[0..4]  sums of Brier terms, NLL terms, squared ECD, squared Brier and squared NLL terms
-    checks[0..7]  invalid-input counts and first indices (see CHECK_* below)
+    checks[0..9]  invalid-input counts and first indices (see CHECK_* below)
+
+Per block of BLOCK rows: (1) bins and both logarithms in one vectorised loop
+(compiled without reassociation: the logarithm relies on exact float
+identities); (2) validity, per-sample terms and the five global sums in a
+vectorised loop (reassociated reductions); (3) a scalar scatter, four updates
+per row, into COPIES interleaved copies of the per-bin accumulators (the
+three counts packed into one int64), flushed into the output every FLUSH
+rows. Invalid rows are counted in (2); only a block that holds some is
+scanned again for the counts and first indices. benchmarks/NOTES.md has the
+measurements behind these choices.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from ._config import FASTMATH_EXACT
+from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair
 
 N_COUNTS = 3
