@@ -21,11 +21,15 @@ def _read_sum(p, y, n_threads):
     sp = np.zeros(n_threads)
     sy = np.zeros(n_threads, np.int64)
     for t in prange(n_threads):
+        # Slice first: indexing p[i] with a computed start would carry a
+        # negative-index check per element and not vectorise.
+        ps = p[(t * n) // n_threads:((t + 1) * n) // n_threads]
+        ys = y[(t * n) // n_threads:((t + 1) * n) // n_threads]
         a = 0.0
         c = 0
-        for i in range((t * n) // n_threads, ((t + 1) * n) // n_threads):
-            a += p[i]
-            c += y[i]
+        for i in range(ps.shape[0]):
+            a += ps[i]
+            c += ys[i]
         sp[t] = a
         sy[t] = c
     return sp.sum(), sy.sum()
