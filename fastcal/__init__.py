@@ -8,6 +8,8 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 from .accumulator import CalibrationAccumulator
 from .binning import uniform_edges
 from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
+from .multiclass import classwise_ece
+from .multiclass_report import MulticlassReport
 from .report import CalibrationReport
 from .simulate import simulate
 
@@ -16,9 +18,11 @@ __version__ = "0.1.0"
 __all__ = [
     "CalibrationAccumulator",
     "CalibrationReport",
+    "MulticlassReport",
     "ace",
     "brier_score",
     "calibration_report",
+    "classwise_ece",
     "ecd",
     "ece",
     "esce",

@@ -55,12 +55,14 @@ def check_threads(threads):
 
 
 def _as_array(name, x):
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # objects numpy cannot read
-        msg = f"{name} could not be read as an array: {exc}"
-        raise ValueError(msg) from exc
-    return arr
+    """x as a NumPy array: pandas, polars, pyarrow and torch objects without a copy
+    where their layout allows (see fastcal.inputs)."""
+    from .inputs import to_numpy
+
+    return to_numpy(name, x)
+
+
+to_array = _as_array
 
 
 def as_prob_1d(y_prob):
