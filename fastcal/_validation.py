@@ -119,16 +119,16 @@ def check_edges(edges):
         raise ValueError(msg)
     if not np.all(np.isfinite(e)):
         bad = int(np.flatnonzero(~np.isfinite(e))[0])
-        msg = f"edges must be finite; edges[{bad}] is {e[bad]}"
+        msg = f"edges must be finite; edges[{bad}] is {float(e[bad])}"
         raise ValueError(msg)
     steps = np.diff(e)
     if np.any(steps <= 0):
         bad = int(np.flatnonzero(steps <= 0)[0])
-        msg = (f"edges must be strictly increasing; edges[{bad}]={e[bad]!r} is not below "
-               f"edges[{bad + 1}]={e[bad + 1]!r}")
+        msg = (f"edges must be strictly increasing; edges[{bad}]={float(e[bad])!r} is not below "
+               f"edges[{bad + 1}]={float(e[bad + 1])!r}")
         raise ValueError(msg)
     if e[0] != 0.0 or e[-1] != 1.0:
         msg = (f"edges must start at 0 and end at 1 so that every probability has a bin; "
-               f"got edges[0]={e[0]!r} and edges[-1]={e[-1]!r}")
+               f"got edges[0]={float(e[0])!r} and edges[-1]={float(e[-1])!r}")
         raise ValueError(msg)
     return e

@@ -166,7 +166,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     >>> import fastcal
     >>> r = fastcal.calibration_report([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5)
     >>> r.n, round(r.ece, 3)
-    (4, 0.2)
+    (4, 0.25)
     """
     v.check_choice("strategy", strategy, v.STRATEGIES)
     if strategy == "quantile" and edges is not None:
@@ -237,7 +237,7 @@ def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     --------
     >>> import fastcal
     >>> round(fastcal.ece([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
-    0.2
+    0.25
     """
     return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
                    logits, renormalize).ece
@@ -254,7 +254,7 @@ def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac
     --------
     >>> import fastcal
     >>> round(fastcal.esce([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
-    0.0
+    0.05
     """
     return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
                    logits, renormalize).esce
