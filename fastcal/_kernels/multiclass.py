@@ -111,6 +111,13 @@ def _bin(p, edges, nb, nbf, uniform, right):
     return min(max(b, 0), nb - 1)
 
 
+@njit(cache=True, error_model="numpy")
+def _isnan(x):
+    """NaN test compiled without fastmath: under fastmath flags LLVM may fold
+    ``x != x`` to False, so every NaN test in a fastmath kernel calls this."""
+    return x != x
+
+
 @njit(inline="always", cache=True)
 def _note(checks, kind, i):
     checks[kind] += 1
@@ -123,9 +130,8 @@ def _note(checks, kind, i):
 def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv):
     """Probabilities (qv) and their logs (lv) of row i, plus the row status.
 
-    Returns (status, argmax): status 0 valid, otherwise the CHECK_* kind.
-    With eps > 0 the probabilities used in qv/lv are clipped to [eps, 1 - eps]
-    (the raw ones are what Brier and the bins use, recomputed by the caller).
+    Returns (status, argmax): status -1 valid, otherwise the CHECK_* kind.
+    Clipping for eps > 0 is done by the caller (``_clip_row``).
     """
     s = 0.0
     mx = -np.inf
@@ -136,14 +142,15 @@ def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv):
         s += v
         mx = max(mx, v)
         mn = min(mn, v)
-    if not (s - s == 0.0):
+    # Comparisons, not s - s == 0: fastmath may fold x - x to 0 even for NaN.
+    if not ((s > -np.inf) & (s < np.inf)):
         # Slow path: the row has a NaN or an infinity somewhere.
         has_nan = False
         has_pinf = False
         mx = -np.inf
         for k in range(K):
             v = qv[k]
-            if v != v:
+            if _isnan(v):
                 has_nan = True
             elif v == np.inf:
                 has_pinf = True
@@ -185,7 +192,26 @@ def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv):
             return CHECK_SUM_P, 0
         for k in range(K):
             lv[k] = log64(qv[k])
-    return 0, am
+    return -1, am
+
+
+@njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
+def _clip_row(qv, ev, lv, K, lo, hi):
+    """ev = the row clipped to [eps, 1 - eps] and renormalised, lv = log(ev).
+
+    Renormalising keeps the clipped row a distribution (for K = 2 it already
+    is one, so this is the binary kernel's clipping).
+    """
+    s = 0.0
+    for k in range(K):
+        qe = min(max(qv[k], lo), hi)
+        ev[k] = qe
+        s += qe
+    inv = 1.0 / s
+    for k in range(K):
+        qe = ev[k] * inv
+        ev[k] = qe
+        lv[k] = log64(qe)
 
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -200,15 +226,16 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     hi = 1.0 - eps
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
+    ev = np.empty(K, np.float64)
     for i in range(start, stop):
         yi = np.float64(y[i])
         status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
-        nan_y = yi != yi
+        nan_y = _isnan(yi)
         y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
-        if status != 0 or not y_ok:
+        if status >= 0 or not y_ok:
             if status == CHECK_NAN_P or nan_y:
                 _note(checks, CHECK_OMITTED, i)
-            if status != 0:
+            if status >= 0:
                 _note(checks, status, i)
             if nan_y:
                 _note(checks, CHECK_NAN_Y, i)
@@ -220,13 +247,11 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
         h = 0.0
         sq = 0.0
         if eps > 0.0:
+            _clip_row(qv, ev, lv, K, lo, hi)
             for k in range(K):
                 q = qv[k]
                 sq += q * q
-                qe = min(max(q, lo), hi)
-                lq = log64(qe)
-                lv[k] = lq
-                h += qe * lq
+                h += ev[k] * lv[k]
         else:
             for k in range(K):
                 q = qv[k]
@@ -236,9 +261,8 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
         var = 0.0
         if eps > 0.0:
             for k in range(K):
-                qe = min(max(qv[k], lo), hi)
                 d = lv[k] - h
-                var += qe * d * d
+                var += ev[k] * d * d
         else:
             for k in range(K):
                 q = qv[k]
@@ -348,7 +372,7 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
         status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
         yi = np.float64(y[i])
         y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
-        if status != 0 or not y_ok:
+        if status >= 0 or not y_ok:
             conf[i] = np.nan
             correct[i] = 0
             continue
@@ -370,6 +394,7 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
     tv = np.empty(K, np.float64)
+    ev = np.empty(K, np.float64)
     lo = eps
     hi = 1.0 - eps
     for i in range(start, stop):
@@ -381,12 +406,12 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
             tv[k] = t
             st += t
             tmn = min(tmn, t)
-        t_nan = not (st == st)
-        t_ok = (st - st == 0.0) & (tmn >= 0.0) & (abs(st - 1.0) <= tol)
-        if status != 0 or not t_ok:
+        t_nan = _isnan(st)
+        t_ok = (st > -np.inf) & (st < np.inf) & (tmn >= 0.0) & (abs(st - 1.0) <= tol)
+        if status >= 0 or not t_ok:
             if status == CHECK_NAN_P or t_nan:
                 _note(checks, CHECK_OMITTED, i)
-            if status != 0:
+            if status >= 0:
                 _note(checks, status, i)
             if t_nan:
                 _note(checks, CHECK_NAN_Y, i)
@@ -394,8 +419,10 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
                 _note(checks, CHECK_BAD_T, i)
             continue
         if eps > 0.0:
+            _clip_row(qv, ev, lv, K, lo, hi)
+        else:
             for k in range(K):
-                lv[k] = log64(min(max(qv[k], lo), hi))
+                ev[k] = qv[k]
         hp = 0.0
         ht = 0.0
         ce = 0.0
@@ -404,7 +431,7 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
         for k in range(K):
             q = qv[k]
             t = tv[k]
-            qe = min(max(q, lo), hi) if eps > 0.0 else q
+            qe = ev[k]
             hp += 0.0 if qe == 0.0 else qe * lv[k]
             ht += 0.0 if t == 0.0 else t * log64(t)
             ce += 0.0 if t == 0.0 else t * lv[k]
@@ -412,7 +439,7 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
             br += (q - t) * (q - t)
         var = 0.0
         for k in range(K):
-            q = min(max(qv[k], lo), hi) if eps > 0.0 else qv[k]
+            q = ev[k]
             d = lv[k] - hp
             var += 0.0 if q == 0.0 else q * d * d
         # Ranking: stable argsorts of the prediction and the target must match.
@@ -489,9 +516,9 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
     for i in range(start, stop):
         zi = np.float64(z[i])
         yi = np.float64(y[i])
-        nan_z = zi != zi
-        nan_y = yi != yi
-        fin = zi - zi == 0.0
+        nan_z = _isnan(zi)
+        nan_y = _isnan(yi)
+        fin = (zi > -np.inf) & (zi < np.inf)
         y_ok = (yi == 0.0) | (yi == 1.0)
         if not (fin and y_ok):
             if nan_z or nan_y:
