@@ -383,3 +383,25 @@ def test_strided_fortran_and_integer_inputs():
         assert r.ecd == pytest.approx(ref.ecd, rel=1e-14)
     onehot = np.eye(3, dtype=np.int64)[[0, 1, 2, 1]]
     assert fastcal.log_loss([0, 1, 2, 1], onehot) == 0.0
+
+
+@pytest.mark.parametrize("k", [2, 5, 300])
+@pytest.mark.parametrize("logits", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 1e-3])
+def test_blocked_kernel_equals_row_kernel(k, logits, eps):
+    # the blocked (vectorised) kernel against the simple row-at-a-time one, with
+    # invalid rows mixed in and a block boundary inside the range
+    y, P = mc_data(max(300, 3 * km.block_rows(k) + 7), k, seed=k, dtype=np.float32)
+    if logits:
+        P = np.log(np.maximum(P, 1e-30)).astype(np.float32)
+    P[5, 0] = np.nan
+    P[9, 1] = -np.inf if logits else -0.5
+    y[11] = k + 3
+    edges = fastcal.uniform_edges(10, np.float64 if logits else np.float32)
+    out = []
+    for fn in (km.fill_range, km.fill_rows):
+        st = km.new_state(10, k, True)
+        fn(P, y, 3, P.shape[0] - 2, edges, True, False, eps, logits, False, 1e-5, True, *st)
+        out.append(st)
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

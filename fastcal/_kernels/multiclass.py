@@ -34,7 +34,7 @@ first (smallest) row index of each kind, -1 if none.
 import numpy as np
 from numba import njit, prange
 
-from ._config import FASTMATH
+from ._config import COPIES, FASTMATH
 from .mathfn import log64
 
 N_COUNTS = 3
@@ -215,9 +215,12 @@ def _clip_row(qv, ev, lv, K, lo, hi):
 
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
-def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-               counts, sums, totals, ccounts, csums, checks):
-    """Add rows [start, stop) of (P, y) into the state arrays (see module docstring)."""
+def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+              counts, sums, totals, ccounts, csums, checks):
+    """Row-at-a-time version of ``fill_range`` (same results; simpler, slower).
+
+    Kept as a second implementation the blocked kernel is tested against.
+    """
     K = P.shape[1]
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
@@ -294,6 +297,284 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
                 ccounts[k, bk, 0] += 1
                 csums[k, bk] += q
             ccounts[yk, _bin(qy, edges, nb, nbf, uniform, right), 1] += 1
+
+
+@njit(cache=True)
+def block_rows(n_classes):
+    """Rows per block: the (K, B) float64 scratch arrays stay around 16-32 KB."""
+    return max(4, min(128, 2048 // n_classes))
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _bin_u(p, nb, nbf, right, f32):
+    """Uniform-edge bin of p, branch-free and without table look-ups (vectorises).
+
+    The edges b / n_bins are recomputed in float64 (the same division as
+    ``binning.uniform_edges``) and rounded to float32 when the probabilities
+    are float32, so a p on an edge goes to the documented side exactly as
+    in ``_bin``.
+    """
+    b = min(max(np.int64(p * nbf), 0), nb - 1)
+    bf = np.float64(b)
+    lo = bf / nbf
+    hi = (bf + 1.0) / nbf
+    if f32:
+        lo = np.float64(np.float32(lo))
+        hi = np.float64(np.float32(hi))
+    if right:
+        b = b - np.int64((b > 0) & (p <= lo))
+        b = b + np.int64((b < nb - 1) & (p > hi))
+    else:
+        b = b - np.int64((b > 0) & (p < lo))
+        b = b + np.int64((b < nb - 1) & (p >= hi))
+    return b
+
+
+@njit(error_model="numpy", cache=True)
+def _bad_row(P, i, K, logits):
+    """Kind of a row whose sum is not finite (slow path): NaN, inf, or -1 if the
+    row is valid (logits with some -inf but a finite max)."""
+    has_nan = False
+    has_pinf = False
+    mx = -np.inf
+    for k in range(K):
+        v = np.float64(P[i, k])
+        if v != v:
+            has_nan = True
+        elif v == np.inf:
+            has_pinf = True
+        elif v > mx:
+            mx = v
+    if has_nan:
+        return CHECK_NAN_P
+    if not logits or has_pinf or mx == -np.inf:
+        return CHECK_INF_P
+    return -1
+
+
+@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+               counts, sums, totals, ccounts, csums, checks):
+    """Add rows [start, stop) of (P, y) into the state arrays (see module docstring).
+
+    Rows are processed in blocks of B, transposed into (K, B) float64 scratch
+    so that every per-element step (sums, max, argmax, softmax, logs, bins)
+    is a loop over B contiguous rows that LLVM vectorises; per-row work
+    (checks, labels, the top-label bin) and the scatters stay scalar.
+    Invalid rows are recorded, replaced by a harmless uniform row and given
+    weight 0, so the vector loops have no branches.
+    """
+    K = P.shape[1]
+    nb = edges.shape[0] - 1
+    nbf = np.float64(nb)
+    kf = np.float64(K)
+    lo = eps
+    hi = 1.0 - eps
+    B = block_rows(K)
+    # Uniform edges are float32-rounded exactly when the values binned are the
+    # input's own float32 values (no renormalisation, no softmax).
+    f32 = uniform and edges[1] != 1.0 / nbf
+    T = np.empty((K, B), np.float64)    # values, then probabilities
+    L = np.empty((K, B), np.float64)    # log-probabilities
+    E = np.empty((K, B), np.float64) if eps > 0.0 else T  # clipped probabilities
+    s = np.empty(B, np.float64)
+    mx = np.empty(B, np.float64)
+    mn = np.empty(B, np.float64)
+    sc = np.empty(B, np.float64)
+    h = np.empty(B, np.float64)
+    sq = np.empty(B, np.float64)
+    var = np.empty(B, np.float64)
+    wf = np.empty(B, np.float64)
+    wi = np.empty(B, np.int64)
+    am = np.empty(B, np.int64)
+    yb = np.empty(B, np.int64)
+    bk = np.empty(B, np.int64)
+    kc = K if classwise else 0
+    cc = np.zeros((COPIES, kc, nb), np.int64)
+    cs = np.zeros((COPIES, kc, nb), np.float64)
+    s_brier = 0.0
+    s_nll = 0.0
+    s_ecd2 = 0.0
+    s_brier2 = 0.0
+    s_nll2 = 0.0
+    uni = 1.0 / kf
+    for b0 in range(start, stop, B):
+        m = min(B, stop - b0)
+        # Stage 1: transpose the block into float64 scratch.
+        for k in range(K):
+            for j in range(m):
+                T[k, j] = np.float64(P[b0 + j, k])
+        for j in range(m):
+            s[j] = 0.0
+            mx[j] = -np.inf
+            mn[j] = np.inf
+        for k in range(K):
+            for j in range(m):
+                v = T[k, j]
+                s[j] += v
+                a = mx[j]
+                mx[j] = v if v > a else a
+                c = mn[j]
+                mn[j] = v if v < c else c
+        # Stage 2: per-row checks; invalid rows become uniform with weight 0.
+        for j in range(m):
+            i = b0 + j
+            sj = s[j]
+            status = -1
+            if not ((sj > -np.inf) & (sj < np.inf)):
+                status = _bad_row(P, i, K, logits)
+            elif not logits:
+                if mn[j] < 0.0:
+                    status = CHECK_NEG_P
+                elif renorm:
+                    if not (sj > 0.0):
+                        status = CHECK_SUM_P
+                elif abs(sj - 1.0) > tol:
+                    status = CHECK_SUM_P
+            yi = np.float64(y[i])
+            nan_y = _isnan(yi)
+            y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
+            if status >= 0 or not y_ok:
+                if status == CHECK_NAN_P or nan_y:
+                    _note(checks, CHECK_OMITTED, i)
+                if status >= 0:
+                    _note(checks, status, i)
+                if nan_y:
+                    _note(checks, CHECK_NAN_Y, i)
+                elif not y_ok:
+                    _note(checks, CHECK_BAD_Y, i)
+                fill = 0.0 if logits else uni
+                for k in range(K):
+                    T[k, j] = fill
+                mx[j] = fill
+                s[j] = 1.0
+                wf[j] = 0.0
+                wi[j] = 0
+                yb[j] = 0
+            else:
+                wf[j] = 1.0
+                wi[j] = 1
+                yb[j] = np.int64(yi)
+            sc[j] = 1.0 / s[j] if (renorm and not logits) else 1.0
+        # Stage 3: argmax (first index of the max).
+        for j in range(m):
+            am[j] = 0
+        for k in range(K - 1, -1, -1):
+            for j in range(m):
+                am[j] = k if T[k, j] == mx[j] else am[j]
+        # Stage 4: probabilities and their logs.
+        if logits:
+            for j in range(m):
+                s[j] = 0.0
+            for k in range(K):
+                for j in range(m):
+                    d = T[k, j] - mx[j]
+                    L[k, j] = d
+                    e = exp64(d)
+                    T[k, j] = e
+                    s[j] += e
+            for j in range(m):
+                sc[j] = 1.0 / s[j]
+                s[j] = log64(s[j])
+            for k in range(K):
+                for j in range(m):
+                    T[k, j] = T[k, j] * sc[j]
+                    L[k, j] = L[k, j] - s[j]
+        else:
+            for k in range(K):
+                for j in range(m):
+                    q = T[k, j] * sc[j]
+                    T[k, j] = q
+                    L[k, j] = log64(q)
+        if eps > 0.0:
+            for j in range(m):
+                s[j] = 0.0
+            for k in range(K):
+                for j in range(m):
+                    qe = min(max(T[k, j], lo), hi)
+                    E[k, j] = qe
+                    s[j] += qe
+            for j in range(m):
+                sc[j] = 1.0 / s[j]
+            for k in range(K):
+                for j in range(m):
+                    qe = E[k, j] * sc[j]
+                    E[k, j] = qe
+                    L[k, j] = log64(qe)
+        # Stage 5: entropy term, Brier sum of squares, variance (two passes).
+        for j in range(m):
+            h[j] = 0.0
+            sq[j] = 0.0
+            var[j] = 0.0
+        for k in range(K):
+            for j in range(m):
+                q = T[k, j]
+                sq[j] += q * q
+                qe = E[k, j]
+                h[j] += 0.0 if qe == 0.0 else qe * L[k, j]
+        for k in range(K):
+            for j in range(m):
+                qe = E[k, j]
+                d = L[k, j] - h[j]
+                var[j] += 0.0 if qe == 0.0 else qe * d * d
+        # Stage 6: per-row terms and the top-label bin.
+        for j in range(m):
+            if wi[j] == 0:
+                continue
+            yk = yb[j]
+            ly = L[yk, j]
+            nll = -ly
+            ecd = h[j] - ly
+            qy = T[yk, j]
+            brier = sq[j] - 2.0 * qy + 1.0
+            conf = T[am[j], j]
+            if uniform:
+                b = _bin_u(conf, nb, nbf, right, f32)
+            else:
+                b = _bin(conf, edges, nb, nbf, False, right)
+            ok = np.int64(am[j] == yk)
+            counts[b, 0] += 1
+            counts[b, 1] += ok
+            counts[b, 2] += ok
+            sums[b, 0] += conf
+            sums[b, 1] += ecd
+            sums[b, 2] += var[j]
+            s_brier += brier
+            s_nll += nll
+            s_ecd2 += ecd * ecd
+            s_brier2 += brier * brier
+            s_nll2 += nll * nll
+            if classwise:
+                if uniform:
+                    by = _bin_u(qy, nb, nbf, right, f32)
+                else:
+                    by = _bin(qy, edges, nb, nbf, False, right)
+                ccounts[yk, by, 1] += 1
+        # Stage 7: class-wise scatter, interleaved over COPIES to break the
+        # store-to-load chains when consecutive rows share a bin.
+        if classwise:
+            for k in range(K):
+                if uniform:
+                    for j in range(m):
+                        bk[j] = _bin_u(T[k, j], nb, nbf, right, f32)
+                else:
+                    for j in range(m):
+                        bk[j] = _bin(T[k, j], edges, nb, nbf, False, right)
+                for j in range(m):
+                    c = j & (COPIES - 1)
+                    b = bk[j]
+                    cc[c, k, b] += wi[j]
+                    cs[c, k, b] += T[k, j] * wf[j]
+    totals[0] += s_brier
+    totals[1] += s_nll
+    totals[2] += s_ecd2
+    totals[3] += s_brier2
+    totals[4] += s_nll2
+    for c in range(COPIES):
+        for k in range(kc):
+            for b in range(nb):
+                ccounts[k, b, 0] += cc[c, k, b]
+                csums[k, b] += cs[c, k, b]
 
 
 def new_state(n_bins, n_classes, classwise=True):
