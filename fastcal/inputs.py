@@ -37,20 +37,18 @@ def to_numpy(name, x):
     if isinstance(x, np.ndarray):
         return x
     mod = _module(x)
+    if mod == "torch":
+        return _from_torch(name, x)
+    if mod == "pandas":
+        return _from_pandas(x)
+    if mod == "polars":
+        return _from_polars(x)
+    if mod == "pyarrow":
+        return _from_arrow(name, x)
     try:
-        if mod == "torch":
-            return _from_torch(name, x)
-        if mod == "pandas":
-            return _from_pandas(x)
-        if mod == "polars":
-            return _from_polars(x)
-        if mod == "pyarrow":
-            return _from_arrow(name, x)
         arr = np.asarray(x)
-    except ValueError:
-        raise
-    except Exception as exc:  # objects numpy cannot read
-        msg = f"{name} could not be read as an array ({type(x).__name__}): {exc}"
+    except Exception as exc:  # ragged lists, objects numpy cannot read
+        msg = (f"{name} could not be read as a numeric array ({type(x).__name__}): {exc}")
         raise ValueError(msg) from exc
     if arr.dtype == object:
         msg = (f"{name} could not be read as a numeric array: got {type(x).__name__} "

@@ -238,7 +238,7 @@ def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logit
     >>> import numpy as np, fastcal
     >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
     >>> round(fastcal.classwise_ece([0, 1, 0], p, n_bins=5), 4)
-    0.2333
+    0.2667
     """
     from .metrics import calibration_report
 

@@ -48,7 +48,8 @@ def _encode(y_true, y_prob, labels):
         idx[y == lab] = j
     if (idx < 0).any():
         r = int(np.flatnonzero(idx < 0)[0])
-        msg = f"y_true has a value not in labels: {y[r]!r} at row {r}; labels are {labels.tolist()}"
+        msg = (f"y_true has a value not in labels: {y[r].item()!r} at row {r}; labels are "
+               f"{labels.tolist()}")
         raise ValueError(msg)
     return idx, p
 
