@@ -405,3 +405,28 @@ def test_blocked_kernel_equals_row_kernel(k, logits, eps):
         out.append(st)
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_top_label_ece_and_mce_agree_with_torchmetrics():
+    tm = pytest.importorskip(
+        "torchmetrics.functional.classification.calibration_error",
+        reason="torchmetrics not installed (the bench extra installs it)")
+    import torch
+
+    # float64, no confidence exactly on an edge or at 1: the binning conventions agree
+    # there (torchmetrics' bins are [a, b) like closed="left", with 1.0 in an extra bin)
+    y, P = mc_data(5000, 6, seed=12)
+    ref = nm.report(y, P, n_bins=15)
+    ours_ece, ours_mce = fastcal.ece(y, P, n_bins=15), fastcal.mce(y, P, n_bins=15)
+    assert ours_ece == pytest.approx(ref["ece"], rel=1e-12)
+    # torchmetrics' binning and reduction, fed float64 confidences directly: exact agreement
+    conf = torch.from_numpy(P.max(axis=1))
+    acc = torch.from_numpy((P.argmax(axis=1) == y).astype(np.float64))
+    assert float(tm._ce_compute(conf, acc, 15, norm="l1")) == pytest.approx(ours_ece, rel=1e-12)
+    assert float(tm._ce_compute(conf, acc, 15, norm="max")) == pytest.approx(ours_mce, rel=1e-12)
+    # the public function casts confidences to float32 (`confidences.float()`) and sums in
+    # float32, so it agrees only to float32 accuracy
+    tp, ty = torch.from_numpy(P), torch.from_numpy(y)
+    for norm, ours in (("l1", ours_ece), ("max", ours_mce)):
+        theirs = float(tm.multiclass_calibration_error(tp, ty, num_classes=6, n_bins=15, norm=norm))
+        assert ours == pytest.approx(theirs, rel=2e-5), norm
