@@ -56,10 +56,14 @@ def check_threads(threads):
 
 def _as_array(name, x):
     """x as a NumPy array: pandas, polars, pyarrow and torch objects without a copy
-    where their layout allows (see fastcal.inputs)."""
+    where their layout allows (see fastcal.inputs); non-native byte order converted."""
     from .inputs import to_numpy
 
-    return to_numpy(name, x)
+    arr = to_numpy(name, x)
+    if not arr.dtype.isnative:
+        # the kernels read native byte order only (files written on other machines)
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
 
 
 to_array = _as_array

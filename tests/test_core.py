@@ -284,6 +284,16 @@ def test_label_dtypes():
         assert other.ecd == base.ecd and other.ece == base.ece
 
 
+def test_strided_and_foreign_byte_order_inputs():
+    y, p = random_data(1001, seed=8)
+    base = fastcal.calibration_report(y[::2].copy(), p[::2].copy(), ace=False)
+    strided = fastcal.calibration_report(y[::2], p[::2], ace=False)
+    swapped = fastcal.calibration_report(y[::2].astype(">i4"), p[::2].astype(">f8"), ace=False)
+    for other in (strided, swapped):
+        np.testing.assert_array_equal(other.bins["count"], base.bins["count"])
+        assert other.ecd == base.ecd and other.ece == base.ece
+
+
 def test_weighted_sums_of_columns_equal_scalars():
     y, p = random_data(4000, seed=9)
     rep = fastcal.calibration_report(y, p, n_bins=10)
