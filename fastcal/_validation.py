@@ -73,8 +73,8 @@ def as_prob_1d(y_prob):
     """y_prob as a 1-D float32 or float64 array, without a copy when it already is one."""
     p = _as_array("y_prob", y_prob)
     if p.ndim == 2:
-        msg = (f"y_prob has shape {p.shape}; multi-class (N, K) probabilities are not supported "
-               "yet: pass the 1-D probability of class 1")
+        msg = (f"y_prob has shape {p.shape}; this path takes the 1-D probability of class 1 "
+               "(the public functions send (N, K) input to the multi-class kernel)")
         raise ValueError(msg)
     if p.ndim != 1:
         msg = f"y_prob must be 1-D with one probability per sample; got shape {p.shape}"
