@@ -52,6 +52,8 @@ CHECK_BAD_T = 7      # soft labels only: target row negative, non-finite or not 
 N_CHECK_KINDS = 8
 
 _LOG2E = 1.4426950408889634
+ROWWISE_K = 64  # from this many classes on, rows are processed one at a time
+_FEW_BINS = 16  # class-wise state: compare-and-add per bin up to this many bins, else scatter
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 
@@ -230,6 +232,7 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
     ev = np.empty(K, np.float64)
+    f32 = uniform and edges[1] != 1.0 / nbf
     for i in range(start, stop):
         yi = np.float64(y[i])
         status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
@@ -291,11 +294,18 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         totals[3] += brier * brier
         totals[4] += nll * nll
         if classwise:
-            for k in range(K):
-                q = qv[k]
-                bk = _bin(q, edges, nb, nbf, uniform, right)
-                ccounts[k, bk, 0] += 1
-                csums[k, bk] += q
+            if uniform:
+                for k in range(K):
+                    q = qv[k]
+                    bk = _bin_u(q, nb, nbf, right, f32)
+                    ccounts[k, bk, 0] += 1
+                    csums[k, bk] += q
+            else:
+                for k in range(K):
+                    q = qv[k]
+                    bk = _bin(q, edges, nb, nbf, False, right)
+                    ccounts[k, bk, 0] += 1
+                    csums[k, bk] += q
             ccounts[yk, _bin(qy, edges, nb, nbf, uniform, right), 1] += 1
 
 
@@ -365,6 +375,11 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     weight 0, so the vector loops have no branches.
     """
     K = P.shape[1]
+    if K >= ROWWISE_K:
+        # Long rows vectorise along the row: the row-at-a-time kernel is faster.
+        fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                  counts, sums, totals, ccounts, csums, checks)
+        return
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
     kf = np.float64(K)
@@ -560,11 +575,24 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
                 else:
                     for j in range(m):
                         bk[j] = _bin(T[k, j], edges, nb, nbf, False, right)
-                for j in range(m):
-                    c = j & (COPIES - 1)
-                    b = bk[j]
-                    cc[c, k, b] += wi[j]
-                    cs[c, k, b] += T[k, j] * wf[j]
+                if nb <= _FEW_BINS:
+                    # Few bins: one vectorised compare-and-add pass per bin
+                    # beats a scatter (no gathers, no store-to-load chains).
+                    for b in range(nb):
+                        cnt = 0.0
+                        tot = 0.0
+                        for j in range(m):
+                            sel = bk[j] == b
+                            cnt += wf[j] if sel else 0.0
+                            tot += T[k, j] * wf[j] if sel else 0.0
+                        cc[0, k, b] += np.int64(cnt)
+                        cs[0, k, b] += tot
+                else:
+                    for j in range(m):
+                        c = j & (COPIES - 1)
+                        b = bk[j]
+                        cc[c, k, b] += wi[j]
+                        cs[c, k, b] += T[k, j] * wf[j]
     totals[0] += s_brier
     totals[1] += s_nll
     totals[2] += s_ecd2
