@@ -159,7 +159,7 @@ class CalibrationAccumulator:
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, ccounts, csums, checks = mc.fill(
             y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
-            self.renormalize, self.classwise, self.threads)
+            self.renormalize, self.classwise, self.threads, getattr(self, "_with_logs", True))
         mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize,
                             self.n_rows)
         if self.n_classes is None:

@@ -30,7 +30,9 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
         if p.shape[0] == 0:
             msg = "y_true and y_prob are empty; need at least one sample"
             raise ValueError(msg)
+        acc._with_logs = with_logs  # binned metrics only: skip the logarithms
         acc.update(y, p)
+        acc._with_logs = True
         if acc.n == 0:
             msg = f"no samples left: all {p.shape[0]} rows were omitted as NaN"
             raise ValueError(msg)

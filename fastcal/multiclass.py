@@ -71,7 +71,8 @@ def check_pair(y_true, y_prob, logits):
     return y, p
 
 
-def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads):
+def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
+         with_logs=True):
     """Run the multi-class kernel; serial below ~1e6 elements."""
     n, k = p.shape
     n_threads = v.check_threads(threads)
@@ -79,10 +80,10 @@ def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threa
     if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
         state = km.new_state(nb, k, classwise)
         km.fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                      classwise, *state)
+                      classwise, *state, with_logs)
         return state
     return km.fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                            classwise, n_threads)
+                            classwise, n_threads, with_logs)
 
 
 def raise_for_checks(checks, nan_policy, y, p, logits, renormalize, offset=0):
@@ -246,7 +247,7 @@ def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logit
                              logits=logits, renormalize=renormalize, nan_policy=nan_policy,
                              ace=False, threads=threads)
     if not hasattr(rep, "classwise_ece"):
-        msg = f"y_prob must have shape (n_samples, n_classes) for classwise_ece; got 1-D input"
+        msg = "y_prob must have shape (n_samples, n_classes) for classwise_ece; got 1-D input"
         raise ValueError(msg)
     if return_per_class:
         return rep.classwise_ece, rep.classes["ece"].copy()

@@ -430,3 +430,16 @@ def test_top_label_ece_and_mce_agree_with_torchmetrics():
     for norm, ours in (("l1", ours_ece), ("max", ours_mce)):
         theirs = float(tm.multiclass_calibration_error(tp, ty, num_classes=6, n_bins=15, norm=norm))
         assert ours == pytest.approx(theirs, rel=2e-5), norm
+
+
+@pytest.mark.parametrize("k", [4, 100])
+@pytest.mark.parametrize("logits", [False, True])
+def test_binned_metrics_skip_logs_but_agree(k, logits):
+    # ece/esce/mce fill without logarithms; they must equal the full report's
+    y, P = mc_data(3000, k, seed=13)
+    if logits:
+        P = np.log(np.maximum(P, 1e-300)) * 1.3
+    rep = fastcal.calibration_report(y, P, n_bins=12, logits=logits, ace=False)
+    assert fastcal.ece(y, P, n_bins=12, logits=logits) == rep.ece
+    assert fastcal.esce(y, P, n_bins=12, logits=logits) == rep.esce
+    assert fastcal.mce(y, P, n_bins=12, logits=logits) == rep.mce

@@ -18,6 +18,9 @@ and report code can share it ("positive" means "the argmax is the label"):
     totals[0..4]  sums of Brier terms sum_k (p_k - 1[y = k])^2, NLL terms
                   -log p_y, squared ECD terms, squared Brier, squared NLL
 
+With ``with_logs=False`` (binned metrics only) no logarithm is taken and the
+ECD, variance and NLL sums stay 0.
+
 counts and sums have n_bins + 1 rows like the binary state; the last row stays
 zero here (invalid rows are skipped, not binned).
 
@@ -129,7 +132,7 @@ def _note(checks, kind, i):
 
 
 @njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
-def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv):
+def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv, with_logs=True):
     """Probabilities (qv) and their logs (lv) of row i, plus the row status.
 
     Returns (status, argmax): status -1 valid, otherwise the CHECK_* kind.
@@ -192,8 +195,9 @@ def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv):
                 qv[k] = qv[k] * inv
         elif abs(s - 1.0) > tol:
             return CHECK_SUM_P, 0
-        for k in range(K):
-            lv[k] = log64(qv[k])
+        if with_logs:
+            for k in range(K):
+                lv[k] = log64(qv[k])
     return -1, am
 
 
@@ -218,7 +222,7 @@ def _clip_row(qv, ev, lv, K, lo, hi):
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-              counts, sums, totals, ccounts, csums, checks):
+              counts, sums, totals, ccounts, csums, checks, with_logs=True):
     """Row-at-a-time version of ``fill_range`` (same results; simpler, slower).
 
     Kept as a second implementation the blocked kernel is tested against.
@@ -235,7 +239,7 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
     f32 = uniform and edges[1] != 1.0 / nbf
     for i in range(start, stop):
         yi = np.float64(y[i])
-        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
+        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv, with_logs)
         nan_y = _isnan(yi)
         y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
         if status >= 0 or not y_ok:
@@ -252,7 +256,12 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         # Entropy term H = sum_k p_k log p_k (0 log 0 = 0) and Brier sum_k p_k^2.
         h = 0.0
         sq = 0.0
-        if eps > 0.0:
+        if not with_logs:
+            for k in range(K):
+                q = qv[k]
+                sq += q * q
+                lv[k] = 0.0
+        elif eps > 0.0:
             _clip_row(qv, ev, lv, K, lo, hi)
             for k in range(K):
                 q = qv[k]
@@ -265,7 +274,9 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
                 h += 0.0 if q == 0.0 else q * lv[k]
         # Variance of the ECD term under the model's own distribution.
         var = 0.0
-        if eps > 0.0:
+        if not with_logs:
+            pass
+        elif eps > 0.0:
             for k in range(K):
                 d = lv[k] - h
                 var += ev[k] * d * d
@@ -364,7 +375,7 @@ def _bad_row(P, i, K, logits):
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-               counts, sums, totals, ccounts, csums, checks):
+               counts, sums, totals, ccounts, csums, checks, with_logs=True):
     """Add rows [start, stop) of (P, y) into the state arrays (see module docstring).
 
     Rows are processed in blocks of B, transposed into (K, B) float64 scratch
@@ -378,7 +389,7 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     if K >= ROWWISE_K:
         # Long rows vectorise along the row: the row-at-a-time kernel is faster.
         fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                  counts, sums, totals, ccounts, csums, checks)
+                  counts, sums, totals, ccounts, csums, checks, with_logs)
         return
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
@@ -495,13 +506,19 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
                 for j in range(m):
                     T[k, j] = T[k, j] * sc[j]
                     L[k, j] = L[k, j] - s[j]
-        else:
+        elif with_logs:
             for k in range(K):
                 for j in range(m):
                     q = T[k, j] * sc[j]
                     T[k, j] = q
                     L[k, j] = log64(q)
-        if eps > 0.0:
+        else:
+            # binned metrics only (ece, mce, ...): no logarithms
+            for k in range(K):
+                for j in range(m):
+                    T[k, j] = T[k, j] * sc[j]
+                    L[k, j] = 0.0
+        if eps > 0.0 and with_logs:
             for j in range(m):
                 s[j] = 0.0
             for k in range(K):
@@ -521,17 +538,23 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
             h[j] = 0.0
             sq[j] = 0.0
             var[j] = 0.0
-        for k in range(K):
-            for j in range(m):
-                q = T[k, j]
-                sq[j] += q * q
-                qe = E[k, j]
-                h[j] += 0.0 if qe == 0.0 else qe * L[k, j]
-        for k in range(K):
-            for j in range(m):
-                qe = E[k, j]
-                d = L[k, j] - h[j]
-                var[j] += 0.0 if qe == 0.0 else qe * d * d
+        if with_logs:
+            for k in range(K):
+                for j in range(m):
+                    q = T[k, j]
+                    sq[j] += q * q
+                    qe = E[k, j]
+                    h[j] += 0.0 if qe == 0.0 else qe * L[k, j]
+            for k in range(K):
+                for j in range(m):
+                    qe = E[k, j]
+                    d = L[k, j] - h[j]
+                    var[j] += 0.0 if qe == 0.0 else qe * d * d
+        else:
+            for k in range(K):
+                for j in range(m):
+                    q = T[k, j]
+                    sq[j] += q * q
         # Stage 6: per-row terms and the top-label bin.
         for j in range(m):
             if wi[j] == 0:
@@ -628,7 +651,8 @@ def _merge_checks(checks, other):
 
 
 @njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
-def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads):
+def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
+                  with_logs=True):
     """Fill fresh state from all rows with n_threads contiguous row ranges.
 
     Per-thread state, prange over threads, serial reduction in thread order.
@@ -649,7 +673,8 @@ def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwi
         start = (t * n) // n_threads
         stop = ((t + 1) * n) // n_threads
         fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                   t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t])
+                   t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
+                   with_logs)
     counts = t_counts[0].copy()
     sums = t_sums[0].copy()
     totals = t_totals[0].copy()
