@@ -84,6 +84,17 @@ def test_fastcal_full_report(benchmark, dataset):
                                 elements_per_s=P.size / benchmark.stats.stats.min)
 
 
+def test_fastcal_ece_only(benchmark, dataset):
+    """Like for like with torchmetrics: top-label ECE alone (no logarithms, no class-wise state)."""
+    name, y, P, ref = dataset
+    fastcal.ece(y[:1000], P[:1000])
+    val = benchmark.pedantic(fastcal.ece, args=(y, P), rounds=3, iterations=1, warmup_rounds=1)
+    assert val == pytest.approx(ref, rel=1e-9)
+    TIMES[(name, "fastcal ece")] = benchmark.stats.stats.min
+    benchmark.extra_info.update(rows=len(y), classes=P.shape[1], ece=val, ref=ref,
+                                elements_per_s=P.size / benchmark.stats.stats.min)
+
+
 def test_torchmetrics_multiclass_calibration_error(benchmark, dataset):
     tmc = pytest.importorskip(
         "torchmetrics.functional.classification",
@@ -98,8 +109,10 @@ def test_torchmetrics_multiclass_calibration_error(benchmark, dataset):
                                                        norm="l1")),
         rounds=2, iterations=1, warmup_rounds=1)
     drift = abs(val - ref) / ref
-    # float32 accumulation: right to about float32 accuracy, not to float64's
-    assert drift < 1e-3
+    # torchmetrics casts confidences to float32 and sums each bin with a float32
+    # scatter_add_: with ~1e6 rows per bin the sums drift (2.3e-3 relative at
+    # N = 1e7 in our runs). Held to 1e-2 (same quantity), the drift is recorded.
+    assert drift < 1e-2
     TIMES[(name, "torchmetrics")] = benchmark.stats.stats.min
     benchmark.extra_info.update(rows=len(y), classes=k, ece=val, ref=ref, relative_drift=drift)
     print(f"\n{name}: torchmetrics ECE {val!r} vs float64 reference {ref!r}: "
@@ -111,10 +124,14 @@ def test_ratio_summary():
     lines = []
     for name in SHAPES:
         a, b = TIMES.get((name, "fastcal")), TIMES.get((name, "torchmetrics"))
+        c = TIMES.get((name, "fastcal ece"))
         if a is None or b is None:
             continue
-        lines.append(f"{name}: fastcal full report {a:.3f} s, torchmetrics ECE {b:.3f} s, "
-                     f"ratio {b / a:.1f}x")
+        line = (f"{name}: fastcal full report {a:.3f} s (ratio {b / a:.1f}x), torchmetrics ECE "
+                f"{b:.3f} s")
+        if c is not None:
+            line += f", fastcal ECE alone {c:.3f} s (ratio {b / c:.1f}x)"
+        lines.append(line)
     if not lines:
         pytest.skip("nothing to compare (torchmetrics missing or benchmarks deselected)")
     print("\n" + "\n".join(lines) + f"\n(measured {time.strftime('%Y-%m-%d %H:%M')}; shared "
