@@ -28,6 +28,7 @@ install: $(VENV)/.stamp-core
 
 demo: $(VENV)/.stamp-core
 	$(PY) -m fastcal.demo
+	$(PY) -m tracking compare
 
 test: $(VENV)/.stamp-test
 	$(PY) -m pytest

@@ -7,27 +7,39 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 
 from .accumulator import CalibrationAccumulator
 from .binning import uniform_edges
+from .files import score_file
+from .gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
 from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
 from .multiclass import classwise_ece
 from .multiclass_report import MulticlassReport
 from .report import CalibrationReport
 from .simulate import simulate
+from .stats import chi2_nees_test, ecd_test, ece_test
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CalibrationAccumulator",
     "CalibrationReport",
+    "GaussianAccumulator",
     "MulticlassReport",
     "ace",
+    "anees_bounds",
     "brier_score",
     "calibration_report",
+    "chi2_nees_test",
     "classwise_ece",
     "ecd",
+    "ecd_bounds",
+    "ecd_test",
     "ece",
+    "ece_test",
     "esce",
+    "gaussian_ecd",
     "log_loss",
     "mce",
+    "nees",
+    "score_file",
     "simulate",
     "uniform_edges",
 ]

@@ -6,10 +6,13 @@ from . import _validation as v
 from . import multiclass as mc
 from ._kernels import binary as kb
 from ._kernels import multiclass as km
+from ._kernels import bootstrap as kboot
 from .binning import uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
+# Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
+_PARALLEL_MIN_DRAWS = 5_000_000
 
 
 class CalibrationAccumulator:
@@ -39,6 +42,13 @@ class CalibrationAccumulator:
     threads : int, optional
         Threads for the parallel kernel (default: numba's current setting,
         which follows ``NUMBA_NUM_THREADS``).
+    n_boot : int, default 0
+        Bootstrap replicates kept for the ECE, ESCE and MCE intervals
+        (``report(ci=0.95)``). Each row gets Poisson(1) weights that depend
+        only on (seed, global row index, replicate), so the replicates are the
+        same whatever the chunking. Costs about n_boot cheap passes per chunk.
+    seed : int, default 0
+        Seed of the bootstrap weights.
     logits : bool, default False
         ``y_prob`` holds logits: a sigmoid (1-D) or a row softmax (2-D) is
         applied inside the kernel, never materialised.
@@ -62,7 +72,15 @@ class CalibrationAccumulator:
     (max-probability) bins, "positive" meaning "argmax equals the label", plus
     the class-wise state; ``report()`` then returns a
     :class:`~fastcal.multiclass_report.MulticlassReport`. Binary and
-    multi-class chunks cannot be mixed in one accumulator.
+    multi-class chunks cannot be mixed in one accumulator. Bootstrap
+    replicates (``n_boot``) are for binary probabilities only.
+
+    The bootstrap weights of a row depend on its global index: ``update``
+    numbers rows from ``n_rows`` on, or from ``start`` when given. When
+    partitions are filled in separate accumulators and merged (Dask), pass
+    each partition's global offset as ``start``; otherwise partitions reuse
+    the same weights (the point estimates are unaffected, the intervals are
+    not independent across partitions).
 
     Examples
     --------
@@ -75,8 +93,10 @@ class CalibrationAccumulator:
     """
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
-                 eps=None, threads=None, logits=False, renormalize=False, n_classes=None,
-                 classwise=True):
+                 eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
+                 n_classes=None, classwise=True):
+        from .stats import check_count, check_seed
+
         self.closed = v.check_choice("closed", closed, v.CLOSED)
         self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
         self.eps = v.check_eps(eps)
@@ -90,6 +110,10 @@ class CalibrationAccumulator:
         self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
         self.n_omitted = 0
         self.n_rows = 0  # rows passed to update, omitted ones included
+        self.n_boot = check_count("n_boot", n_boot, 0)
+        self.seed = check_seed(seed)
+        self.boot_counts = np.zeros((self.n_boot, self.n_bins, 3), np.int64)
+        self.boot_sums = np.zeros((self.n_boot, self.n_bins), np.float64)
         self.logits = bool(logits)
         self.renormalize = bool(renormalize)
         self.classwise = bool(classwise)
@@ -113,8 +137,12 @@ class CalibrationAccumulator:
             dtype = np.float64  # probabilities are computed in float64
         return uniform_edges(self.n_bins, dtype), True
 
-    def update(self, y_true, y_prob):
+    def update(self, y_true, y_prob, *, start=None):
         """Add one chunk of labels and probabilities; returns self.
+
+        ``start`` is the global index of the chunk's first row (default: the
+        rows seen so far); it numbers error messages and fixes the bootstrap
+        weights.
 
         Raises
         ------
@@ -126,17 +154,19 @@ class CalibrationAccumulator:
             Multi-class: negative probabilities, rows not summing to 1,
             labels outside [0, K) (value and row), K differing between updates.
         """
+        row0 = self.n_rows if start is None else _check_start(start)
         p = v.to_array("y_prob", y_prob)
         if p.ndim == 2 or self.n_classes is not None:
-            return self._update_multiclass(y_true, p)
+            return self._update_multiclass(y_true, p, row0)
         if self.logits:
-            return self._update_binary_logits(y_true, p)
+            return self._update_binary_logits(y_true, p, row0)
         y, p = v.check_pair(y_true, p)
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, checks = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
             self.eps, True, self.threads)
-        raise_for_checks(checks, self.nan_policy, self.n_rows)
+        raise_for_checks(checks, self.nan_policy, row0)
+        self._fill_boot(y, p, row0)
         self.counts += counts
         self.sums += sums
         self.totals += totals
@@ -144,7 +174,14 @@ class CalibrationAccumulator:
         self.n_rows += p.shape[0]
         return self
 
-    def _update_multiclass(self, y_true, y_prob):
+    def _no_boot(self, what):
+        if self.n_boot:
+            msg = (f"n_boot={self.n_boot}: bootstrap replicates are for binary probabilities; "
+                   f"they are not kept for {what} (use n_boot=0)")
+            raise ValueError(msg)
+
+    def _update_multiclass(self, y_true, y_prob, row0):
+        self._no_boot("multi-class (n, K) input")
         y, p = mc.check_pair(y_true, y_prob, self.logits)
         k = p.shape[1]
         if self.n_classes is None:
@@ -160,8 +197,7 @@ class CalibrationAccumulator:
         counts, sums, totals, ccounts, csums, checks = mc.fill(
             y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
             self.renormalize, self.classwise, self.threads, getattr(self, "_with_logs", True))
-        mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize,
-                            self.n_rows)
+        mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize, row0)
         if self.n_classes is None:
             self._set_classes(k)
         self.counts += counts
@@ -173,7 +209,8 @@ class CalibrationAccumulator:
         self.n_rows += p.shape[0]
         return self
 
-    def _update_binary_logits(self, y_true, z):
+    def _update_binary_logits(self, y_true, z, row0):
+        self._no_boot("logits")
         y, z = v.check_pair(y_true, z)
         edges, uniform = self._kernel_edges(np.float64)
         counts, sums, totals, checks = kb.new_state(self.n_bins)
@@ -182,17 +219,31 @@ class CalibrationAccumulator:
         km.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, self.closed == "right",
                                     self.eps, counts, sums, totals, checks, kinds)
         if checks[kb.CHECK_RANGE_P] > 0:
-            first = int(checks[kb.N_CHECK_KINDS + kb.CHECK_RANGE_P]) + self.n_rows
+            first = int(checks[kb.N_CHECK_KINDS + kb.CHECK_RANGE_P]) + row0
             msg = (f"y_prob (logits) contains {checks[kb.CHECK_RANGE_P]} infinite values (first "
                    f"at index {first}); logits must be finite")
             raise ValueError(msg)
-        raise_for_checks(checks, self.nan_policy, self.n_rows)
+        raise_for_checks(checks, self.nan_policy, row0)
         self.counts += counts
         self.sums += sums
         self.totals += totals
         self.n_omitted += int(checks[kb.CHECK_OMITTED])
         self.n_rows += z.shape[0]
         return self
+
+    def _fill_boot(self, y, p, row0):
+        """Add validated rows to the bootstrap replicates (no-op when n_boot == 0)."""
+        if self.n_boot == 0 or p.shape[0] == 0:
+            return
+        edges, uniform = self._kernel_edges(p.dtype)
+        right = self.closed == "right"
+        n_threads = v.check_threads(self.threads)
+        if n_threads == 1 or p.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
+            kboot.boot_fill_range(p, y, row0, edges, uniform, right, self.seed, 0, self.n_boot,
+                                  self.boot_counts, self.boot_sums)
+        else:
+            kboot.boot_fill_parallel(p, y, row0, edges, uniform, right, self.seed, n_threads,
+                                     self.boot_counts, self.boot_sums)
 
     # -- merging ---------------------------------------------------------
 
@@ -214,6 +265,11 @@ class CalibrationAccumulator:
         if a is not None and b is not None and self.classwise != other.classwise:
             msg = "cannot merge accumulators with and without class-wise state (classwise=)"
             raise ValueError(msg)
+        if self.n_boot != other.n_boot or self.seed != other.seed:
+            msg = ("cannot merge accumulators with different bootstrap settings: "
+                   f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
+                   f"seed={other.seed}")
+            raise ValueError(msg)
 
     def __iadd__(self, other):
         self._check_compatible(other)
@@ -226,6 +282,8 @@ class CalibrationAccumulator:
         self.counts += other.counts
         self.sums += other.sums
         self.totals += other.totals
+        self.boot_counts += other.boot_counts
+        self.boot_sums += other.boot_sums
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
         return self
@@ -242,6 +300,8 @@ class CalibrationAccumulator:
         out.counts = self.counts.copy()
         out.sums = self.sums.copy()
         out.totals = self.totals.copy()
+        out.boot_counts = self.boot_counts.copy()
+        out.boot_sums = self.boot_sums.copy()
         if self.n_classes is not None:
             out.class_counts = self.class_counts.copy()
             out.class_sums = self.class_sums.copy()
@@ -260,21 +320,31 @@ class CalibrationAccumulator:
             return self.edges.copy()
         return uniform_edges(self.n_bins, np.float64)
 
-    def report(self, *, observed="frac_pos"):
+    def report(self, *, observed="frac_pos", ci=None):
         """The :class:`~fastcal.CalibrationReport` of everything added so far.
 
         ACE is not part of a streamed report (it needs equal-mass bins, i.e.
-        the ranks of all the data); its field is NaN here.
+        the ranks of all the data); its field is NaN here. ``ci`` (e.g. 0.95)
+        adds confidence intervals: analytic for ECD, Brier and NLL, bootstrap
+        for ECE, ESCE and MCE (NaN unless ``n_boot > 0``).
         """
         from .report import CalibrationReport
+        from .stats import check_ci
 
+        ci = check_ci(ci)
         if self.n_classes is not None:
-            return self._report_multiclass()
-        return CalibrationReport.from_state(
+            rep = self._report_multiclass()
+            if ci is not None:
+                rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+            return rep
+        rep = CalibrationReport.from_state(
             self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals,
             edges=self.report_edges(), closed=self.closed, n_omitted=self.n_omitted,
             observed=observed, strategy="uniform" if self.edges is None else "edges",
             eps=self.eps)
+        if ci is not None:
+            rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+        return rep
 
     def _report_multiclass(self):
         from .multiclass_report import MulticlassReport
@@ -293,7 +363,16 @@ class CalibrationAccumulator:
         if self.n_classes is not None:
             return (f"CalibrationAccumulator(n={self.n}, n_classes={self.n_classes}, "
                     f"n_bins={self.n_bins}, closed={self.closed!r})")
-        return f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, closed={self.closed!r})"
+        boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
+        return (f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, "
+                f"closed={self.closed!r}{boot})")
+
+
+def _check_start(start):
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+        msg = f"start must be an integer >= 0 (the global index of the chunk's first row); got {start!r}"
+        raise ValueError(msg)
+    return int(start)
 
 
 def fill(y, p, edges, uniform, right, omit, eps, with_logs, threads):

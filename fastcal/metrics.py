@@ -14,11 +14,12 @@ _ONE_BIN = np.array([0.0, 1.0])
 
 
 def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-                 nan_policy="raise", eps=None, threads=None, with_logs=True, logits=False,
-                 renormalize=False, classwise=False):
+                 nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0,
+                 logits=False, renormalize=False, classwise=False):
     v.check_choice("observed", observed, v.OBSERVED)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads, logits=logits,
+                                 nan_policy=nan_policy, eps=eps, threads=threads,
+                                 n_boot=n_boot, seed=seed, logits=logits,
                                  renormalize=renormalize, classwise=classwise)
     p = v.to_array("y_prob", y_prob)
     if p.ndim == 2 or logits:
@@ -46,6 +47,7 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
                                         acc.nan_policy == "omit", acc.eps, with_logs,
                                         acc.threads)
     raise_for_checks(checks, acc.nan_policy)
+    acc._fill_boot(y, p, 0)
     acc.counts += counts
     acc.sums += sums
     acc.totals += totals
@@ -92,7 +94,8 @@ def _quantile_report(y, p, n_bins, observed, nan_policy, eps, closed):
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-                       ace=True, threads=None, logits=False, renormalize=False):
+                       ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
+                       renormalize=False):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -127,6 +130,18 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         sort, O(n log n); pass False for a strictly single-pass report.
     threads : int, optional
         Threads for the kernel (default: numba's setting).
+    ci : float, optional
+        Confidence level (e.g. 0.95) of the intervals in ``report.intervals``:
+        t-intervals for ECD, Brier and NLL (means of per-sample terms), and
+        basic intervals of a Poisson bootstrap for ECE, ESCE and MCE
+        (over the uniform or explicit bins; NaN with strategy="quantile").
+    n_boot : int, default 200
+        Bootstrap replicates when ``ci`` is given (0: analytic intervals only).
+        Binary probabilities only: with logits or (n, K) input ``ci`` gives
+        the analytic intervals (ECD, Brier, NLL) and NaN for ECE/ESCE/MCE.
+    seed : int, default 0
+        Seed of the bootstrap weights, which depend only on (seed, row
+        index, replicate): the same intervals whatever the chunking.
     logits : bool, default False
         ``y_prob`` holds logits: sigmoid (1-D) or row softmax (2-D) inside
         the kernel, numerically stable, never materialised. Never guessed.
@@ -153,7 +168,9 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     ECE = sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)| (eq. 3-5), ESCE the same
     without the absolute value (eq. 6), MCE the largest |.| over non-empty
     bins, ECD = 1/n sum_i (p_i - y_i) log(p_i / (1 - p_i)) (eq. 15) with the
-    limits 0 at p = y in {0, 1} and +inf at p = 1 - y in {0, 1}.
+    limits 0 at p = y in {0, 1} and +inf at p = 1 - y in {0, 1}. The report
+    also carries the ECD test of calibration (``report.ecd_z``,
+    ``report.verdict``; :mod:`fastcal.stats`).
 
     For (n, K): top-label ECE/ESCE/MCE/ACE over bins of max_k p_k, comparing
     mean confidence with accuracy (Guo et al.); ECD = 1/n sum_i [sum_k p_ik
@@ -170,10 +187,13 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     >>> r.n, round(r.ece, 3)
     (4, 0.25)
     """
+    from .stats import check_ci
+
     v.check_choice("strategy", strategy, v.STRATEGIES)
     if strategy == "quantile" and edges is not None:
         msg = "edges cannot be combined with strategy='quantile'"
         raise ValueError(msg)
+    ci = check_ci(ci)
     p_in = v.to_array("y_prob", y_prob)
     if p_in.ndim == 2:
         if strategy == "quantile":
@@ -183,16 +203,17 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads, logits=logits,
                                  renormalize=renormalize, classwise=True)
-        rep = acc.report()
+        rep = acc.report(ci=ci)
         if ace:
             conf, correct = mc.confidence_and_correct(y, p, logits, renormalize, acc.eps)
             q = _quantile_report(correct, conf, acc.n_bins, "frac_pos", acc.nan_policy, acc.eps,
                                  acc.closed)
             rep.ace = q.ece
         return rep
+    use_boot = ci is not None and strategy == "uniform" and not logits
     acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                              observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
-                             logits=logits)
+                             n_boot=n_boot if use_boot else 0, seed=seed, logits=logits)
     if logits:
         p = _sigmoid(p)
     need_quantile = strategy == "quantile" or ace
@@ -201,8 +222,10 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     if strategy == "quantile":
         q.n_omitted = acc.n_omitted
         q.ace = q.ece
+        if ci is not None:
+            q.set_intervals(ci)
         return q
-    rep = acc.report(observed=observed)
+    rep = acc.report(observed=observed, ci=ci)
     if q is not None:
         rep.ace = q.ece
     return rep

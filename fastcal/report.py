@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _validation as v
+from . import stats as _stats
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
-               "ecd", "ecd_var")
+               "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
 
 
@@ -26,6 +27,20 @@ def _clean(x):
             return "inf" if x > 0 else "-inf"
         return x
     return x
+
+
+def _zcell(z):
+    z = float(z)
+    return "" if math.isnan(z) else f"{z:+.2f}"
+
+
+def _pcell(p):
+    p = float(p)
+    if math.isnan(p):
+        return ""
+    if p == 0.0:
+        return "< 1e-300"  # below the smallest double: the normal tail underflows
+    return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
 
 
 @dataclass
@@ -54,7 +69,19 @@ class CalibrationReport:
         ECD terms if the model were perfectly calibrated.
     bins : dict of arrays
         Columns ``lower, upper, count, conf, frac_pos, accuracy, ece, esce,
-        ecd, ecd_var``; empty bins have count 0 and NaN statistics.
+        ecd, ecd_var, ecd_z``; empty bins have count 0 and NaN statistics.
+        ``ecd_z`` is the bin's ECD test statistic sum T_i / sqrt(sum Var_i).
+    ecd_z, ecd_p_over, ecd_p_under, ecd_p_two_sided, verdict : properties
+        The ECD test of perfect calibration (:mod:`fastcal.stats`), normal
+        approximation, from the sums: z = sum_ecd / sqrt(sum_ecd_var), and the
+        two-sided verdict at alpha = 0.05 ("over-confident",
+        "under-confident" or "consistent with calibration"); see
+        :meth:`ecd_test` for other levels and one-sided verdicts.
+    ci_level : float
+        Confidence level of ``intervals`` (NaN when none were asked for).
+    intervals : dict
+        Metric name -> (lo, hi) for ece, esce, mce (Poisson bootstrap) and
+        ecd, brier, nll (t-intervals); empty when none were asked for.
     """
 
     n: int
@@ -74,6 +101,8 @@ class CalibrationReport:
     observed: str
     eps: float = 0.0
     sums: dict = field(default_factory=dict, repr=False)
+    ci_level: float = float("nan")
+    intervals: dict = field(default_factory=dict)
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
@@ -116,6 +145,7 @@ class CalibrationReport:
             "esce": esce_b,
             "ecd": ecd_b,
             "ecd_var": sums[:, 2].copy(),
+            "ecd_z": np.where(empty, np.nan, _stats.z_from_sums(sums[:, 1], sums[:, 2])),
         }
         raw = {
             "n_pos": int(counts[:, 1].sum()),
@@ -134,6 +164,64 @@ class CalibrationReport:
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
                    observed=observed, eps=float(eps), sums=raw)
 
+    # -- the ECD test and intervals ----------------------------------------
+
+    @property
+    def ecd_z(self):
+        """sum_i T_i / sqrt(sum_i p_i (1 - p_i) logit(p_i)^2); > 0 means over-confident."""
+        if self.n == 0:
+            return float("nan")
+        return float(_stats.z_from_sums(self.sums["sum_ecd"], self.sums["sum_ecd_var"]))
+
+    @property
+    def ecd_p_over(self):
+        """One-sided p-value for over-confidence, 1 - Phi(z)."""
+        return _stats.normal_pvalues(self.ecd_z)[0]
+
+    @property
+    def ecd_p_under(self):
+        """One-sided p-value for under-confidence, Phi(z)."""
+        return _stats.normal_pvalues(self.ecd_z)[1]
+
+    @property
+    def ecd_p_two_sided(self):
+        """Two-sided p-value, 2 (1 - Phi(|z|))."""
+        return _stats.normal_pvalues(self.ecd_z)[2]
+
+    @property
+    def verdict(self):
+        """Two-sided verdict of the ECD test at alpha = 0.05."""
+        return self.ecd_test().verdict
+
+    def ecd_test(self, *, alpha=0.05, alternative="two-sided"):
+        """The ECD test from this report's sums (normal approximation).
+
+        Returns an :class:`fastcal.stats.ECDTestResult`. For small n or
+        extreme probabilities use :func:`fastcal.ecd_test` on the data, which
+        switches to an exact or simulated null (see :mod:`fastcal.stats`).
+        """
+        z = self.ecd_z
+        p_over, p_under, p_two = _stats.normal_pvalues(z)
+        return _stats.ECDTestResult(
+            n=self.n, ecd=self.ecd, sum_ecd=self.sums.get("sum_ecd", float("nan")),
+            sum_var=self.ecd_var, z=z, p_over=p_over, p_under=p_under, p_two_sided=p_two,
+            verdict=_stats.verdict(p_over, p_under, p_two, alpha=alpha, alternative=alternative),
+            alpha=float(alpha), alternative=alternative, method="normal")
+
+    def set_intervals(self, ci, boot_counts=None, boot_sums=None):
+        """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
+        self.ci_level = _stats.check_ci(ci)
+        self.intervals = _stats.report_intervals(
+            self.sums, self.n, self.ci_level, boot_counts, boot_sums, self.observed,
+            point={"ece": self.ece, "esce": self.esce, "mce": self.mce})
+        return self
+
+    def plot(self, path=None, **kwargs):
+        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.plot.reliability_diagram`."""
+        from .plot import reliability_diagram
+
+        return reliability_diagram(self, path, **kwargs)
+
     # -- export ----------------------------------------------------------
 
     def to_dict(self):
@@ -147,6 +235,17 @@ class CalibrationReport:
             "observed": self.observed,
             "eps": self.eps,
         })
+        out["ecd_test"] = {
+            "z": _clean(self.ecd_z),
+            "p_over": _clean(self.ecd_p_over),
+            "p_under": _clean(self.ecd_p_under),
+            "p_two_sided": _clean(self.ecd_p_two_sided),
+            "alpha": 0.05,
+            "verdict": self.verdict,
+        }
+        if self.intervals:
+            out["ci"] = {"level": self.ci_level}
+            out["ci"].update({k: [_clean(a), _clean(b)] for k, (a, b) in self.intervals.items()})
         out["bins"] = [
             {col: _clean(self.bins[col][i]) for col in BIN_COLUMNS} for i in range(self.n_bins)
         ]
@@ -167,7 +266,7 @@ class CalibrationReport:
             return "" if math.isnan(x) else fmt.format(x)
 
         obs = "frac_pos" if self.observed == "frac_pos" else "accuracy"
-        head = ["bin", "range", "count", "conf", obs, "ECE", "ESCE", "ECD"]
+        head = ["bin", "range", "count", "conf", obs, "ECE", "ESCE", "ECD", "z"]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         last = self.n_bins - 1
         for i in range(self.n_bins):
@@ -180,12 +279,21 @@ class CalibrationReport:
                 rng = f"{'[' if i == 0 else '('}{lo:.4g}, {hi:.4g}]"
             vals = [str(i + 1), rng, cell(self.bins["count"][i]), cell(self.bins["conf"][i]),
                     cell(self.bins[obs][i]), cell(self.bins["ece"][i]), cell(self.bins["esce"][i]),
-                    cell(self.bins["ecd"][i])]
+                    cell(self.bins["ecd"][i]), _zcell(self.bins["ecd_z"][i])]
             rows.append("| " + " | ".join(vals) + " |")
         rows.append("| " + " | ".join(["weighted sum", "", str(self.n), "", "", cell(self.ece),
-                                         cell(self.esce), cell(self.ecd)]) + " |")
+                                         cell(self.esce), cell(self.ecd),
+                                         _zcell(self.ecd_z)]) + " |")
         tail = (f"\nn = {self.n}, omitted = {self.n_omitted}, MCE = {cell(self.mce)}, "
                 f"ACE = {cell(self.ace) or 'n/a'}, Brier = {cell(self.brier)}, NLL = {cell(self.nll)}")
+        t = self.ecd_test()
+        tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
+                 f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
+        if self.intervals:
+            lvl = f"{100 * self.ci_level:g}%"
+            parts = [f"{name.upper() if name != 'brier' else 'Brier'} [{cell(a) or 'n/a'}, "
+                     f"{cell(b) or 'n/a'}]" for name, (a, b) in self.intervals.items()]
+            tail += f"\n{lvl} intervals: " + ", ".join(parts)
         return "\n".join(rows) + "\n" + tail
 
     def __str__(self):

@@ -1,0 +1,147 @@
+"""Reliability diagram and Figure 2: inspect the Axes and the PNG header, not pixels."""
+
+import math
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import fastcal
+from fastcal.plot import OVER_COLOUR, UNDER_COLOUR, ecd_single_datum, reliability_diagram
+
+matplotlib = pytest.importorskip("matplotlib")
+from matplotlib.colors import to_hex  # noqa: E402
+
+
+def png_size(path):
+    """(width, height) from the PNG IHDR chunk."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def axes_by_label(fig):
+    return {ax.get_label(): ax for ax in fig.axes}
+
+
+@pytest.mark.parametrize("n_bins", [10, 15])
+def test_reliability_diagram_png_and_axes(tmp_path, n_bins):
+    y, p = fastcal.simulate(20_000, sigma=0.5, seed=1)
+    rep = fastcal.calibration_report(y, p, n_bins=n_bins, ace=False)
+    out = tmp_path / "rel.png"
+    fig = reliability_diagram(rep, out, figsize=(5.0, 7.0), dpi=80)
+    assert png_size(out) == (400, 560)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~mask
+    ax = axes_by_label(fig)
+    assert set(ax) == {"reliability", "counts", "ecd"}
+    # one bar per bin, heights = counts and mean ECD
+    bars = ax["counts"].patches
+    assert len(bars) == n_bins
+    np.testing.assert_array_equal([b.get_height() for b in bars], rep.bins["count"])
+    ecd_bars = ax["ecd"].patches
+    assert len(ecd_bars) == n_bins
+    np.testing.assert_allclose([b.get_height() for b in ecd_bars], rep.bins["ecd"], rtol=1e-12)
+    for b, e in zip(ecd_bars, rep.bins["ecd"]):
+        assert to_hex(b.get_facecolor()) == (OVER_COLOUR if e > 0 else UNDER_COLOUR)
+    # bar centres are the bin centres
+    centres = [b.get_x() + b.get_width() / 2 for b in bars]
+    np.testing.assert_allclose(centres, (rep.bins["lower"] + rep.bins["upper"]) / 2, atol=1e-12)
+    # per-bin z written on the ECD bars
+    texts = [t.get_text() for t in ax["ecd"].texts]
+    assert texts == [f"{z:+.1f}" for z in rep.bins["ecd_z"]]
+    assert rep.verdict in ax["ecd"].get_title()
+    # reliability: the diagonal and one point per bin at (conf, frac_pos)
+    lines = ax["reliability"].get_lines()
+    diag = [ln for ln in lines if ln.get_label() == "perfect calibration"][0]
+    np.testing.assert_array_equal(diag.get_xydata(), [[0, 0], [1, 1]])
+    pts = [ln for ln in lines if len(ln.get_xdata()) == n_bins][0]
+    np.testing.assert_allclose(pts.get_xdata(), rep.bins["conf"], rtol=1e-12)
+    np.testing.assert_allclose(pts.get_ydata(), rep.bins["frac_pos"], rtol=1e-12)
+
+
+def test_empty_bins_keep_their_bars_and_get_no_point(tmp_path):
+    y = np.array([0, 1, 1, 0, 1])
+    p = np.array([0.05, 0.95, 0.9, 0.15, 0.55])
+    rep = fastcal.calibration_report(y, p, n_bins=20, ace=False)
+    fig = rep.plot(tmp_path / "sparse.png")
+    ax = axes_by_label(fig)
+    assert len(ax["counts"].patches) == 20 and len(ax["ecd"].patches) == 20
+    full = rep.bins["count"] > 0
+    assert len(ax["ecd"].texts) == int(full.sum())
+    pts = [ln for ln in ax["reliability"].get_lines() if len(ln.get_xdata()) == full.sum()]
+    assert pts and os.path.exists(tmp_path / "sparse.png")
+
+
+def test_quantile_and_accuracy_reports_plot(tmp_path):
+    y, p = fastcal.simulate(5_000, sigma=2.0, seed=3)
+    rep = fastcal.calibration_report(y, p, strategy="quantile", observed="accuracy", n_bins=8)
+    fig = rep.plot(tmp_path / "q.png", dpi=50)
+    ax = axes_by_label(fig)
+    assert len(ax["counts"].patches) == 8
+    assert ax["reliability"].get_ylabel() == "accuracy"
+    assert png_size(tmp_path / "q.png") == (320, 400)
+
+
+def test_infinite_bin_is_drawn_at_the_edge():
+    rep = fastcal.calibration_report([0, 1, 1], [1.0, 0.7, 0.2], n_bins=5, ace=False)
+    ax = axes_by_label(rep.plot())
+    heights = [b.get_height() for b in ax["ecd"].patches]
+    assert all(math.isfinite(h) for h in heights)
+    assert heights[4] == max(heights) > 0
+
+
+def test_failed_save_leaves_nothing_and_keeps_the_old_file(tmp_path):
+    y, p = fastcal.simulate(1_000, seed=1)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    target = tmp_path / "out.notaformat"
+    with pytest.raises(ValueError):
+        rep.plot(target)
+    assert list(tmp_path.iterdir()) == []
+    good = tmp_path / "keep.png"
+    good.write_bytes(b"old")
+    with pytest.raises(ValueError):
+        reliability_diagram(rep, good, dpi=-5)
+    assert good.read_bytes() == b"old"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.png"]
+
+
+def test_empty_report_raises():
+    rep = fastcal.CalibrationAccumulator().report()
+    with pytest.raises(ValueError, match="no samples"):
+        rep.plot()
+
+
+def test_figure_2_single_datum(tmp_path):
+    out = tmp_path / "fig2.png"
+    fig = ecd_single_datum(out, dpi=50)
+    assert png_size(out) == (320, 200)
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_label() in ("y = 1", "y = 0")]
+    assert [ln.get_label() for ln in lines] == ["y = 1", "y = 0"]
+    x1, v1 = lines[0].get_xdata(), lines[0].get_ydata()
+    assert x1[0] == pytest.approx(1e-4) and x1[-1] == pytest.approx(1 - 1e-4)
+    # section IV-D: the lower bound of a single datum's ECD is about -0.2785
+    assert v1.min() == pytest.approx(-0.2785, abs=5e-5)
+    assert x1[np.argmin(v1)] == pytest.approx(0.782, abs=1e-3)
+    # each curve is the library's ECD of one datum
+    for line, label in zip(lines, (1, 0)):
+        for i in (0, 400, 1000, 1700, 2000):
+            x = float(line.get_xdata()[i])
+            assert line.get_ydata()[i] == pytest.approx(fastcal.ecd([label], [x]), rel=1e-12)
+    # the y = 0 curve mirrors y = 1
+    np.testing.assert_allclose(lines[1].get_ydata(), v1[::-1], rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="0 < p_min < p_max < 1"):
+        ecd_single_datum(p_min=0.0)
+
+
+def test_bins_with_all_or_no_positives_plot():
+    # frac_pos exactly 0 and 1: Wilson bounds touch the point
+    y = np.array([0] * 7 + [1] * 9)
+    p = np.array([0.03] * 7 + [0.97] * 9)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    ax = axes_by_label(rep.plot())
+    assert len(ax["counts"].patches) == 10

@@ -1,0 +1,514 @@
+"""The ECD test of calibration, its null laws, and confidence intervals.
+
+References are slow float64 loops written here; rates are measured on data
+simulated with numpy directly (the paper's recipe, eq. 16-19, vectorised over
+seeds) and scored with the library.
+"""
+
+import itertools
+import json
+import math
+import pickle
+from decimal import Decimal, getcontext
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+import fastcal
+from fastcal import CalibrationAccumulator, stats
+from fastcal._kernels import bootstrap as kboot
+
+
+# -- helpers -----------------------------------------------------------------
+
+def paper_sim(rng, n_seeds, n, sigma, shift=0.0):
+    """(n_seeds, n) labels and probabilities of eq. 16-19 (W = 0.5), plus a logit shift."""
+    u = 0.5 * rng.uniform(-10.0, 10.0, (n_seeds, n))
+    y = (rng.random((n_seeds, n)) < 1.0 / (1.0 + np.exp(-u))).astype(np.uint8)
+    noise = sigma * rng.standard_normal((n_seeds, n)) if sigma else 0.0
+    p = 1.0 / (1.0 + np.exp(-(u + noise + shift)))
+    return y, p
+
+
+def loop_sums(y, p, edges, closed="left"):
+    """Per-bin and total sum of ECD terms and of their null variance, by loops."""
+    nb = len(edges) - 1
+    s = [0.0] * nb
+    v = [0.0] * nb
+    for yi, pi in zip(y.tolist(), p.tolist()):
+        if closed == "left":
+            b = next(k for k in range(nb) if edges[k] <= pi < edges[k + 1] or
+                     (k == nb - 1 and pi == edges[-1]))
+        else:
+            b = next(k for k in range(nb) if edges[k] < pi <= edges[k + 1] or
+                     (k == 0 and pi == edges[0]))
+        lg = math.log(pi) - math.log1p(-pi)
+        s[b] += (pi - yi) * lg
+        v[b] += pi * (1 - pi) * lg * lg
+    return s, v
+
+
+def normal_sf(z):
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+# -- the z statistic ---------------------------------------------------------
+
+@pytest.mark.parametrize("closed", ["left", "right"])
+def test_z_and_per_bin_z_match_loop_reference(closed):
+    rng = np.random.default_rng(11)
+    p = np.concatenate([rng.uniform(0.001, 0.999, 3000), [0.1, 0.5, 0.9, 0.2, 0.7]])
+    y = (rng.random(p.shape[0]) < p ** 1.3).astype(np.int64)
+    edges = [k / 10 for k in range(11)]
+    s, v = loop_sums(y, p, edges, closed)
+    rep = fastcal.calibration_report(y, p, closed=closed, ace=False)
+    z_ref = sum(s) / math.sqrt(sum(v))
+    assert rep.ecd_z == pytest.approx(z_ref, rel=1e-10)
+    assert rep.ecd_p_over == pytest.approx(normal_sf(z_ref), rel=1e-9)
+    assert rep.ecd_p_under == pytest.approx(normal_sf(-z_ref), rel=1e-9)
+    assert rep.ecd_p_two_sided == pytest.approx(2 * normal_sf(abs(z_ref)), rel=1e-9)
+    for b in range(10):
+        assert rep.bins["ecd_z"][b] == pytest.approx(s[b] / math.sqrt(v[b]), rel=1e-9, abs=1e-12)
+    res = fastcal.ecd_test(y, p, method="normal")
+    assert res.z == pytest.approx(z_ref, rel=1e-10)
+    assert res.method == "normal"
+
+
+def test_empty_bins_have_nan_z_and_zero_variance_gives_signed_inf():
+    rep = fastcal.calibration_report([0, 1, 1], [0.05, 0.95, 0.9], ace=False)
+    assert np.isnan(rep.bins["ecd_z"][4])
+    # every p in {0, 0.5, 1}: the sum is exactly 0 under calibration
+    assert stats.z_from_sums(0.0, 0.0) == 0.0
+    assert stats.z_from_sums(2.0, 0.0) == math.inf
+    assert stats.z_from_sums(-2.0, 0.0) == -math.inf
+    # a certain prediction that was wrong: impossible under calibration
+    rep = fastcal.calibration_report([0, 1], [1.0, 0.6], ace=False)
+    assert rep.ecd_z == math.inf and rep.ecd_p_over == 0.0
+    assert rep.verdict == "over-confident"
+
+
+def test_report_exports_the_test():
+    y, p = fastcal.simulate(100_000, sigma=0.5, seed=3)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    d = json.loads(rep.to_json())
+    assert d["ecd_test"]["z"] == pytest.approx(rep.ecd_z)
+    assert d["ecd_test"]["verdict"] == rep.verdict == "over-confident"
+    assert all("ecd_z" in row for row in d["bins"])
+    md = rep.to_markdown()
+    assert "| z |" in md and "ECD test: z = " in md and rep.verdict in md
+
+
+def test_z_is_streaming_and_mergeable():
+    y, p = fastcal.simulate(50_000, sigma=0.2, seed=5)
+    whole = fastcal.calibration_report(y, p, ace=False)
+    a = CalibrationAccumulator()
+    b = CalibrationAccumulator()
+    for lo, hi in [(0, 7_000), (7_000, 7_001), (7_001, 30_000)]:
+        a.update(y[lo:hi], p[lo:hi])
+    b.update(y[30_000:], p[30_000:])
+    merged = (b + a).report()
+    assert merged.ecd_z == pytest.approx(whole.ecd_z, rel=1e-12)
+    np.testing.assert_allclose(merged.bins["ecd_z"], whole.bins["ecd_z"], rtol=1e-12)
+    assert merged.verdict == whole.verdict
+
+
+def test_verdict_rules():
+    v = stats.verdict
+    assert v(0.01, 0.99, 0.02) == "over-confident"
+    assert v(0.99, 0.01, 0.02) == "under-confident"
+    assert v(0.03, 0.97, 0.06) == "consistent with calibration"
+    assert v(0.03, 0.97, 0.06, alternative="over") == "over-confident"
+    assert v(0.99, 0.01, 0.02, alternative="over") == "consistent with calibration"
+    assert v(0.99, 0.01, 0.02, alternative="under") == "under-confident"
+    assert v(0.03, 0.97, 0.06, alpha=0.1) == "over-confident"
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        v(0.5, 0.5, 1.0, alternative="greater")
+    with pytest.raises(ValueError, match="alpha must be"):
+        v(0.5, 0.5, 1.0, alpha=1.5)
+
+
+def test_bad_options_raise_with_names():
+    y, p = [0, 1, 1], [0.2, 0.7, 0.9]
+    with pytest.raises(ValueError, match="method must be one of"):
+        fastcal.ecd_test(y, p, method="bootstrap")
+    with pytest.raises(ValueError, match="n_resamples must be an integer >= 1; got 0"):
+        fastcal.ecd_test(y, p, n_resamples=0)
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        fastcal.ecd_test(y, p, seed=-1)
+    y30, p30 = fastcal.simulate(30, seed=1)
+    with pytest.raises(ValueError, match="needs n <= 20; got n=30"):
+        fastcal.ecd_test(y30, p30, method="exact")
+    with pytest.raises(ValueError, match="y_prob contains 1 NaN"):
+        fastcal.ecd_test(y, [0.2, float("nan"), 0.9])
+
+
+# -- size and power of the normal test (the issue's requirements) -------------
+
+def test_size_at_sigma_0_is_5_percent_over_2000_seeds():
+    """sigma = 0, N = 10,000, 2,000 seeds: both tests reject in 5% +/- 1.5%."""
+    rng = np.random.default_rng(20240501)
+    z = []
+    for _ in range(8):
+        y, p = paper_sim(rng, 250, 10_000, 0.0)
+        for s in range(250):
+            z.append(CalibrationAccumulator().update(y[s], p[s]).report().ecd_z)
+    z = np.array(z)
+    p_over = np.array([stats.normal_pvalues(x)[0] for x in z])
+    p_two = np.array([stats.normal_pvalues(x)[2] for x in z])
+    one_sided = np.mean(p_over < 0.05)
+    two_sided = np.mean(p_two < 0.05)
+    assert abs(one_sided - 0.05) <= 0.015, one_sided
+    assert abs(two_sided - 0.05) <= 0.015, two_sided
+    # and the statistic is standard normal, not just at the 5% point
+    assert abs(np.mean(z)) < 0.08 and abs(np.std(z) - 1.0) < 0.05
+
+
+def test_power_at_sigma_05_n_100k_is_at_least_99_percent():
+    rng = np.random.default_rng(77)
+    rejected = 0
+    n_seeds = 200
+    for _ in range(n_seeds // 50):
+        y, p = paper_sim(rng, 50, 100_000, 0.5)
+        for s in range(50):
+            rep = CalibrationAccumulator().update(y[s], p[s]).report()
+            rejected += rep.ecd_test(alternative="over").verdict == "over-confident"
+    assert rejected / n_seeds >= 0.99
+
+
+# -- exact and simulated nulls -------------------------------------------------
+
+def brute_force_pvalues(y, p):
+    """P(T >= t_obs) and P(T <= t_obs) over all 2^n label vectors, by loops."""
+    lg = [math.log(q) - math.log1p(-q) for q in p]
+    t_obs = sum((q - yi) * g for q, yi, g in zip(p, y, lg))
+    over = under = 0.0
+    for ys in itertools.product([0, 1], repeat=len(p)):
+        prob = 1.0
+        t = 0.0
+        for q, yi, g in zip(p, ys, lg):
+            prob *= q if yi else 1.0 - q
+            t += (q - yi) * g
+        if t >= t_obs - 1e-9:
+            over += prob
+        if t <= t_obs + 1e-9:
+            under += prob
+    return over, under
+
+
+@pytest.mark.parametrize("n,seed", [(6, 1), (11, 2), (14, 3)])
+def test_exact_null_matches_brute_force(n, seed):
+    y, p = fastcal.simulate(n, sigma=1.0, seed=seed)
+    res = fastcal.ecd_test(y, p, method="exact")
+    over, under = brute_force_pvalues(y.tolist(), p.tolist())
+    assert res.p_over == pytest.approx(over, rel=1e-9)
+    assert res.p_under == pytest.approx(under, rel=1e-9)
+    assert res.p_two_sided == pytest.approx(min(1.0, 2 * min(over, under)), rel=1e-9)
+
+
+def test_simulated_null_agrees_with_exact():
+    y, p = fastcal.simulate(16, sigma=2.0, seed=4)
+    exact = fastcal.ecd_test(y, p, method="exact")
+    sim = fastcal.ecd_test(y, p, method="simulate", n_resamples=40_000, seed=9)
+    for a, b in [(sim.p_over, exact.p_over), (sim.p_under, exact.p_under)]:
+        se = math.sqrt(b * (1 - b) / 40_000) + 1 / 40_000
+        assert abs(a - b) <= 4 * se
+    # reproducible for a seed, different for another
+    again = fastcal.ecd_test(y, p, method="simulate", n_resamples=40_000, seed=9)
+    other = fastcal.ecd_test(y, p, method="simulate", n_resamples=40_000, seed=10)
+    assert again.p_over == sim.p_over and other.p_over != sim.p_over
+
+
+def test_auto_picks_exact_simulate_normal():
+    y, p = fastcal.simulate(200_000, sigma=0.0, seed=8)
+    assert fastcal.ecd_test(y[:20], p[:20]).method == "exact"
+    assert fastcal.ecd_test(y[:150], p[:150], n_resamples=999).method == "simulate"
+    big = fastcal.ecd_test(y, p)
+    assert big.method == "normal" and big.skewness < stats.MAX_SKEWNESS
+    # extreme probabilities: skewed null even with n >= 200
+    pe = np.full(400, 0.9995)
+    ye = np.ones(400, np.uint8)
+    res = fastcal.ecd_test(ye, pe, n_resamples=999)
+    assert res.skewness > stats.MAX_SKEWNESS and res.method == "simulate"
+
+
+def test_skewness_matches_moment_formula_by_loops():
+    p = np.array([0.01, 0.3, 0.5, 0.8, 0.999])
+    var = mu3 = 0.0
+    for q in p:
+        lg = math.log(q / (1 - q))
+        t1, t0 = (q - 1) * lg, q * lg  # outcomes for y = 1 and y = 0, mean 0
+        var += q * t1 ** 2 + (1 - q) * t0 ** 2
+        mu3 += q * t1 ** 3 + (1 - q) * t0 ** 3
+    assert stats.null_skewness(p) == pytest.approx(mu3 / var ** 1.5, rel=1e-10)
+
+
+@pytest.mark.parametrize("n,method", [(20, "exact"), (30, "simulate")])
+def test_small_n_extreme_p_normal_is_anticonservative_exact_and_simulated_are_not(n, method):
+    """All p = 0.995: the number K of y = 0 is Binomial(n, 0.005) under calibration.
+
+    The exact size of each test is sum_k P(K = k) 1[test rejects with k zeros].
+    The normal approximation rejects already at K = 1 (P(K >= 1) = 10-14%);
+    the exact and simulated nulls keep the level.
+    """
+    q = 0.995
+    p = np.full(n, q)
+    size_normal = size_other = 0.0
+    for k in range(0, 7):
+        y = np.ones(n, np.uint8)
+        y[:k] = 0
+        pk = sps.binom.pmf(k, n, 1 - q)
+        size_normal += pk * (fastcal.ecd_test(y, p, method="normal").p_over < 0.05)
+        res = fastcal.ecd_test(y, p, method=method, n_resamples=4999, seed=1)
+        size_other += pk * (res.p_over < 0.05)
+    assert size_normal > 0.09
+    assert size_other <= 0.05
+
+
+def test_chi2_nees_test_has_its_level_and_detects_small_covariances():
+    rng = np.random.default_rng(5)
+    n_seeds, n, d = 2000, 50, 2
+    a = rng.normal(size=(n_seeds, n, d, d))
+    cov = a @ np.swapaxes(a, -1, -2) + 0.5 * np.eye(d)
+    chol = np.linalg.cholesky(cov)
+    err = (chol @ rng.normal(size=(n_seeds, n, d, 1)))[..., 0]
+    nees = np.einsum("...i,...i->...", err, np.linalg.solve(cov, err[..., None])[..., 0])
+    sums = nees.sum(axis=1)
+    res = [fastcal.chi2_nees_test(s, n * d) for s in sums]
+    rate_two = np.mean([r.p_two_sided < 0.05 for r in res])
+    rate_over = np.mean([r.p_over < 0.05 for r in res])
+    assert abs(rate_two - 0.05) <= 0.015 and abs(rate_over - 0.05) <= 0.015
+    r0 = res[0]
+    assert r0.p_over == pytest.approx(sps.chi2.sf(sums[0], n * d), rel=1e-12)
+    assert r0.ecd == pytest.approx((sums[0] - n * d) / (2 * n * d), rel=1e-12)
+    # covariances reported 2x too small: NEES doubles, over-confident
+    assert fastcal.chi2_nees_test(2 * sums[0], n * d).verdict == "over-confident"
+    assert fastcal.chi2_nees_test(0.5 * sums[0], n * d).verdict == "under-confident"
+    with pytest.raises(ValueError, match="dof must be an integer >= 1"):
+        fastcal.chi2_nees_test(1.0, 0)
+
+
+def test_ece_test_level_and_reference():
+    rng = np.random.default_rng(3)
+    y, p = paper_sim(rng, 200, 2_000, 0.0)
+    rej = [fastcal.ece_test(y[s], p[s], n_resamples=199, seed=s).p_value < 0.05 for s in range(200)]
+    # exact-size Monte Carlo test: level 5%, 200 seeds -> within 3.5 SE
+    assert np.mean(rej) <= 0.05 + 3.5 * math.sqrt(0.05 * 0.95 / 200)
+    y, p = fastcal.simulate(20_000, sigma=0.5, seed=1)
+    assert fastcal.ece_test(y, p, n_resamples=99).verdict == "miscalibrated"
+
+
+# -- bootstrap kernel -----------------------------------------------------------
+
+M64 = (1 << 64) - 1
+
+
+def py_mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def py_thresholds32():
+    """floor(2^32 P(X <= k)) for X ~ Poisson(1), k = 0..11, in 60-digit decimals."""
+    getcontext().prec = 60
+    e1 = Decimal(-1).exp()
+    cdf, fact, out = Decimal(0), Decimal(1), []
+    for k in range(12):
+        fact *= max(k, 1)
+        cdf += e1 / fact
+        out.append(int(cdf * (Decimal(2) ** 32)))
+    return out
+
+
+T32 = py_thresholds32()
+
+
+def py_weight(seed, row, r):
+    skey = py_mix64(seed ^ 0xD1B54A32D192ED03)
+    rkey = py_mix64(py_mix64((row * 0x9E3779B97F4A7C15) & M64) ^ skey)
+    h = py_mix64((rkey + (r + 1) * 0x9E3779B97F4A7C15) & M64)
+    u = h >> 32
+    return sum(u >= t for t in T32)
+
+
+def test_poisson_table_is_exact():
+    got = [int(t) >> 32 for t in kboot.POISSON1_CDF[:12]]
+    assert got == T32
+
+
+@pytest.mark.parametrize("closed,edges", [("left", None), ("right", None),
+                                          ("left", [0.0, 0.15, 0.5, 0.8, 0.9, 1.0]),
+                                          ("right", [0.0, 0.15, 0.5, 0.8, 0.9, 1.0])])
+def test_bootstrap_replicates_match_python_reference(closed, edges):
+    rng = np.random.default_rng(2)
+    n, n_boot, seed = 400, 5, 12345
+    p = rng.uniform(0, 1, n)
+    p[:6] = [0.0, 1.0, 0.3, 0.15, 0.8, 0.2]
+    p[10] = np.nan
+    y = (rng.random(n) < p).astype(np.float64)
+    y[20] = np.nan
+    acc = CalibrationAccumulator(n_bins=5, edges=edges, closed=closed, nan_policy="omit",
+                                 n_boot=n_boot, seed=seed)
+    acc.update(y[:123], p[:123])
+    acc.update(y[123:], p[123:])
+    edges = edges or [k / 5 for k in range(6)]
+    ref_c = np.zeros((n_boot, 5, 3), np.int64)
+    ref_s = np.zeros((n_boot, 5))
+    for i in range(n):
+        if np.isnan(p[i]) or np.isnan(y[i]):
+            continue
+        pi, yi = float(p[i]), int(y[i])
+        if closed == "left":
+            b = next(k for k in range(5) if edges[k] <= pi < edges[k + 1] or (k == 4 and pi == 1))
+        else:
+            b = next(k for k in range(5) if edges[k] < pi <= edges[k + 1] or (k == 0 and pi == 0))
+        for r in range(n_boot):
+            w = py_weight(seed, i, r)
+            ref_c[r, b] += [w, w * yi, w * int((pi > 0.5) == (yi == 1))]
+            ref_s[r, b] += w * pi
+    np.testing.assert_array_equal(acc.boot_counts, ref_c)
+    np.testing.assert_allclose(acc.boot_sums, ref_s, rtol=1e-12)
+
+
+def test_poisson_weights_have_the_poisson1_law():
+    counts = np.zeros((400, 1, 3), np.int64)
+    sums = np.zeros((400, 1))
+    p = np.full(5_000, 0.3)
+    y = np.zeros(5_000)
+    kboot.boot_fill_range(p, y, 0, np.array([0.0, 1.0]), True, False, 7, 0, 400, counts, sums)
+    # the total weight of a replicate is Poisson(5000): mean 5000, variance 5000
+    tot = counts[:, 0, 0]
+    assert abs(tot.mean() - 5000) < 4 * math.sqrt(5000 / 400)
+    assert 0.8 < tot.var(ddof=1) / 5000 < 1.25
+    # single weights: goodness of fit on 200,000 draws
+    w = np.array([py_weight(3, i, 0) for i in range(20_000)])
+    freq = np.bincount(w, minlength=6)[:6].astype(float)
+    freq[5] = len(w) - freq[:5].sum()
+    pmf = sps.poisson.pmf(np.arange(5), 1.0)
+    expected = len(w) * np.append(pmf, 1 - pmf.sum())
+    assert sps.chisquare(freq, expected).pvalue > 0.001
+
+
+def test_bootstrap_is_the_same_whatever_chunking_threads_and_merge_order():
+    y, p = fastcal.simulate(30_000, sigma=0.5, seed=2)
+    one = CalibrationAccumulator(n_boot=16, seed=4, threads=1).update(y, p)
+    chunked = CalibrationAccumulator(n_boot=16, seed=4, threads=2)
+    for lo, hi in [(0, 1), (1, 4_097), (4_097, 20_000), (20_000, 30_000)]:
+        chunked.update(y[lo:hi], p[lo:hi])
+    # partitions filled apart (as on Dask) with their global offsets, merged in reverse
+    parts = [CalibrationAccumulator(n_boot=16, seed=4).update(y[lo:hi], p[lo:hi], start=lo)
+             for lo, hi in [(0, 11_111), (11_111, 30_000)]]
+    merged = parts[1] + parts[0]
+    big = CalibrationAccumulator(n_boot=16, seed=4, threads=2)
+    big.update(np.tile(y, 200), np.tile(p, 200))  # parallel path: 6e6 rows x 16
+    for acc in (chunked, merged):
+        np.testing.assert_array_equal(acc.boot_counts, one.boot_counts)
+        np.testing.assert_allclose(acc.boot_sums, one.boot_sums, rtol=1e-12)
+    serial = CalibrationAccumulator(n_boot=16, seed=4, threads=1)
+    serial.update(np.tile(y, 200), np.tile(p, 200))
+    np.testing.assert_array_equal(big.boot_counts, serial.boot_counts)
+    np.testing.assert_allclose(big.boot_sums, serial.boot_sums, rtol=1e-12)
+    other_seed = CalibrationAccumulator(n_boot=16, seed=5).update(y, p)
+    assert not np.array_equal(other_seed.boot_counts, one.boot_counts)
+    r1 = one.report(ci=0.9)
+    r2 = merged.report(ci=0.9)
+    for k in r1.intervals:
+        np.testing.assert_allclose(r1.intervals[k], r2.intervals[k], rtol=1e-12)
+
+
+def test_bootstrap_accumulator_pickles_copies_and_refuses_bad_merges():
+    y, p = fastcal.simulate(5_000, seed=1)
+    acc = CalibrationAccumulator(n_boot=8, seed=3).update(y, p)
+    back = pickle.loads(pickle.dumps(acc))
+    np.testing.assert_array_equal(back.boot_counts, acc.boot_counts)
+    c = acc.copy()
+    c.update(y, p)
+    assert acc.boot_counts.sum() < c.boot_counts.sum()
+    assert "n_boot=8" in repr(acc)
+    with pytest.raises(ValueError, match="different bootstrap settings"):
+        acc + CalibrationAccumulator(n_boot=8, seed=4)
+    with pytest.raises(ValueError, match="different bootstrap settings"):
+        acc + CalibrationAccumulator()
+    with pytest.raises(ValueError, match="n_boot must be an integer >= 0"):
+        CalibrationAccumulator(n_boot=-1)
+    with pytest.raises(ValueError, match="start must be an integer >= 0"):
+        acc.update(y, p, start=-5)
+    with pytest.raises(ValueError, match="ci must be None or a confidence level"):
+        acc.report(ci=95)
+    # an error leaves the bootstrap state unchanged
+    before = acc.boot_counts.copy()
+    with pytest.raises(ValueError, match="y_prob contains 1 values outside"):
+        acc.update([0, 1], [0.5, 1.5])
+    np.testing.assert_array_equal(acc.boot_counts, before)
+
+
+def test_calibration_report_ci_equals_streamed_ci():
+    y, p = fastcal.simulate(40_000, sigma=0.5, seed=6)
+    rep = fastcal.calibration_report(y, p, ci=0.95, n_boot=50, seed=3, ace=False)
+    acc = CalibrationAccumulator(n_boot=50, seed=3)
+    for lo in range(0, 40_000, 9_999):
+        acc.update(y[lo:lo + 9_999], p[lo:lo + 9_999])
+    streamed = acc.report(ci=0.95)
+    assert set(rep.intervals) == {"ece", "esce", "mce", "ecd", "brier", "nll"}
+    for k, (lo, hi) in rep.intervals.items():
+        assert lo < hi
+        np.testing.assert_allclose(streamed.intervals[k], (lo, hi), rtol=1e-10)
+    assert rep.ci_level == 0.95
+    d = json.loads(rep.to_json())
+    assert d["ci"]["level"] == 0.95 and len(d["ci"]["ece"]) == 2
+    # no bootstrap: analytic intervals only, binned ones NaN
+    no_boot = fastcal.calibration_report(y, p, ci=0.95, n_boot=0, ace=False)
+    assert np.isnan(no_boot.intervals["ece"][0]) and np.isfinite(no_boot.intervals["ecd"][0])
+
+
+def test_mean_interval_matches_t_interval_by_loops():
+    y, p = fastcal.simulate(3_000, sigma=1.0, seed=2)
+    rep = fastcal.calibration_report(y, p, ci=0.9, n_boot=0, ace=False)
+    terms = [(pi - yi) * (math.log(pi) - math.log1p(-pi)) for pi, yi in zip(p.tolist(), y.tolist())]
+    mean = sum(terms) / len(terms)
+    sd = math.sqrt(sum((t - mean) ** 2 for t in terms) / (len(terms) - 1))
+    half = sps.t.ppf(0.95, len(terms) - 1) * sd / math.sqrt(len(terms))
+    np.testing.assert_allclose(rep.intervals["ecd"], (mean - half, mean + half), rtol=1e-9)
+    brier = [(pi - yi) ** 2 for pi, yi in zip(p.tolist(), y.tolist())]
+    mb = sum(brier) / len(brier)
+    sb = math.sqrt(sum((t - mb) ** 2 for t in brier) / (len(brier) - 1))
+    hb = sps.t.ppf(0.95, len(brier) - 1) * sb / math.sqrt(len(brier))
+    np.testing.assert_allclose(rep.intervals["brier"], (mb - hb, mb + hb), rtol=1e-9)
+
+
+# -- coverage (the issue's requirement) ---------------------------------------
+
+def test_intervals_cover_the_true_value_in_95_percent_of_1000_seeds():
+    """1,000 seeds of N = 1,000, B = 200, 95% intervals.
+
+    The data are the paper's recipe with the reported log-odds shifted by +1
+    (every bin over-predicts, so every bin's miscalibration is far from 0
+    compared with its noise: the regime where a bootstrap interval for ECE
+    is valid, see fastcal.stats.report_intervals). True values from 4e6 rows
+    of the same recipe. MCE is measured but not held to 95%: a maximum over
+    near-tied bins undercovers (about 84-87% here); this is documented.
+    """
+    truth_y, truth_p = paper_sim(np.random.default_rng(999), 1, 4_000_000, 0.0, shift=1.0)
+    truth = fastcal.calibration_report(truth_y[0], truth_p[0], ace=False)
+    y, p = paper_sim(np.random.default_rng(7), 1000, 1_000, 0.0, shift=1.0)
+    names = ("ece", "esce", "ecd", "brier", "nll")
+    covered = dict.fromkeys(names, 0)
+    for s in range(1000):
+        rep = CalibrationAccumulator(n_boot=200, seed=s, threads=1).update(y[s], p[s]).report(ci=0.95)
+        for k in names:
+            lo, hi = rep.intervals[k]
+            covered[k] += lo <= getattr(truth, k) <= hi
+    rates = {k: c / 1000 for k, c in covered.items()}
+    for k, rate in rates.items():
+        assert abs(rate - 0.95) <= 0.02, (k, rates)
+
+
+@pytest.mark.parametrize("name", ["fastcal.stats", "fastcal.plot"])
+def test_docstring_examples_run(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
+

@@ -1,0 +1,100 @@
+"""Tests for ``python -m tracking compare``: JSON contract, exit codes, plot."""
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from tracking.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FILTER_KEYS = {"anees", "ecd", "nis", "inside_fraction", "mean_anees", "mean_ecd", "rmse"}
+
+
+def run_module(*args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "tracking", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_json_keys_are_the_contract(capsys):
+    assert main(["compare", "--runs", "5", "--steps", "7", "--seed", "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) >= {"filters", "bounds", "scenario"}
+    assert set(report["filters"]) == {"ekf", "ukf"}
+    for name in ("ekf", "ukf"):
+        f = report["filters"][name]
+        assert set(f) >= FILTER_KEYS
+        assert len(f["anees"]) == len(f["ecd"]) == len(f["nis"]) == 7
+        assert 0.0 <= f["inside_fraction"] <= 1.0
+        assert f["mean_ecd"] == pytest.approx(0.5 * f["mean_anees"] - 2.0)
+    lo, hi = report["bounds"]["anees"]
+    elo, ehi = report["bounds"]["ecd"]
+    assert lo < 4.0 < hi and elo < 0.0 < ehi
+    sc = report["scenario"]
+    for key in ("runs", "steps", "seed", "dt", "q", "sigma_r", "sigma_theta_deg", "sensor_x", "sensor_y",
+                "range0", "speed", "p0_pos", "p0_vel", "missing", "alpha", "ukf_alpha", "ukf_beta", "ukf_kappa"):
+        assert key in sc
+    assert (sc["runs"], sc["steps"], sc["seed"]) == (5, 7, 3)
+
+
+def test_table_by_default(capsys):
+    assert main(["compare", "--runs", "4", "--steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "mean ANEES" in out and "\nEKF " in out and "\nUKF " in out
+
+
+def test_plot_is_written_as_png(tmp_path, capsys):
+    path = tmp_path / "consistency.png"
+    assert main(["compare", "--runs", "4", "--steps", "5", "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["consistency.png"]  # no temp file left
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compare", "--runs", "1"], "runs must be >= 2"),
+    (["compare", "--sigma-r", "0"], "sigma_r must be > 0"),
+    (["compare", "--dt", "-1"], "dt must be > 0"),
+    (["compare", "--steps", "ten"], "invalid int value"),
+    (["compare", "--plot", "out.jpg"], "--plot must name a .png file"),
+])
+def test_bad_input_exits_2_with_one_line(args, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_module_entry_point_json_and_exit_code():
+    ok = run_module("compare", "--runs", "3", "--steps", "4", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert set(json.loads(ok.stdout)["filters"]["ukf"]) >= FILTER_KEYS
+    bad = run_module("compare", "--runs", "0")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().startswith("python -m tracking compare: error:")
+
+
+def test_help_lists_the_options(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--runs", "--steps", "--seed", "--json", "--plot", "--sigma-theta-deg"):
+        assert option in out
+
+
+def test_example_small_writes_plot_and_json(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ekf_vs_ukf", ROOT / "examples" / "ekf_vs_ukf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(tmp_path / "out"), "--small"]) == 0
+    report = json.loads((tmp_path / "out" / "ekf_vs_ukf.json").read_text())
+    assert report["scenario"]["runs"] == 10 and set(report["filters"]) == {"ekf", "ukf"}
+    assert (tmp_path / "out" / "ekf_vs_ukf.png").read_bytes()[:4] == b"\x89PNG"
+    assert "UKF" in capsys.readouterr().out
