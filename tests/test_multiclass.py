@@ -443,3 +443,22 @@ def test_binned_metrics_skip_logs_but_agree(k, logits):
     assert fastcal.ece(y, P, n_bins=12, logits=logits) == rep.ece
     assert fastcal.esce(y, P, n_bins=12, logits=logits) == rep.esce
     assert fastcal.mce(y, P, n_bins=12, logits=logits) == rep.mce
+
+
+def test_ecd_test_and_intervals_for_multiclass():
+    # labels drawn from the predicted distribution: the ECD z-score (eq. 12 sums over
+    # the accumulated variance) is standard normal; sharpened predictions are over-confident
+    rng = np.random.default_rng(14)
+    P = rng.dirichlet(np.full(5, 0.7), size=20_000)
+    y = (P.cumsum(axis=1) < rng.random(20_000)[:, None]).sum(axis=1)
+    rep = fastcal.calibration_report(y, P, ci=0.95)
+    ref = nm.report(y, P)
+    assert rep.ecd_z == pytest.approx(ref["ecd"] * ref["n"] / math.sqrt(ref["ecd_var"]), rel=1e-10)
+    assert abs(rep.ecd_z) < 3.5
+    lo, hi = rep.intervals["ecd"]
+    assert lo < rep.ecd < hi
+    sharp = P ** 2 / (P ** 2).sum(axis=1, keepdims=True)
+    over = fastcal.calibration_report(y, sharp, ace=False)
+    assert over.ecd_z > 10 and over.verdict == "over-confident"
+    with pytest.raises(ValueError, match=r"n_boot=5: bootstrap replicates are for binary"):
+        fastcal.CalibrationAccumulator(n_boot=5).update(y, P)
