@@ -77,13 +77,16 @@ def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threa
     n, k = p.shape
     n_threads = v.check_threads(threads)
     nb = edges.shape[0] - 1
+    rowwise = k >= km.ROWWISE_K  # long rows vectorise along the row
     if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
         state = km.new_state(nb, k, classwise)
-        km.fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                      classwise, *state, with_logs)
+        fill_range = km.fill_rows if rowwise else km.fill_range
+        fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
+                   classwise, *state, with_logs)
         return state
-    return km.fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                            classwise, n_threads, with_logs)
+    fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
+    return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
+                         classwise, n_threads, with_logs)
 
 
 def raise_for_checks(checks, nan_policy, y, p, logits, renormalize, offset=0):

@@ -90,6 +90,17 @@ def test_large_parallel_matches_serial_and_threads_agree():
     assert_matches(fastcal.calibration_report(y[:20_000], P[:20_000], ace=False), ref)
 
 
+def test_many_classes_parallel_row_kernel_matches_serial():
+    y, P = mc_data(20_000, 64, seed=15, dtype=np.float32)  # 1.28e6 elements, K >= ROWWISE_K
+    one = fastcal.calibration_report(y, P, threads=1, ace=False)
+    two = fastcal.calibration_report(y, P, threads=2, ace=False)
+    np.testing.assert_array_equal(one.class_bins["count"], two.class_bins["count"])
+    for name in SCALARS + ("classwise_ece",):
+        np.testing.assert_allclose(getattr(one, name), getattr(two, name), rtol=1e-12, err_msg=name)
+    assert_matches(fastcal.calibration_report(y[:2000], P[:2000], ace=False),
+                   nm.report(y[:2000], P[:2000], dtype=np.float32), rtol=1e-11)
+
+
 def test_metric_functions_equal_report_fields():
     y, P = mc_data(400, 4, seed=5)
     ref = nm.report(y, P, n_bins=10)

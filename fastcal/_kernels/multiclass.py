@@ -55,7 +55,7 @@ CHECK_BAD_T = 7      # soft labels only: target row negative, non-finite or not 
 N_CHECK_KINDS = 8
 
 _LOG2E = 1.4426950408889634
-ROWWISE_K = 64  # from this many classes on, rows are processed one at a time
+ROWWISE_K = 64  # from this many classes on, the row-at-a-time kernel is used (faster there)
 _FEW_BINS = 16  # class-wise state: compare-and-add per bin up to this many bins, else scatter
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
@@ -386,11 +386,6 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     weight 0, so the vector loops have no branches.
     """
     K = P.shape[1]
-    if K >= ROWWISE_K:
-        # Long rows vectorise along the row: the row-at-a-time kernel is faster.
-        fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                  counts, sums, totals, ccounts, csums, checks, with_logs)
-        return
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
     kf = np.float64(K)
@@ -653,13 +648,43 @@ def _merge_checks(checks, other):
 @njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
                   with_logs=True):
-    """Fill fresh state from all rows with n_threads contiguous row ranges.
+    """Fill fresh state from all rows with n_threads contiguous row ranges (blocked kernel).
 
     Per-thread state, prange over threads, serial reduction in thread order.
     """
     n = P.shape[0]
-    K = P.shape[1]
-    nb = edges.shape[0] - 1
+    t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = _thread_state(
+        n_threads, P.shape[1], edges.shape[0] - 1, classwise)
+    for t in prange(n_threads):
+        start = (t * n) // n_threads
+        stop = ((t + 1) * n) // n_threads
+        fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                   t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
+                   with_logs)
+    return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
+
+
+@njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                       n_threads, with_logs=True):
+    """``fill_parallel`` with the row-at-a-time kernel (for K >= ROWWISE_K).
+
+    A separate function, not a branch, so that each compiles only what it runs.
+    """
+    n = P.shape[0]
+    t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = _thread_state(
+        n_threads, P.shape[1], edges.shape[0] - 1, classwise)
+    for t in prange(n_threads):
+        start = (t * n) // n_threads
+        stop = ((t + 1) * n) // n_threads
+        fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                  t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
+                  with_logs)
+    return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
+
+
+@njit(cache=True)
+def _thread_state(n_threads, K, nb, classwise):
     kc = K if classwise else 0
     t_counts = np.zeros((n_threads, nb + 1, N_COUNTS), np.int64)
     t_sums = np.zeros((n_threads, nb + 1, N_SUMS), np.float64)
@@ -667,14 +692,14 @@ def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwi
     t_ccounts = np.zeros((n_threads, kc, nb, 2), np.int64)
     t_csums = np.zeros((n_threads, kc, nb), np.float64)
     t_checks = np.full((n_threads, 2 * N_CHECK_KINDS), -1, np.int64)
-    for t in prange(n_threads):
-        for k in range(N_CHECK_KINDS):
-            t_checks[t, k] = 0
-        start = (t * n) // n_threads
-        stop = ((t + 1) * n) // n_threads
-        fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                   t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
-                   with_logs)
+    t_checks[:, :N_CHECK_KINDS] = 0
+    return t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks
+
+
+@njit(cache=True)
+def _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks):
+    """Serial reduction of per-thread state, in thread order."""
+    n_threads = t_counts.shape[0]
     counts = t_counts[0].copy()
     sums = t_sums[0].copy()
     totals = t_totals[0].copy()
