@@ -145,8 +145,8 @@ def _load_row(P, i, K, logits, renorm, tol, eps, qv, lv, with_logs=True):
         v = np.float64(P[i, k])
         qv[k] = v
         s += v
-        mx = max(mx, v)
-        mn = min(mn, v)
+        mx = v if v > mx else mx
+        mn = v if v < mn else mn
     # Comparisons, not s - s == 0: fastmath may fold x - x to 0 even for NaN.
     if not ((s > -np.inf) & (s < np.inf)):
         # Slow path: the row has a NaN or an infinity somewhere.
@@ -236,6 +236,9 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
     ev = np.empty(K, np.float64)
+    bv = np.empty(K, np.int64)
+    c0 = np.zeros(K, np.int64)
+    s0 = np.zeros(K, np.float64)
     f32 = uniform and edges[1] != 1.0 / nbf
     for i in range(start, stop):
         yi = np.float64(y[i])
@@ -305,19 +308,28 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         totals[3] += brier * brier
         totals[4] += nll * nll
         if classwise:
+            # With many classes most p_k fall in the first bin: count those with
+            # a vectorised add into dense per-class arrays, scatter the rest.
             if uniform:
                 for k in range(K):
-                    q = qv[k]
-                    bk = _bin_u(q, nb, nbf, right, f32)
-                    ccounts[k, bk, 0] += 1
-                    csums[k, bk] += q
+                    bv[k] = _bin_u(qv[k], nb, nbf, right, f32)
             else:
                 for k in range(K):
-                    q = qv[k]
-                    bk = _bin(q, edges, nb, nbf, False, right)
+                    bv[k] = _bin(qv[k], edges, nb, nbf, False, right)
+            for k in range(K):
+                first = bv[k] == 0
+                c0[k] += 1 if first else 0
+                s0[k] += qv[k] if first else 0.0
+            for k in range(K):
+                bk = bv[k]
+                if bk != 0:
                     ccounts[k, bk, 0] += 1
-                    csums[k, bk] += q
+                    csums[k, bk] += qv[k]
             ccounts[yk, _bin(qy, edges, nb, nbf, uniform, right), 1] += 1
+    if classwise:
+        for k in range(K):
+            ccounts[k, 0, 0] += c0[k]
+            csums[k, 0] += s0[k]
 
 
 @njit(cache=True)
