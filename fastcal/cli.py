@@ -63,6 +63,14 @@ def _parser():
                     help="file format (default: from the extension)")
     sc.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                     help="rows per chunk (default 262144); results do not depend on it")
+    sc.add_argument("--scheduler", metavar="ADDRESS",
+                    help="score a Parquet file or dataset on the running Dask scheduler at "
+                         "ADDRESS (tcp://host:8786); needs the dask extra on client and workers")
+    sc.add_argument("--workers", type=int, metavar="N",
+                    help="score a Parquet file or dataset on a local Dask cluster of N worker "
+                         "processes started for this run")
+    sc.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                    help="give up connecting to --scheduler after SECONDS (10)")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--output", metavar="FILE",
                     help="write the report to FILE (atomically) instead of stdout")
@@ -155,7 +163,10 @@ def _report_text(rep, elapsed):
     head = [f"# {rep.source}", "",
             f"{rep.n_rows} rows ({rep.format}) scored in {elapsed:.2f} s, {rep.n_bins} "
             f"{rep.strategy} bins, closed={rep.closed!r}"]
-    if rep.strategy == "quantile":
+    if getattr(rep, "dask", None):
+        head.append(f"Computed on Dask ({rep.dask}) in {rep.passes} passes over the data"
+                    + ("; equal-mass bins exact." if rep.passes > 1 else "."))
+    elif rep.strategy == "quantile":
         head.append("Equal-mass bins: exact, from a second pass over the file.")
     elif rep.passes == 2:
         head.append("ACE: exact equal-mass bins, from a second pass over the file.")
@@ -180,10 +191,13 @@ def _cmd_score(args):
                 raise _Fail(f"{opt} {target}: the directory {d} does not exist")
     progress = False if (args.quiet or args.json) else None
     t0 = time.perf_counter()
-    rep = score_file(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
-                     closed=args.closed, strategy=args.strategy, observed=args.observed,
-                     nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
-                     chunk_rows=args.chunk_rows, progress=progress, format=args.format)
+    if args.scheduler is not None or args.workers is not None:
+        rep = _score_on_dask(args)
+    else:
+        rep = score_file(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
+                         closed=args.closed, strategy=args.strategy, observed=args.observed,
+                         nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
+                         chunk_rows=args.chunk_rows, progress=progress, format=args.format)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
@@ -196,6 +210,30 @@ def _cmd_score(args):
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _score_on_dask(args):
+    """``--scheduler`` / ``--workers``: the same report, computed by Dask workers."""
+    from .io import detect_format
+
+    if args.scheduler is not None and args.workers is not None:
+        raise _Fail("pass --scheduler or --workers, not both")
+    if args.workers is not None and args.workers < 1:
+        raise _Fail(f"--workers must be >= 1; got {args.workers}")
+    if not args.timeout > 0:
+        raise _Fail(f"--timeout must be > 0; got {args.timeout}")
+    fmt = detect_format(args.path, args.format)
+    if fmt != "parquet":
+        raise _Fail(f"{args.path}: --scheduler and --workers read Parquet only; got {fmt}")
+    try:
+        from .distributed import ROWS_PER_PARTITION, score_dataset
+    except ImportError as exc:
+        raise _Fail(f"--scheduler/--workers need Dask: pip install 'fastcal[dask]' ({exc})")
+    return score_dataset(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
+                         closed=args.closed, strategy=args.strategy, observed=args.observed,
+                         nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
+                         scheduler=args.scheduler, workers=args.workers, timeout=args.timeout,
+                         rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
 
 
 def _plot_atomic(rep, path):
