@@ -473,3 +473,24 @@ def test_ecd_test_and_intervals_for_multiclass():
     assert over.ecd_z > 10 and over.verdict == "over-confident"
     with pytest.raises(ValueError, match=r"n_boot=5: bootstrap replicates are for binary"):
         fastcal.CalibrationAccumulator(n_boot=5).update(y, P)
+
+
+@pytest.mark.parametrize("closed", ["left", "right"])
+@pytest.mark.parametrize("k", [3, 70])
+def test_float32_values_on_edges_go_to_the_documented_side(closed, k):
+    # every column value is a float32-rounded edge j/10: exercises the arithmetic
+    # edge rounding of both kernels (blocked for K = 3, row-wise for K = 70)
+    rng = np.random.default_rng(16)
+    rows = []
+    while len(rows) < 400:
+        v = np.zeros(k)
+        a, b = rng.choice(k, 2, replace=False)
+        t = rng.integers(1, 10)
+        v[a], v[b] = t / 10, 1 - t / 10
+        rows.append(v)
+    P = np.array(rows).astype(np.float32)  # rows sum to 1 within float32 rounding
+    edges32 = fastcal.uniform_edges(10, np.float32)
+    assert np.isin(P[P > 0].astype(np.float64), edges32).all()
+    y = rng.integers(0, k, 400)
+    rep = fastcal.calibration_report(y, P, n_bins=10, closed=closed, ace=False)
+    assert_matches(rep, nm.report(y, P, n_bins=10, closed=closed, dtype=np.float32), rtol=1e-11)
