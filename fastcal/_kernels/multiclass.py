@@ -599,25 +599,37 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
         # store-to-load chains when consecutive rows share a bin.
         if classwise:
             for k in range(K):
-                if uniform:
-                    for j in range(m):
-                        bk[j] = _bin_u(T[k, j], nb, nbf, right, f32)
-                else:
-                    for j in range(m):
-                        bk[j] = _bin(T[k, j], edges, nb, nbf, False, right)
                 if nb <= _FEW_BINS:
                     # Few bins: one vectorised compare-and-add pass per bin
-                    # beats a scatter (no gathers, no store-to-load chains).
+                    # against the bin's two edges (scalars, so no look-ups and
+                    # no bin index) beats a scatter. The outer edges are open
+                    # so values a rounding outside [0, 1] still land in a bin.
                     for b in range(nb):
+                        lo_e = -np.inf if b == 0 else edges[b]
+                        hi_e = np.inf if b == nb - 1 else edges[b + 1]
                         cnt = 0.0
                         tot = 0.0
-                        for j in range(m):
-                            sel = bk[j] == b
-                            cnt += wf[j] if sel else 0.0
-                            tot += T[k, j] * wf[j] if sel else 0.0
+                        if right:
+                            for j in range(m):
+                                q = T[k, j]
+                                sel = (q > lo_e) & (q <= hi_e)
+                                cnt += wf[j] if sel else 0.0
+                                tot += q * wf[j] if sel else 0.0
+                        else:
+                            for j in range(m):
+                                q = T[k, j]
+                                sel = (q >= lo_e) & (q < hi_e)
+                                cnt += wf[j] if sel else 0.0
+                                tot += q * wf[j] if sel else 0.0
                         cc[0, k, b] += np.int64(cnt)
                         cs[0, k, b] += tot
                 else:
+                    if uniform:
+                        for j in range(m):
+                            bk[j] = _bin_u(T[k, j], nb, nbf, right, f32)
+                    else:
+                        for j in range(m):
+                            bk[j] = _bin(T[k, j], edges, nb, nbf, False, right)
                     for j in range(m):
                         c = j & (COPIES - 1)
                         b = bk[j]
