@@ -10,6 +10,8 @@ from .binning import uniform_edges
 from .files import score_file
 from .gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
 from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
+from .multiclass import classwise_ece
+from .multiclass_report import MulticlassReport
 from .report import CalibrationReport
 from .simulate import simulate
 from .stats import chi2_nees_test, ecd_test, ece_test
@@ -20,11 +22,13 @@ __all__ = [
     "CalibrationAccumulator",
     "CalibrationReport",
     "GaussianAccumulator",
+    "MulticlassReport",
     "ace",
     "anees_bounds",
     "brier_score",
     "calibration_report",
     "chi2_nees_test",
+    "classwise_ece",
     "ecd",
     "ecd_bounds",
     "ecd_test",

@@ -55,23 +55,26 @@ def check_threads(threads):
 
 
 def _as_array(name, x):
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # objects numpy cannot read
-        msg = f"{name} could not be read as an array: {exc}"
-        raise ValueError(msg) from exc
+    """x as a NumPy array: pandas, polars, pyarrow and torch objects without a copy
+    where their layout allows (see fastcal.inputs); non-native byte order converted."""
+    from .inputs import to_numpy
+
+    arr = to_numpy(name, x)
     if not arr.dtype.isnative:
         # the kernels read native byte order only (files written on other machines)
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr
 
 
+to_array = _as_array
+
+
 def as_prob_1d(y_prob):
     """y_prob as a 1-D float32 or float64 array, without a copy when it already is one."""
     p = _as_array("y_prob", y_prob)
     if p.ndim == 2:
-        msg = (f"y_prob has shape {p.shape}; multi-class (N, K) probabilities are not supported "
-               "yet: pass the 1-D probability of class 1")
+        msg = (f"y_prob has shape {p.shape}; this path takes the 1-D probability of class 1 "
+               "(the public functions send (N, K) input to the multi-class kernel)")
         raise ValueError(msg)
     if p.ndim != 1:
         msg = f"y_prob must be 1-D with one probability per sample; got shape {p.shape}"

@@ -3,7 +3,9 @@
 import numpy as np
 
 from . import _validation as v
+from . import multiclass as mc
 from ._kernels import binary as kb
+from ._kernels import multiclass as km
 from ._kernels import bootstrap as kboot
 from .binning import uniform_edges
 
@@ -47,12 +49,31 @@ class CalibrationAccumulator:
         same whatever the chunking. Costs about n_boot cheap passes per chunk.
     seed : int, default 0
         Seed of the bootstrap weights.
+    logits : bool, default False
+        ``y_prob`` holds logits: a sigmoid (1-D) or a row softmax (2-D) is
+        applied inside the kernel, never materialised.
+    renormalize : bool, default False
+        Multi-class only: divide each row of ``y_prob`` by its sum instead of
+        rejecting rows that do not sum to 1 within 1e-5.
+    n_classes : int, optional
+        Multi-class only: K. By default taken from the first (n, K) update;
+        every later update must have K columns.
+    classwise : bool, default True
+        Multi-class only: also keep the per-class, per-bin state of
+        class-wise ECE (K x n_bins counters, one more pass over each row).
 
     Notes
     -----
     ``a + b`` and ``a += b`` add the state arrays: counts exactly, float sums
     to rounding, so any chunking and merge order give the numbers of a single
     call on all the data to about 1e-12 relative. Instances pickle.
+
+    Multi-class (n, K) updates fill the same per-bin arrays over confidence
+    (max-probability) bins, "positive" meaning "argmax equals the label", plus
+    the class-wise state; ``report()`` then returns a
+    :class:`~fastcal.multiclass_report.MulticlassReport`. Binary and
+    multi-class chunks cannot be mixed in one accumulator. Bootstrap
+    replicates (``n_boot``) are for binary probabilities only.
 
     The bootstrap weights of a row depend on its global index: ``update``
     numbers rows from ``n_rows`` on, or from ``start`` when given. When
@@ -72,7 +93,8 @@ class CalibrationAccumulator:
     """
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
-                 eps=None, threads=None, n_boot=0, seed=0):
+                 eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
+                 n_classes=None, classwise=True):
         from .stats import check_count, check_seed
 
         self.closed = v.check_choice("closed", closed, v.CLOSED)
@@ -92,12 +114,27 @@ class CalibrationAccumulator:
         self.seed = check_seed(seed)
         self.boot_counts = np.zeros((self.n_boot, self.n_bins, 3), np.int64)
         self.boot_sums = np.zeros((self.n_boot, self.n_bins), np.float64)
+        self.logits = bool(logits)
+        self.renormalize = bool(renormalize)
+        self.classwise = bool(classwise)
+        self.n_classes = None
+        self.class_counts = self.class_sums = None
+        n_classes = mc.check_n_classes(n_classes)
+        if n_classes is not None:
+            self._set_classes(n_classes)
+
+    def _set_classes(self, k):
+        self.n_classes = k
+        _, _, _, self.class_counts, self.class_sums, _ = km.new_state(
+            self.n_bins, k, self.classwise)
 
     # -- filling ---------------------------------------------------------
 
     def _kernel_edges(self, dtype):
         if self.edges is not None:
             return self.edges, False
+        if self.logits or self.renormalize:
+            dtype = np.float64  # probabilities are computed in float64
         return uniform_edges(self.n_bins, dtype), True
 
     def update(self, y_true, y_prob, *, start=None):
@@ -114,9 +151,16 @@ class CalibrationAccumulator:
             probabilities, labels other than 0/1, or mismatched lengths. The
             message gives the count and the first row, counted from the first
             row this accumulator was given. The state is unchanged on error.
+            Multi-class: negative probabilities, rows not summing to 1,
+            labels outside [0, K) (value and row), K differing between updates.
         """
-        y, p = v.check_pair(y_true, y_prob)
         row0 = self.n_rows if start is None else _check_start(start)
+        p = v.to_array("y_prob", y_prob)
+        if p.ndim == 2 or self.n_classes is not None:
+            return self._update_multiclass(y_true, p, row0)
+        if self.logits:
+            return self._update_binary_logits(y_true, p, row0)
+        y, p = v.check_pair(y_true, p)
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, checks = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
@@ -128,6 +172,63 @@ class CalibrationAccumulator:
         self.totals += totals
         self.n_omitted += int(checks[kb.CHECK_OMITTED])
         self.n_rows += p.shape[0]
+        return self
+
+    def _no_boot(self, what):
+        if self.n_boot:
+            msg = (f"n_boot={self.n_boot}: bootstrap replicates are for binary probabilities; "
+                   f"they are not kept for {what} (use n_boot=0)")
+            raise ValueError(msg)
+
+    def _update_multiclass(self, y_true, y_prob, row0):
+        self._no_boot("multi-class (n, K) input")
+        y, p = mc.check_pair(y_true, y_prob, self.logits)
+        k = p.shape[1]
+        if self.n_classes is None:
+            if self.n_rows > 0:
+                msg = (f"y_prob has shape {p.shape} but this accumulator already holds "
+                       f"{self.n_rows} rows of binary (1-D) data")
+                raise ValueError(msg)
+        elif k != self.n_classes:
+            msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
+                   f"state; every update needs shape (n, {self.n_classes})")
+            raise ValueError(msg)
+        edges, uniform = self._kernel_edges(p.dtype)
+        counts, sums, totals, ccounts, csums, checks = mc.fill(
+            y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
+            self.renormalize, self.classwise, self.threads, getattr(self, "_with_logs", True))
+        mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize, row0)
+        if self.n_classes is None:
+            self._set_classes(k)
+        self.counts += counts
+        self.sums += sums
+        self.totals += totals
+        self.class_counts += ccounts
+        self.class_sums += csums
+        self.n_omitted += int(checks[km.CHECK_OMITTED])
+        self.n_rows += p.shape[0]
+        return self
+
+    def _update_binary_logits(self, y_true, z, row0):
+        self._no_boot("logits")
+        y, z = v.check_pair(y_true, z)
+        edges, uniform = self._kernel_edges(np.float64)
+        counts, sums, totals, checks = kb.new_state(self.n_bins)
+        kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
+                          kb.CHECK_OMITTED], np.int64)
+        km.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, self.closed == "right",
+                                    self.eps, counts, sums, totals, checks, kinds)
+        if checks[kb.CHECK_RANGE_P] > 0:
+            first = int(checks[kb.N_CHECK_KINDS + kb.CHECK_RANGE_P]) + row0
+            msg = (f"y_prob (logits) contains {checks[kb.CHECK_RANGE_P]} infinite values (first "
+                   f"at index {first}); logits must be finite")
+            raise ValueError(msg)
+        raise_for_checks(checks, self.nan_policy, row0)
+        self.counts += counts
+        self.sums += sums
+        self.totals += totals
+        self.n_omitted += int(checks[kb.CHECK_OMITTED])
+        self.n_rows += z.shape[0]
         return self
 
     def _fill_boot(self, y, p, row0):
@@ -157,6 +258,13 @@ class CalibrationAccumulator:
             msg = ("cannot merge accumulators with different bins, closed side or eps: "
                    f"{self!r} and {other!r}")
             raise ValueError(msg)
+        a, b = self.n_classes, other.n_classes
+        if a != b and not ((a is None and self.n_rows == 0) or (b is None and other.n_rows == 0)):
+            msg = f"cannot merge accumulators with different numbers of classes: {a} and {b}"
+            raise ValueError(msg)
+        if a is not None and b is not None and self.classwise != other.classwise:
+            msg = "cannot merge accumulators with and without class-wise state (classwise=)"
+            raise ValueError(msg)
         if self.n_boot != other.n_boot or self.seed != other.seed:
             msg = ("cannot merge accumulators with different bootstrap settings: "
                    f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
@@ -165,6 +273,12 @@ class CalibrationAccumulator:
 
     def __iadd__(self, other):
         self._check_compatible(other)
+        if other.n_classes is not None:
+            if self.n_classes is None:
+                self.classwise = other.classwise
+                self._set_classes(other.n_classes)
+            self.class_counts += other.class_counts
+            self.class_sums += other.class_sums
         self.counts += other.counts
         self.sums += other.sums
         self.totals += other.totals
@@ -188,6 +302,9 @@ class CalibrationAccumulator:
         out.totals = self.totals.copy()
         out.boot_counts = self.boot_counts.copy()
         out.boot_sums = self.boot_sums.copy()
+        if self.n_classes is not None:
+            out.class_counts = self.class_counts.copy()
+            out.class_sums = self.class_sums.copy()
         return out
 
     # -- reading ---------------------------------------------------------
@@ -215,6 +332,11 @@ class CalibrationAccumulator:
         from .stats import check_ci
 
         ci = check_ci(ci)
+        if self.n_classes is not None:
+            rep = self._report_multiclass()
+            if ci is not None:
+                rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+            return rep
         rep = CalibrationReport.from_state(
             self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals,
             edges=self.report_edges(), closed=self.closed, n_omitted=self.n_omitted,
@@ -224,7 +346,23 @@ class CalibrationAccumulator:
             rep.set_intervals(ci, self.boot_counts, self.boot_sums)
         return rep
 
+    def _report_multiclass(self):
+        from .multiclass_report import MulticlassReport
+
+        edges = self.report_edges()
+        per_class = per_bin = None
+        if self.classwise:
+            per_class, per_bin = mc.class_tables(self.class_counts, self.class_sums, edges)
+        return MulticlassReport.from_multiclass_state(
+            self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals, per_class,
+            per_bin, n_classes=self.n_classes, edges=edges, closed=self.closed,
+            n_omitted=self.n_omitted, strategy="uniform" if self.edges is None else "edges",
+            eps=self.eps)
+
     def __repr__(self):
+        if self.n_classes is not None:
+            return (f"CalibrationAccumulator(n={self.n}, n_classes={self.n_classes}, "
+                    f"n_bins={self.n_bins}, closed={self.closed!r})")
         boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
         return (f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, "
                 f"closed={self.closed!r}{boot})")

@@ -3,6 +3,8 @@
 import numpy as np
 
 from . import _validation as v
+from . import multiclass as mc
+from . import soft
 from ._kernels import binary as kb
 from .accumulator import CalibrationAccumulator, fill, raise_for_checks
 from .binning import uniform_edges
@@ -12,12 +14,31 @@ _ONE_BIN = np.array([0.0, 1.0])
 
 
 def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-                 nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0):
+                 nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0,
+                 logits=False, renormalize=False, classwise=False):
     v.check_choice("observed", observed, v.OBSERVED)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads,
-                                 n_boot=n_boot, seed=seed)
-    y, p = v.check_pair(y_true, y_prob)
+                                 n_boot=n_boot, seed=seed, logits=logits,
+                                 renormalize=renormalize, classwise=classwise)
+    p = v.to_array("y_prob", y_prob)
+    if p.ndim == 2 or logits:
+        # Multi-class (N, K) input, or 1-D logits: the accumulator's own paths.
+        if p.ndim == 2:
+            y, p = mc.check_pair(y_true, p, logits)
+        else:
+            y, p = v.check_pair(y_true, p)
+        if p.shape[0] == 0:
+            msg = "y_true and y_prob are empty; need at least one sample"
+            raise ValueError(msg)
+        acc._with_logs = with_logs  # binned metrics only: skip the logarithms
+        acc.update(y, p)
+        acc._with_logs = True
+        if acc.n == 0:
+            msg = f"no samples left: all {p.shape[0]} rows were omitted as NaN"
+            raise ValueError(msg)
+        return acc, y, p
+    y, p = v.check_pair(y_true, p)
     if p.shape[0] == 0:
         msg = "y_true and y_prob are empty; need at least one sample"
         raise ValueError(msg)
@@ -71,15 +92,20 @@ def _quantile_report(y, p, n_bins, observed, nan_policy, eps, closed):
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-                       ace=True, threads=None, ci=None, n_boot=200, seed=0):
-    """Every binary calibration metric and the per-bin table, from one pass.
+                       ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
+                       renormalize=False):
+    """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
     ----------
     y_true : array-like of shape (n,)
-        Labels 0/1 (bool, any integer dtype, or float 0.0/1.0).
-    y_prob : array-like of shape (n,)
-        Predicted probability of class 1, float32 or float64.
+        Labels 0/1 (bool, any integer dtype, or float 0.0/1.0); for (n, K)
+        ``y_prob``, class indices in [0, K).
+    y_prob : array-like of shape (n,) or (n, K)
+        Predicted probability of class 1, or (n, K) class probabilities
+        (rows sum to 1), or logits with ``logits=True``. Any float or int
+        dtype and layout, or a pandas/polars/pyarrow/torch object (see
+        :mod:`fastcal.inputs`).
     n_bins : int, default 10
         Number of bins (uniform on [0, 1], or equal-mass for "quantile").
     edges : array-like, optional
@@ -109,13 +135,25 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         (over the uniform or explicit bins; NaN with strategy="quantile").
     n_boot : int, default 200
         Bootstrap replicates when ``ci`` is given (0: analytic intervals only).
+        Binary probabilities only: with logits or (n, K) input ``ci`` gives
+        the analytic intervals (ECD, Brier, NLL) and NaN for ECE/ESCE/MCE.
     seed : int, default 0
         Seed of the bootstrap weights, which depend only on (seed, row
         index, replicate): the same intervals whatever the chunking.
+    logits : bool, default False
+        ``y_prob`` holds logits: sigmoid (1-D) or row softmax (2-D) inside
+        the kernel, numerically stable, never materialised. Never guessed.
+    renormalize : bool, default False
+        (n, K) only: divide rows by their sum instead of rejecting rows that
+        do not sum to 1 within 1e-5.
 
     Returns
     -------
     CalibrationReport
+        For (n, K) input a :class:`~fastcal.multiclass_report.MulticlassReport`:
+        the table is over confidence (max-probability) bins, ``accuracy`` is
+        the fraction of argmax == label, plus the per-class table
+        ``classes`` and ``classwise_ece``.
 
     Raises
     ------
@@ -132,6 +170,14 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     also carries the ECD test of calibration (``report.ecd_z``,
     ``report.verdict``; :mod:`fastcal.stats`).
 
+    For (n, K): top-label ECE/ESCE/MCE/ACE over bins of max_k p_k, comparing
+    mean confidence with accuracy (Guo et al.); ECD = 1/n sum_i [sum_k p_ik
+    log p_ik - log p_i,y_i] (eq. 12, 0 log 0 = 0, +inf if p_i,y_i = 0);
+    Brier = 1/n sum_i sum_k (p_ik - 1[y_i = k])^2; NLL = -1/n sum_i log p_i,y_i;
+    class-wise ECE = 1/K sum_k ECE(column k vs 1[y = k]).
+    ``strategy="quantile"`` is binary-only; for (n, K) the equal-mass
+    version of top-label ECE is ``ace``.
+
     Examples
     --------
     >>> import fastcal
@@ -146,10 +192,28 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         msg = "edges cannot be combined with strategy='quantile'"
         raise ValueError(msg)
     ci = check_ci(ci)
-    use_boot = ci is not None and strategy == "uniform"
-    acc, y, p = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
+    p_in = v.to_array("y_prob", y_prob)
+    if p_in.ndim == 2:
+        if strategy == "quantile":
+            msg = ("strategy='quantile' is for 1-D y_prob; for (n, K) y_prob the equal-mass "
+                   "top-label ECE is the report's ace")
+            raise ValueError(msg)
+        acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
+                                 nan_policy=nan_policy, eps=eps, threads=threads, logits=logits,
+                                 renormalize=renormalize, classwise=True)
+        rep = acc.report(ci=ci)
+        if ace:
+            conf, correct = mc.confidence_and_correct(y, p, logits, renormalize, acc.eps)
+            q = _quantile_report(correct, conf, acc.n_bins, "frac_pos", acc.nan_policy, acc.eps,
+                                 acc.closed)
+            rep.ace = q.ece
+        return rep
+    use_boot = ci is not None and strategy == "uniform" and not logits
+    acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                              observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
-                             n_boot=n_boot if use_boot else 0, seed=seed)
+                             n_boot=n_boot if use_boot else 0, seed=seed, logits=logits)
+    if logits:
+        p = _sigmoid(p)
     need_quantile = strategy == "quantile" or ace
     q = (_quantile_report(y, p, acc.n_bins, observed, acc.nan_policy, acc.eps, acc.closed)
          if need_quantile else None)
@@ -165,8 +229,15 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     return rep
 
 
+def _sigmoid(z):
+    """Probabilities from 1-D logits, for the equal-mass (sorting) path only."""
+    z = np.asarray(z, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(z >= 0, 1.0 / (1.0 + np.exp(-z)), np.exp(z) / (1.0 + np.exp(z)))
+
+
 class _BinnedScalars:
-    """ECE, ESCE and MCE read off the state (the formulas of
+    """ECE, ESCE and MCE read off the binary state (the formulas of
     CalibrationReport.from_state, in one compiled loop) without building the
     per-bin table, which dominates the cost of a call on small inputs."""
 
@@ -175,18 +246,25 @@ class _BinnedScalars:
         self.ece, self.esce, self.mce = kb.binned_scalars(acc.counts, acc.sums, acc.n_bins, col)
 
 
-def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads):
+def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
+            renormalize=False):
     acc, _, _ = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
                              observed=observed, nan_policy=nan_policy, threads=threads,
-                             with_logs=False)
+                             with_logs=False, logits=logits, renormalize=renormalize)
+    if acc.n_classes is not None:
+        return acc.report()
     return _BinnedScalars(acc, observed)
 
 
 def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None):
+        nan_policy="raise", threads=None, logits=False, renormalize=False):
     """Expected Calibration Error (eq. 5): sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)|.
 
-    Options as in :func:`calibration_report`. Returns a float.
+    Options as in :func:`calibration_report`. Returns a float. For (n, K)
+    ``y_prob`` this is the top-label (confidence) ECE: bins over max_k p_k,
+    comparing each bin's mean confidence with its accuracy (argmax == label);
+    ``observed`` does not apply there (the two coincide). For the class-wise
+    version see :func:`fastcal.classwise_ece`.
 
     Examples
     --------
@@ -194,12 +272,16 @@ def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     >>> round(fastcal.ece([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
     0.25
     """
-    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads).ece
+    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
+                   logits, renormalize).ece
 
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-         nan_policy="raise", threads=None):
+         nan_policy="raise", threads=None, logits=False, renormalize=False):
     """Expected Signed Calibration Error (eq. 6): positive means under-confident.
+
+    Options as in :func:`calibration_report`; (n, K) input gives the
+    top-label version (accuracy minus confidence per confidence bin).
 
     Examples
     --------
@@ -207,12 +289,16 @@ def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac
     >>> round(fastcal.esce([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
     0.05
     """
-    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads).esce
+    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
+                   logits, renormalize).esce
 
 
 def mce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None):
+        nan_policy="raise", threads=None, logits=False, renormalize=False):
     """Maximum Calibration Error: the largest |frac_pos - conf| over non-empty bins.
+
+    Options as in :func:`calibration_report`; (n, K) input gives the
+    top-label version.
 
     Examples
     --------
@@ -220,11 +306,15 @@ def mce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     >>> round(fastcal.mce([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
     0.4
     """
-    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads).mce
+    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
+                   logits, renormalize).mce
 
 
-def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", threads=None):
+def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", threads=None,
+        logits=False, renormalize=False):
     """Adaptive Calibration Error: ECE over equal-mass bins.
+
+    For (n, K) ``y_prob``: top-label ACE, equal-mass bins over max_k p_k.
 
     The data are sorted by p (stable sort) and cut into n_bins groups whose
     sizes differ by at most one; ties are split by position in the input.
@@ -236,17 +326,31 @@ def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", t
     >>> round(fastcal.ace([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=2), 3)
     0.25
     """
-    return calibration_report(y_true, y_prob, n_bins=n_bins, strategy="quantile",
-                              observed=observed, nan_policy=nan_policy, threads=threads).ece
+    p = v.to_array("y_prob", y_prob)
+    if p.ndim == 2:
+        return calibration_report(y_true, p, n_bins=n_bins, nan_policy=nan_policy,
+                                  threads=threads, logits=logits, renormalize=renormalize,
+                                  ace=True).ace
+    return calibration_report(y_true, p, n_bins=n_bins, strategy="quantile",
+                              observed=observed, nan_policy=nan_policy, threads=threads,
+                              logits=logits).ece
 
 
-def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None):
-    """Entropic Calibration Difference, binary form (eq. 15).
+def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=False,
+        renormalize=False):
+    """Entropic Calibration Difference: binary form (eq. 15) or K classes (eq. 12).
 
     ECD = 1/n sum_i (p_i - y_i) log(p_i / (1 - p_i)). Negative means
     under-confident, positive over-confident; 0 at p = 0.5 for either label.
     Never NaN: the term is 0 at p = y in {0, 1} and +inf at p = 1 - y in
     {0, 1}; ``eps`` clips p to [eps, 1 - eps] for a finite score.
+
+    (n, K) ``y_prob`` with labels in [0, K): eq. 12,
+    ECD = 1/n sum_i [sum_k p_ik log p_ik - log p_i,y_i] with 0 log 0 = 0 and
+    +inf when the true class has probability 0 (equal to eq. 15 for K = 2).
+    (n, K) ``y_true`` holding label distributions (soft labels): see
+    :func:`fastcal.soft.soft_ecd`. ``logits=True`` applies a sigmoid/softmax
+    inside the kernel; log-probabilities then come straight from the logits.
 
     Examples
     --------
@@ -254,13 +358,22 @@ def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None):
     >>> fastcal.ecd([1, 0], [0.5, 0.5])
     0.0
     """
+    if _is_soft(y_true):
+        return soft.soft_ecd(y_true, y_prob, eps=eps, nan_policy=nan_policy, threads=threads,
+                             logits=logits, renormalize=renormalize)
     acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps,
-                             threads=threads)
+                             threads=threads, logits=logits, renormalize=renormalize)
     return acc.report().ecd
 
 
-def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None):
+def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=False,
+                renormalize=False):
     """Brier score: mean of (p - y)^2 (eq. 2).
+
+    (n, K) ``y_prob``: 1/n sum_i sum_k (p_ik - 1[y_i = k])^2 (seed 004's
+    ||p - y||^2). For K = 2 this is twice the binary Brier score of p_i1,
+    because both columns contribute the same squared error. (n, K)
+    ``y_true`` holding label distributions: sum_k (p_ik - y_ik)^2.
 
     Examples
     --------
@@ -268,14 +381,21 @@ def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None):
     >>> round(fastcal.brier_score([0, 1], [0.2, 0.6]), 3)
     0.1
     """
-    acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads)
+    if _is_soft(y_true):
+        return soft.soft_brier_score(y_true, y_prob, nan_policy=nan_policy, threads=threads,
+                                     logits=logits, renormalize=renormalize)
+    acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads,
+                             logits=logits, renormalize=renormalize)
     return acc.report().brier
 
 
-def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None):
+def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=False,
+             renormalize=False):
     """Mean negative log-likelihood, natural log: -1/n sum log p(y_i).
 
-    +inf if a true label has probability 0, unless ``eps`` clips p.
+    +inf if a true label has probability 0, unless ``eps`` clips p. (n, K)
+    ``y_prob``: -1/n sum_i log p_i,y_i. (n, K) ``y_true`` holding label
+    distributions: the cross-entropy -1/n sum_i sum_k y_ik log p_ik.
 
     Examples
     --------
@@ -283,10 +403,23 @@ def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None):
     >>> round(fastcal.log_loss([1, 0], [0.5, 0.5]), 4)
     0.6931
     """
+    if _is_soft(y_true):
+        return soft.soft_log_loss(y_true, y_prob, eps=eps, nan_policy=nan_policy,
+                                  threads=threads, logits=logits, renormalize=renormalize)
     acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps,
-                             threads=threads)
+                             threads=threads, logits=logits, renormalize=renormalize)
     return acc.report().nll
 
 
+def _is_soft(y_true):
+    """True if y_true is 2-D (one label distribution per row)."""
+    shape = getattr(y_true, "shape", None)
+    if shape is None:
+        shape = v.to_array("y_true", y_true).shape
+    return len(shape) == 2
+
+
 __all__ = ["calibration_report", "ece", "esce", "mce", "ace", "ecd", "brier_score", "log_loss",
-           "uniform_edges"]
+           "uniform_edges", "classwise_ece"]
+
+classwise_ece = mc.classwise_ece

@@ -336,7 +336,6 @@ def test_simulation_is_chunk_reproducible():
     ([0, 2, 1], [0.1, 0.2, 0.3], r"y_true contains 1 labels other than 0 and 1 \(first at index 1\)"),
     ([0, 1], [0.1, 0.2, 0.3], r"different lengths: 2 and 3"),
     ([], [], r"empty"),
-    ([0, 1], [[0.5, 0.5], [0.2, 0.8]], r"multi-class .* not supported yet"),
     ([0.0, np.nan], [0.1, 0.2], r"y_true contains 1 NaN"),
 ])
 def test_bad_input_raises_clear_errors(y, p, pattern):

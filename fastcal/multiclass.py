@@ -1,0 +1,257 @@
+"""Multi-class (N, K) probabilities and logits: validation, fill, class-wise ECE.
+
+The public entry points are the ordinary metric functions (``ece``, ``ecd``,
+``calibration_report``, ... dispatch here when ``y_prob`` is 2-D or
+``logits=True``) and :func:`classwise_ece`.
+"""
+
+import numbers
+
+import numpy as np
+
+from . import _validation as v
+from ._kernels import binary as kb
+from ._kernels import multiclass as km
+
+# Rows of y_prob must sum to 1 within this (absolute) tolerance unless
+# renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.
+SUM_TOL = 1e-5
+
+_PARALLEL_MIN_ELEMENTS = 1_000_000
+
+
+def as_prob_2d(y_prob, logits):
+    """(N, K) probabilities or logits as float32/float64, any layout, no copy if possible."""
+    p = v.to_array("y_prob", y_prob)
+    if p.ndim != 2:
+        msg = f"y_prob must have shape (n_samples, n_classes); got shape {p.shape}"
+        raise ValueError(msg)
+    if p.shape[1] < 2:
+        what = "logits" if logits else "probabilities"
+        msg = (f"y_prob has shape {p.shape}: {p.shape[1]} class column; multi-class {what} need "
+               "K >= 2 columns (for a binary model pass the 1-D probability of class 1)")
+        raise ValueError(msg)
+    return _float_dtype("y_prob", p)
+
+
+def _float_dtype(name, p):
+    if p.dtype in (np.float32, np.float64):
+        return p
+    if p.dtype == np.float16:
+        return p.astype(np.float32)
+    if p.dtype.kind in "iub":
+        return p.astype(np.float64)
+    msg = f"{name} must hold numbers; got dtype {p.dtype}"
+    raise ValueError(msg)
+
+
+def as_labels_mc(y_true, n):
+    """Class indices as int64 (or float64 when float, so NaN can be seen)."""
+    y = v.to_array("y_true", y_true)
+    if y.ndim != 1:
+        msg = (f"y_true must be 1-D with one class index per sample; got shape {y.shape} "
+               "(2-D y_true means soft labels: use the functions of fastcal.soft)")
+        raise ValueError(msg)
+    if y.shape[0] != n:
+        msg = f"y_true and y_prob have different numbers of rows: {y.shape[0]} and {n}"
+        raise ValueError(msg)
+    if y.dtype == np.bool_:
+        return y.astype(np.int64)
+    if y.dtype.kind in "iu":
+        return y if y.dtype == np.int64 else y.astype(np.int64)
+    if y.dtype.kind == "f":
+        return y if y.dtype == np.float64 else y.astype(np.float64)
+    msg = f"y_true must hold integer class indices in [0, K); got dtype {y.dtype}"
+    raise ValueError(msg)
+
+
+def check_pair(y_true, y_prob, logits):
+    p = as_prob_2d(y_prob, logits)
+    y = as_labels_mc(y_true, p.shape[0])
+    return y, p
+
+
+def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
+         with_logs=True):
+    """Run the multi-class kernel; serial below ~1e6 elements."""
+    n, k = p.shape
+    n_threads = v.check_threads(threads)
+    nb = edges.shape[0] - 1
+    rowwise = k >= km.ROWWISE_K  # long rows vectorise along the row
+    if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
+        state = km.new_state(nb, k, classwise)
+        fill_range = km.fill_rows if rowwise else km.fill_range
+        fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
+                   classwise, *state, with_logs)
+        return state
+    fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
+    return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
+                         classwise, n_threads, with_logs)
+
+
+def raise_for_checks(checks, nan_policy, y, p, logits, renormalize, offset=0):
+    """Clear ValueErrors for the kernel's invalid-row counts (first row is global)."""
+    nk = km.N_CHECK_KINDS
+
+    def first(kind):
+        return int(checks[nk + kind])
+
+    what = "logits" if logits else "probabilities"
+    if nan_policy == "raise" and checks[km.CHECK_NAN_P] > 0:
+        msg = (f"y_prob contains NaN in {checks[km.CHECK_NAN_P]} rows (first at row "
+               f"{first(km.CHECK_NAN_P) + offset}); pass nan_policy='omit' to drop those rows")
+        raise ValueError(msg)
+    if nan_policy == "raise" and checks[km.CHECK_NAN_Y] > 0:
+        msg = (f"y_true contains {checks[km.CHECK_NAN_Y]} NaN labels (first at row "
+               f"{first(km.CHECK_NAN_Y) + offset}); pass nan_policy='omit' to drop those rows")
+        raise ValueError(msg)
+    if checks[km.CHECK_INF_P] > 0:
+        extra = ("+inf, or every logit -inf" if logits else "an infinite value")
+        msg = (f"y_prob has {extra} in {checks[km.CHECK_INF_P]} rows (first at row "
+               f"{first(km.CHECK_INF_P) + offset}); {what} must be finite")
+        raise ValueError(msg)
+    if checks[km.CHECK_NEG_P] > 0:
+        r = first(km.CHECK_NEG_P)
+        msg = (f"y_prob has negative probabilities in {checks[km.CHECK_NEG_P]} rows (first at "
+               f"row {r + offset}, min {float(np.min(p[r])):.6g}); probabilities must be >= 0 "
+               "(pass logits=True if these are logits)")
+        raise ValueError(msg)
+    if checks[km.CHECK_SUM_P] > 0:
+        r = first(km.CHECK_SUM_P)
+        s = float(np.sum(p[r], dtype=np.float64))
+        if renormalize:
+            msg = (f"y_prob has {checks[km.CHECK_SUM_P]} rows summing to 0 (first at row "
+                   f"{r + offset}); they cannot be renormalized")
+        else:
+            msg = (f"y_prob has {checks[km.CHECK_SUM_P]} rows that do not sum to 1 within "
+                   f"{SUM_TOL:g} (first at row {r + offset}, sum {s!r}); pass renormalize=True "
+                   "to divide each row by its sum, or logits=True if these are logits")
+        raise ValueError(msg)
+    if checks[km.CHECK_BAD_Y] > 0:
+        r = first(km.CHECK_BAD_Y)
+        label = y[r]
+        label = label.item() if hasattr(label, "item") else label
+        msg = (f"y_true has {checks[km.CHECK_BAD_Y]} labels outside the class indices "
+               f"0..{p.shape[1] - 1} (first: label {label!r} at row {r + offset}); labels must "
+               f"be integers in [0, K) with K = {p.shape[1]} columns of y_prob")
+        raise ValueError(msg)
+
+
+def confidence_and_correct(y, p, logits, renormalize, eps):
+    """Per-row max probability and 1[argmax == label] (NaN conf for invalid rows)."""
+    n = p.shape[0]
+    conf = np.empty(n, np.float64)
+    correct = np.empty(n, np.uint8)
+    km.confidence(p, y, logits, renormalize, SUM_TOL, eps, conf, correct)
+    return conf, correct
+
+
+def class_tables(ccounts, csums, edges):
+    """Per-class ECE/ESCE/MCE and reliability columns from the class-wise state.
+
+    Returns (per-class dict of 1-D arrays, per-class-per-bin dict of 2-D arrays).
+    """
+    count = ccounts[:, :, 0]
+    n_true = ccounts[:, :, 1]
+    n = count.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = count.astype(np.float64)
+        conf = csums / c
+        freq = n_true / c
+        gap = freq - conf
+        w = c / n[:, None]
+        esce = np.nansum(np.where(count > 0, w * gap, 0.0), axis=1)
+        ece = np.nansum(np.where(count > 0, w * np.abs(gap), 0.0), axis=1)
+        mce = np.max(np.where(count > 0, np.abs(gap), -np.inf), axis=1)
+        mean_p = csums.sum(axis=1) / n
+        frequency = n_true.sum(axis=1) / n
+    empty = count == 0
+    conf[empty] = np.nan
+    freq[empty] = np.nan
+    gap[empty] = np.nan
+    per_class = {
+        "class": np.arange(count.shape[0], dtype=np.int64),
+        "support": n_true.sum(axis=1).astype(np.int64),
+        "mean_prob": mean_p,
+        "frequency": frequency,
+        "ece": ece,
+        "esce": esce,
+        "mce": mce,
+    }
+    per_bin = {
+        "lower": np.asarray(edges[:-1], np.float64),
+        "upper": np.asarray(edges[1:], np.float64),
+        "count": count.copy(),
+        "n_true": n_true.copy(),
+        "conf": conf,
+        "frequency": freq,
+    }
+    return per_class, per_bin
+
+
+def check_n_classes(n_classes):
+    if n_classes is None:
+        return None
+    if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral) or n_classes < 2:
+        msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
+        raise ValueError(msg)
+    return int(n_classes)
+
+
+def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logits=False,
+                  renormalize=False, nan_policy="raise", threads=None, return_per_class=False):
+    """Class-wise ECE: the mean over classes of the binary ECE of column k against 1[y = k].
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class indices in [0, K).
+    y_prob : array-like of shape (n, K)
+        Probabilities (rows sum to 1) or, with ``logits=True``, scores.
+    n_bins, edges, closed, nan_policy, threads
+        As in :func:`fastcal.calibration_report`; every class uses the same bins.
+    logits : bool, default False
+        Apply a softmax to each row inside the kernel.
+    renormalize : bool, default False
+        Divide each row by its sum instead of rejecting rows that do not sum
+        to 1 within 1e-5.
+    return_per_class : bool, default False
+        Also return the per-class ECE values (array of length K).
+
+    Returns
+    -------
+    float, or (float, ndarray) with ``return_per_class=True``
+        The per-class values, and the per-class reliability tables, are also
+        in ``calibration_report(...).classes`` and ``.class_bins``.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`fastcal.ece` with (n, K) input.
+
+    Notes
+    -----
+    cwECE = 1/K sum_k sum_m |B_mk|/n |freq_k(B_mk) - mean p_k(B_mk)|, where
+    B_mk are the rows whose p_k falls in bin m and freq_k the fraction of them
+    with label k (seed 004's class-wise calibration; a class-wise version of
+    eq. 5 of the ECD paper). Every class has all n rows, so the weights are
+    |B_mk|/n for each class.
+
+    Examples
+    --------
+    >>> import numpy as np, fastcal
+    >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    >>> round(fastcal.classwise_ece([0, 1, 0], p, n_bins=5), 4)
+    0.2667
+    """
+    from .metrics import calibration_report
+
+    rep = calibration_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
+                             logits=logits, renormalize=renormalize, nan_policy=nan_policy,
+                             ace=False, threads=threads)
+    if not hasattr(rep, "classwise_ece"):
+        msg = "y_prob must have shape (n_samples, n_classes) for classwise_ece; got 1-D input"
+        raise ValueError(msg)
+    if return_per_class:
+        return rep.classwise_ece, rep.classes["ece"].copy()
+    return rep.classwise_ece

@@ -1,0 +1,106 @@
+"""The report of a multi-class fill: the binary report's fields plus per-class tables."""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .report import CalibrationReport, _clean
+
+CLASS_COLUMNS = ("class", "support", "mean_prob", "frequency", "ece", "esce", "mce")
+CLASS_BIN_COLUMNS = ("count", "n_true", "conf", "frequency")
+
+
+@dataclass
+class MulticlassReport(CalibrationReport):
+    """Calibration metrics of (n, K) predictions from one pass.
+
+    Everything of :class:`~fastcal.CalibrationReport`, read over *confidence*
+    (top-label) bins: a row falls in the bin of its max probability; ``conf``
+    is the mean max probability and ``accuracy`` the fraction of rows whose
+    argmax is the label (for top-label calibration the "fraction of
+    positives" is that same accuracy, so ``frac_pos`` equals ``accuracy``).
+    ``ece``/``esce``/``mce`` compare the two (Guo et al.; seed 004's
+    confidence ECE); ``ace`` is the same over equal-mass confidence bins.
+    ``ecd`` is eq. 12 of the ECD paper, mean over rows of
+    sum_k p_k log p_k - log p_y; ``ecd_var`` sums the per-row variance
+    sum_k p_k (log p_k)^2 - (sum_k p_k log p_k)^2 it would have if the
+    labels were drawn from p. ``brier`` is mean sum_k (p_k - 1[y = k])^2
+    (twice the binary Brier score when K = 2) and ``nll`` mean -log p_y.
+
+    Attributes
+    ----------
+    n_classes : int
+        K.
+    classwise_ece : float
+        Mean over classes of the binary ECE of column k against 1[y = k]
+        (NaN if the class-wise state was not filled).
+    classes : dict of arrays, length K
+        ``class, support`` (rows with that label), ``mean_prob`` (mean p_k),
+        ``frequency`` (support / n), ``ece, esce, mce`` of the class.
+    class_bins : dict of (K, n_bins) arrays
+        ``count`` (rows whose p_k is in the bin), ``n_true`` (of those, label
+        k), ``conf`` (mean p_k), ``frequency`` (n_true / count); plus
+        ``lower``/``upper`` edges. Empty cells are count 0 and NaN.
+    """
+
+    n_classes: int = 0
+    classwise_ece: float = float("nan")
+    classes: dict = field(default_factory=dict, repr=False)
+    class_bins: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_multiclass_state(cls, counts, sums, totals, per_class, per_bin, *, n_classes,
+                              edges, closed, n_omitted, strategy="uniform", eps=0.0):
+        rep = CalibrationReport.from_state.__func__(
+            cls, counts, sums, totals, edges=edges, closed=closed, n_omitted=n_omitted,
+            observed="accuracy", strategy=strategy, eps=eps)
+        rep.n_classes = int(n_classes)
+        rep.classes = per_class or {}
+        rep.class_bins = per_bin or {}
+        if per_class and rep.n > 0:
+            rep.classwise_ece = float(np.mean(per_class["ece"]))
+        return rep
+
+    def to_dict(self):
+        """Plain Python types: the binary report's keys plus n_classes,
+        classwise_ece, ``classes`` (one dict per class) and ``class_bins``
+        (columns as K lists of n_bins values)."""
+        out = super().to_dict()
+        out["n_classes"] = self.n_classes
+        out["classwise_ece"] = _clean(self.classwise_ece)
+        out["classes"] = [
+            {col: _clean(self.classes[col][k]) for col in CLASS_COLUMNS}
+            for k in range(len(self.classes.get("class", ())))
+        ]
+        out["class_bins"] = {
+            col: [[_clean(x) for x in row] for row in self.class_bins[col]]
+            for col in CLASS_BIN_COLUMNS if col in self.class_bins
+        }
+        return out
+
+    def to_markdown(self, digits=4):
+        """The confidence-bin table, then the per-class table."""
+        fmt = f"{{:.{digits}f}}"
+
+        def cell(x):
+            if isinstance(x, (int, np.integer)):
+                return str(int(x))
+            x = float(x)
+            return "" if math.isnan(x) else fmt.format(x)
+
+        top = super().to_markdown(digits)
+        if not self.classes:
+            return top
+        head = ["class", "support", "mean p", "frequency", "ECE", "ESCE", "MCE"]
+        rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for k in range(self.n_classes):
+            vals = [str(k), cell(self.classes["support"][k]), cell(self.classes["mean_prob"][k]),
+                    cell(self.classes["frequency"][k]), cell(self.classes["ece"][k]),
+                    cell(self.classes["esce"][k]), cell(self.classes["mce"][k])]
+            rows.append("| " + " | ".join(vals) + " |")
+        return (f"Confidence (top-label) bins, K = {self.n_classes} classes:\n\n{top}\n\n"
+                f"Per class (class-wise ECE = {cell(self.classwise_ece)}):\n\n" + "\n".join(rows))
+
+    def __str__(self):
+        return self.to_markdown()
