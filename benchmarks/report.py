@@ -49,7 +49,8 @@ def run_suite(json_path, extra):
         for line in proc.stdout:
             sys.stderr.write(line)
             text = line.strip()
-            if text.startswith("RESULT") or text.startswith(("EKF: filterpy", "UKF: filterpy")):
+            if text.startswith(("RESULT", "EKF: filterpy", "UKF: filterpy")) or (
+                    text.startswith(("1e7x10:", "1e5x1000:"))):  # tracking, multi-class
                 printed.append(text)
     return proc.returncode, printed
 
@@ -92,7 +93,7 @@ def rows_by_group(bench):
     for b in bench["benchmarks"]:
         info = b.get("extra_info", {})
         t = b["stats"]["min"]
-        n = info.get("n")
+        n = info.get("n", info.get("rows"))
         groups[b.get("group") or "other"].append({
             "name": b["name"], "contender": info.get("contender", b["name"]), "n": n,
             "t": t, "mps": n / t / 1e6 if n else None, "info": info})
