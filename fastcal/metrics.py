@@ -48,9 +48,7 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
                                         acc.threads)
     raise_for_checks(checks, acc.nan_policy)
     acc._fill_boot(y, p, 0)
-    acc.counts += counts
-    acc.sums += sums
-    acc.totals += totals
+    acc.counts, acc.sums, acc.totals = counts, sums, totals  # the fresh state of one fill
     acc.n_omitted = int(checks[kb.CHECK_OMITTED])
     acc.n_rows = p.shape[0]
     if acc.n == 0:
@@ -238,6 +236,16 @@ def _sigmoid(z):
         return np.where(z >= 0, 1.0 / (1.0 + np.exp(-z)), np.exp(z) / (1.0 + np.exp(z)))
 
 
+class _BinnedScalars:
+    """ECE, ESCE and MCE read off the binary state (the formulas of
+    CalibrationReport.from_state, in one compiled loop) without building the
+    per-bin table, which dominates the cost of a call on small inputs."""
+
+    def __init__(self, acc, observed):
+        col = 1 if observed == "frac_pos" else 2
+        self.ece, self.esce, self.mce = kb.binned_scalars(acc.counts, acc.sums, acc.n_bins, col)
+
+
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
             renormalize=False):
     acc, _, _ = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
@@ -245,7 +253,7 @@ def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads
                              with_logs=False, logits=logits, renormalize=renormalize)
     if acc.n_classes is not None:
         return acc.report()
-    return acc.report(observed=observed)
+    return _BinnedScalars(acc, observed)
 
 
 def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",

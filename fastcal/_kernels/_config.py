@@ -22,3 +22,7 @@ COPIES = 4
 # thread totals. Bounded so that the packed integer counters cannot overflow
 # (21 bits per field, see binary.py).
 FLUSH = 1 << 20
+
+# Flags for the elementwise maths in mathfn.py, which rely on exact float
+# identities (Fast2Sum, Sterbenz subtractions) that reassociation would undo.
+FASTMATH_EXACT = {"contract", "nsz"}

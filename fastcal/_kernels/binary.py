@@ -14,14 +14,24 @@ branches):
     sums[b, 1]    sum of ECD terms (p - y) * logit(p)     float64  (eq. 15)
     sums[b, 2]    sum of p (1 - p) logit(p)**2            float64  (Var of ECD term if calibrated)
     totals[0..4]  sums of Brier terms, NLL terms, squared ECD, squared Brier and squared NLL terms
-    checks[0..7]  invalid-input counts and first indices (see CHECK_* below)
+    checks[0..9]  invalid-input counts and first indices (see CHECK_* below)
+
+Per block of BLOCK rows: (1) bins and both logarithms in one vectorised loop
+(compiled without reassociation: the logarithm relies on exact float
+identities); (2) validity, per-sample terms and the five global sums in a
+vectorised loop (reassociated reductions); (3) a scalar scatter, four updates
+per row, into COPIES interleaved copies of the per-bin accumulators (the
+three counts packed into one int64), flushed into the output every FLUSH
+rows. Invalid rows are counted in (2); only a block that holds some is
+scanned again for the counts and first indices. benchmarks/NOTES.md has the
+measurements behind these choices.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from .mathfn import log1m, log64
+from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
+from .mathfn import log_pair
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -35,38 +45,176 @@ CHECK_NAN_Y = 3      # label is NaN (float labels only)
 CHECK_OMITTED = 4    # rows dropped under nan_policy='omit' (p or label NaN)
 N_CHECK_KINDS = 5
 
+_LOG_HALF = -0.6931471805599453  # log(0.5), the logs of a neutral trash row
 _SHIFT_POS = 21
 _SHIFT_OK = 42
 _FIELD = (1 << 21) - 1
 
 
-@njit(inline="always", error_model="numpy", cache=True)
-def _bin_uniform(p, edges, nb, nbf, right):
-    """Bin of p for uniform edges, exact at every edge (edges already rounded to p's dtype).
+@njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
+def _bin_near_edge(pj, nbf, top, invn, right, is32):
+    """Bin of pj for uniform edges, exact at every edge, without memory reads.
 
-    p * n can be one ulp off an integer (0.3 * 10 = 2.9999999999999996), so the
-    first guess is corrected once against the stored edges, branch-free.
+    Only the edge nearest to pj * n can be on the wrong side of a naive
+    floor(pj * n) (0.3 * 10 = 2.9999999999999996), so that edge E_k =
+    k / n, rounded to pj's own dtype, is recomputed here and compared with
+    pj. For float32 data E_k = float32(k * (1 / n)): the float64 product is
+    within 2 ulp of k / n, far closer than any float32 rounding boundary, so
+    it rounds to the same float32 as k / n (checked for the whole table
+    before this is used). For float64 data E_k is the correctly rounded
+    division. Values outside [0, 1] and NaN are binned as 0.5; the caller
+    sends their rows to the trash row.
     """
-    b = min(np.int64(p * nbf), nb - 1)
-    if right:
-        # (a, b] with p = 0 in the first bin
-        b = b - np.int64((b > 0) & (p <= edges[b]))
-        b = b + np.int64((b < nb - 1) & (p > edges[b + 1]))
+    pc = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
+    k = np.int64(pc * nbf + 0.5)
+    kf = np.float64(k)
+    if is32:
+        e = np.float64(np.float32(kf * invn))
     else:
-        # [a, b) with p = 1 in the last bin
-        b = b - np.int64(p < edges[b])
-        b = b + np.int64((b < nb - 1) & (p >= edges[b + 1]))
-    return b
+        e = kf / nbf
+    # (a, b] (right) with p = 0 in the first bin, or [a, b) with p = 1 in the
+    # last bin: the same but one bin up when p == e. Arithmetic rather than a
+    # branch, so that one compiled loop serves both sides.
+    b = k - 1 + np.int64(pc > e) + np.int64((pc == e) & (not right))
+    return min(max(b, 0), top)
+
+
+@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+def _uniform_ok(edges, is32):
+    """True if _bin_near_edge's edge formula reproduces every stored edge."""
+    nb = edges.shape[0] - 1
+    nbf = np.float64(nb)
+    invn = 1.0 / nbf
+    for k in range(nb + 1):
+        kf = np.float64(k)
+        e = np.float64(np.float32(kf * invn)) if is32 else kf / nbf
+        if e != edges[k]:
+            return False
+    return True
+
+
+@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+def _bins_uniform(p, edges, nb, right, bi):
+    """Bins of the block p for uniform edges (vectorised, see _bin_near_edge)."""
+    nbf = np.float64(nb)
+    invn = 1.0 / nbf
+    top = nb - 1
+    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
+    if is32:
+        for j in range(p.shape[0]):
+            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, True)
+    else:
+        for j in range(p.shape[0]):
+            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, False)
+
+
+@njit(error_model="numpy", cache=True)
+def _bins_search(p, edges, nb, right, bi):
+    """Bins of the block p for arbitrary sorted edges spanning [0, 1]."""
+    for j in range(p.shape[0]):
+        pj = np.float64(p[j])
+        pc = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
+        if right:
+            b = max(np.searchsorted(edges, pc, side="left") - 1, 0)
+        else:
+            b = min(np.searchsorted(edges, pc, side="right") - 1, nb - 1)
+        bi[j] = b
+
+
+@njit(error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+def _logs(p, lo, hi, lp, lq):
+    """log(q) and log(1 - q) of the block, q = p clipped to [lo, hi] (vectorised).
+
+    Compiled without reassociation: the logarithm relies on exact float
+    identities. Values outside [0, 1] and NaN are replaced by 0.5.
+    """
+    for j in range(p.shape[0]):
+        lp[j], lq[j] = log_pair(_clip_valid(np.float64(p[j]), lo, hi))
 
 
 @njit(inline="always", error_model="numpy", cache=True)
-def _bin_search(p, edges, nb, right):
-    """Bin of p for arbitrary sorted edges spanning [0, 1]."""
-    if right:
-        b = np.searchsorted(edges, p, side="left") - 1
-        return max(b, 0)
-    b = np.searchsorted(edges, p, side="right") - 1
-    return min(b, nb - 1)
+def _clip_valid(pj, lo, hi):
+    """pj clipped to [lo, hi]; 0.5 if pj is NaN or outside [0, 1]."""
+    ps = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
+    return min(max(ps, lo), hi)
+
+
+@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
+    """Per-sample terms of one block, the block's global sums added to tot.
+
+    Rows with p outside [0, 1], NaN p or a label other than 0/1 are sent to
+    the trash row nb with neutral values (p = 0.5, y = 0) and add nothing to
+    tot. Returns the number of valid rows.
+    """
+    n_good = 0
+    s_brier = 0.0
+    s_nll = 0.0
+    s_ecd2 = 0.0
+    s_brier2 = 0.0
+    s_nll2 = 0.0
+    for j in range(p.shape[0]):
+        pj = np.float64(p[j])
+        yj = np.float64(y[j])
+        good = (pj >= 0.0) & (pj <= 1.0) & ((yj == 0.0) | (yj == 1.0))
+        n_good += np.int64(good)
+        ps = pj if good else 0.5
+        ys = yj if good else 0.0
+        pos = ys == 1.0
+        ok = (ps > 0.5) == pos
+        # Flat index into the interleaved copies: copy (j mod COPIES), then bin.
+        bi[j] = (bi[j] if good else nb) + (j & (COPIES - 1)) * (nb + 1)
+        inc[j] = 1 + (np.int64(pos) << _SHIFT_POS) + (np.int64(ok) << _SHIFT_OK)
+        pv[j] = ps
+        if with_logs:
+            q = min(max(ps, lo), hi)
+            lp = lpv[j] if good else _LOG_HALF
+            lq = lqv[j] if good else _LOG_HALF
+            logit = lp - lq
+            d = q - ys
+            # Limits: (p - y) logit(p) -> 0 when p == y in {0, 1}.
+            e = 0.0 if d == 0.0 else d * logit
+            pq = q * (1.0 - q)
+            v = 0.0 if pq == 0.0 else pq * logit * logit
+            nll = -lp if pos else -lq
+            db = ps - ys
+            br = db * db
+            ev[j] = e
+            vv[j] = v
+            s_brier += br if good else 0.0
+            s_brier2 += br * br if good else 0.0
+            s_nll += nll if good else 0.0
+            s_nll2 += nll * nll if good else 0.0
+            s_ecd2 += e * e if good else 0.0
+        else:
+            ev[j] = 0.0
+            vv[j] = 0.0
+    if with_logs:
+        tot[0] += s_brier
+        tot[1] += s_nll
+        tot[2] += s_ecd2
+        tot[3] += s_brier2
+        tot[4] += s_nll2
+    return n_good
+
+
+@njit(error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
+    """_bins_uniform and _logs in one loop: p is read and converted once."""
+    nbf = np.float64(nb)
+    invn = 1.0 / nbf
+    top = nb - 1
+    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
+    if is32:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, True)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+    else:
+        for j in range(p.shape[0]):
+            pj = np.float64(p[j])
+            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, False)
+            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
 @njit(error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -77,109 +225,51 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
     ``checks`` first-index entries are absolute row numbers (start-based).
     """
     nb = edges.shape[0] - 1
-    nbf = np.float64(nb)
     lo = eps
     hi = 1.0 - eps
     # Scratch for one block.
-    pv = np.empty(BLOCK, np.float64)
-    yv = np.empty(BLOCK, np.float64)
-    wv = np.empty(BLOCK, np.float64)
     bi = np.empty(BLOCK, np.int64)
-    lp = np.empty(BLOCK, np.float64)
-    lq = np.empty(BLOCK, np.float64)
-    pe = np.empty(BLOCK, np.float64)
-    ecd = np.empty(BLOCK, np.float64)
-    var = np.empty(BLOCK, np.float64)
-    # Interleaved per-bin scratch: packed integer counters and float sums.
-    loc_i = np.zeros((COPIES, nb + 1), np.int64)
-    loc_p = np.zeros((COPIES, nb + 1), np.float64)
-    loc_e = np.zeros((COPIES, nb + 1), np.float64)
-    loc_v = np.zeros((COPIES, nb + 1), np.float64)
+    inc = np.empty(BLOCK, np.int64)
+    pv = np.empty(BLOCK, np.float64)
+    ev = np.empty(BLOCK, np.float64)
+    vv = np.empty(BLOCK, np.float64)
+    lpv = np.empty(BLOCK, np.float64)
+    lqv = np.empty(BLOCK, np.float64)
+    # Interleaved per-bin scratch, COPIES copies of nb + 1 rows one after the
+    # other: packed integer counters and float sums.
+    loc_i = np.zeros(COPIES * (nb + 1), np.int64)
+    loc_p = np.zeros(COPIES * (nb + 1), np.float64)
+    loc_e = np.zeros(COPIES * (nb + 1), np.float64)
+    loc_v = np.zeros(COPIES * (nb + 1), np.float64)
+    # Uniform edges are recomputed in the loop; use the stored ones instead in
+    # the (never expected) case that the formula does not reproduce them.
+    uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
-        # Stage 1: load, classify, sanitise, bin.
-        n_nan_p = 0
-        n_range = 0
-        n_bad_y = 0
-        n_nan_y = 0
-        for j in range(m):
-            pj = np.float64(p[bstart + j])
-            yj = np.float64(y[bstart + j])
-            nan_p = pj != pj
-            nan_y = yj != yj
-            in_range = (pj >= 0.0) & (pj <= 1.0)
-            y_ok = (yj == 0.0) | (yj == 1.0)
-            good = in_range & y_ok
-            n_nan_p += nan_p
-            n_range += (~in_range) & (~nan_p)
-            n_bad_y += (~y_ok) & (~nan_y)
-            n_nan_y += nan_y
-            ps = pj if good else 0.5
-            ys = yj if good else 0.0
-            if uniform:
-                b = _bin_uniform(ps, edges, nb, nbf, right)
-            else:
-                b = _bin_search(ps, edges, nb, right)
-            bi[j] = b if good else nb
-            pv[j] = ps
-            yv[j] = ys
-            wv[j] = 1.0 if good else 0.0
-        if n_nan_p + n_range + n_bad_y + n_nan_y > 0:
-            _record_checks(p, y, bstart, m, omit, checks)
-        # Stage 2: logarithms (vectorised).
-        if with_logs:
-            for j in range(m):
-                q = min(max(pv[j], lo), hi)
-                pe[j] = q
-                lp[j] = log64(q)
-                lq[j] = log1m(q)
-            # Stage 3: per-sample terms and global sums.
-            s_brier = 0.0
-            s_nll = 0.0
-            s_ecd2 = 0.0
-            s_brier2 = 0.0
-            s_nll2 = 0.0
-            for j in range(m):
-                w = wv[j]
-                q = pe[j]
-                yy = yv[j]
-                logit = lp[j] - lq[j]
-                d = q - yy
-                # Limits: (p - y) logit(p) -> 0 when p == y in {0, 1}.
-                e = 0.0 if d == 0.0 else d * logit
-                pq = q * (1.0 - q)
-                v = 0.0 if pq == 0.0 else pq * logit * logit
-                nll = -lp[j] if yy == 1.0 else -lq[j]
-                db = pv[j] - yy
-                br = db * db
-                ecd[j] = e
-                var[j] = v
-                s_brier += w * br
-                s_brier2 += w * br * br
-                s_nll += w * nll
-                s_nll2 += w * nll * nll
-                s_ecd2 += w * e * e
-            totals[0] += s_brier
-            totals[1] += s_nll
-            totals[2] += s_ecd2
-            totals[3] += s_brier2
-            totals[4] += s_nll2
+        # Stage 1: bins and logarithms (vectorised for uniform edges).
+        pb = p[bstart:bstart + m]
+        yb = y[bstart:bstart + m]
+        if uniform and with_logs:
+            _bins_logs_uniform(pb, nb, right, lo, hi, bi, lpv, lqv)
+        elif uniform:
+            _bins_uniform(pb, edges, nb, right, bi)
         else:
-            for j in range(m):
-                ecd[j] = 0.0
-                var[j] = 0.0
-        # Stage 4: scatter into interleaved copies.
+            _bins_search(pb, edges, nb, right, bi)
+            if with_logs:
+                _logs(pb, lo, hi, lpv, lqv)
+        # Stage 2: validity, per-sample terms, global sums (vectorised).
+        n_good = _terms(pb, yb, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
+        if n_good < m:
+            _record_checks(p, y, bstart, m, omit, checks)
+        # Stage 3: scatter into interleaved copies.
+        # (unsigned indices: no negative-index wraparound in the loop)
         for j in range(m):
-            b = bi[j]
-            c = j & (COPIES - 1)
-            pj = pv[j]
-            pos = np.int64(yv[j] == 1.0)
-            ok = np.int64((pj > 0.5) == (yv[j] == 1.0))
-            loc_i[c, b] += 1 + (pos << _SHIFT_POS) + (ok << _SHIFT_OK)
-            loc_p[c, b] += pj
-            loc_e[c, b] += ecd[j]
-            loc_v[c, b] += var[j]
+            f = np.uint64(bi[j])
+            loc_i[f] += inc[j]
+            loc_p[f] += pv[j]
+            loc_e[f] += ev[j]
+            loc_v[f] += vv[j]
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
@@ -189,20 +279,21 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
 
 @njit(error_model="numpy", cache=True)
 def _flush(loc_i, loc_p, loc_e, loc_v, counts, sums):
-    nb1 = loc_i.shape[1]
-    for c in range(loc_i.shape[0]):
+    nb1 = counts.shape[0]
+    for c in range(loc_i.shape[0] // nb1):
         for b in range(nb1):
-            packed = loc_i[c, b]
+            k = c * nb1 + b
+            packed = loc_i[k]
             counts[b, 0] += packed & _FIELD
             counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
             counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
-            sums[b, 0] += loc_p[c, b]
-            sums[b, 1] += loc_e[c, b]
-            sums[b, 2] += loc_v[c, b]
-            loc_i[c, b] = 0
-            loc_p[c, b] = 0.0
-            loc_e[c, b] = 0.0
-            loc_v[c, b] = 0.0
+            sums[b, 0] += loc_p[k]
+            sums[b, 1] += loc_e[k]
+            sums[b, 2] += loc_v[k]
+            loc_i[k] = 0
+            loc_p[k] = 0.0
+            loc_e[k] = 0.0
+            loc_v[k] = 0.0
 
 
 @njit(error_model="numpy", cache=True)
@@ -284,3 +375,33 @@ def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
             if f >= 0 and (checks[N_CHECK_KINDS + k] < 0 or f < checks[N_CHECK_KINDS + k]):
                 checks[N_CHECK_KINDS + k] = f
     return counts, sums, totals, checks
+
+
+@njit(error_model="numpy", cache=True)
+def binned_scalars(counts, sums, n_bins, col):
+    """(ECE, ESCE, MCE) of the first n_bins rows of the state, in one loop.
+
+    col 1 compares the fraction of positives with the mean p, col 2 the
+    accuracy of the thresholded label. Per non-empty bin: g = counts[b, col] /
+    n_b - sums[b, 0] / n_b, weight n_b / n (eq. 3-6); MCE is the largest |g|.
+    NaN for all three if every bin is empty.
+    """
+    n = 0
+    for b in range(n_bins):
+        n += counts[b, 0]
+    if n == 0:
+        return np.nan, np.nan, np.nan
+    ece = 0.0
+    esce = 0.0
+    mce = 0.0
+    for b in range(n_bins):
+        c = counts[b, 0]
+        if c == 0:
+            continue
+        cf = np.float64(c)
+        g = counts[b, col] / cf - sums[b, 0] / cf
+        w = cf / n
+        ece += w * abs(g)
+        esce += w * g
+        mce = max(mce, abs(g))
+    return ece, esce, mce
