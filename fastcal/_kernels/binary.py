@@ -79,7 +79,7 @@ def _bin_near_edge(pj, nbf, top, invn, right, is32):
     return min(max(b, 0), top)
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def _uniform_ok(edges, is32):
     """True if _bin_near_edge's edge formula reproduces every stored edge."""
     nb = edges.shape[0] - 1
@@ -93,7 +93,7 @@ def _uniform_ok(edges, is32):
     return True
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def _bins_uniform(p, edges, nb, right, bi):
     """Bins of the block p for uniform edges (vectorised, see _bin_near_edge)."""
     nbf = np.float64(nb)
@@ -108,7 +108,7 @@ def _bins_uniform(p, edges, nb, right, bi):
             bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, False)
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def _bins_search(p, edges, nb, right, bi):
     """Bins of the block p for arbitrary sorted edges spanning [0, 1]."""
     for j in range(p.shape[0]):
@@ -121,7 +121,7 @@ def _bins_search(p, edges, nb, right, bi):
         bi[j] = b
 
 
-@njit(error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
 def _logs(p, lo, hi, lp, lq):
     """log(q) and log(1 - q) of the block, q = p clipped to [lo, hi] (vectorised).
 
@@ -139,7 +139,7 @@ def _clip_valid(pj, lo, hi):
     return min(max(ps, lo), hi)
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
     """Per-sample terms of one block, the block's global sums added to tot.
 
@@ -198,7 +198,7 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
     return n_good
 
 
-@njit(error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
 def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
     """_bins_uniform and _logs in one loop: p is read and converted once."""
     nbf = np.float64(nb)
@@ -217,7 +217,7 @@ def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
             lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
                counts, sums, totals, checks):
     """Add rows [start, stop) of (p, y) into counts, sums, totals and checks.
@@ -277,7 +277,7 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
     _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def _flush(loc_i, loc_p, loc_e, loc_v, counts, sums):
     nb1 = counts.shape[0]
     for c in range(loc_i.shape[0] // nb1):
@@ -296,7 +296,7 @@ def _flush(loc_i, loc_p, loc_e, loc_v, counts, sums):
             loc_v[k] = 0.0
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def _record_checks(p, y, bstart, m, omit, checks):
     """Slow path, only for blocks holding invalid values: count and locate them."""
     for j in range(m):
@@ -335,14 +335,14 @@ def new_state(n_bins):
     return counts, sums, totals, checks
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def _new_checks():
     checks = np.full(2 * N_CHECK_KINDS, -1, np.int64)
     checks[:N_CHECK_KINDS] = 0
     return checks
 
 
-@njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
     """Fill fresh state from all of (p, y) with n_threads contiguous ranges.
 
@@ -377,7 +377,7 @@ def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
     return counts, sums, totals, checks
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def binned_scalars(counts, sums, n_bins, col):
     """(ECE, ESCE, MCE) of the first n_bins rows of the state, in one loop.
 

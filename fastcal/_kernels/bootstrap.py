@@ -136,7 +136,7 @@ def _stage(p, y, bstart, m, row0, skey, edges, nb, nbf, uniform, right, pv, yv, 
         keys[j] = row_key(skey, row0 + bstart + j)
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums):
     """Add rows of (p, y) with Poisson(1) weights into replicates r0..r1-1 (serial).
 
@@ -191,7 +191,7 @@ def boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bs
                     loc_f[c, b] = 0.0
 
 
-@njit(parallel=True, error_model="numpy", cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", cache=True)
 def boot_fill_parallel(p, y, row0, edges, uniform, right, seed, n_threads, bcounts, bsums):
     """boot_fill_range over all replicates, split into n_threads contiguous ranges.
 
@@ -206,7 +206,7 @@ def boot_fill_parallel(p, y, row0, edges, uniform, right, seed, n_threads, bcoun
             boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums)
 
 
-@njit(parallel=True, error_model="numpy", cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", cache=True)
 def null_fill(p, y, row0, edges, uniform, right, eps, seed, n_threads, pos, ecd):
     """Labels drawn from the predictions themselves (perfect calibration), R times.
 

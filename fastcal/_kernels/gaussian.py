@@ -20,7 +20,7 @@ STATUS_ASYMMETRIC = 2
 STATUS_NOT_PD = 3
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def cholesky_lower(P, L):
     """Write the lower Cholesky factor of ``P`` (d, d) into ``L``; return False if not PD.
 
@@ -46,7 +46,7 @@ def cholesky_lower(P, L):
     return True
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def forward_substitute(L, b, y):
     """Solve ``L y = b`` for lower-triangular ``L``; write into ``y``."""
     d = L.shape[0]
@@ -57,7 +57,7 @@ def forward_substitute(L, b, y):
         y[i] = s / L[i, i]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def nees_one(e, P, L, y, sym_rtol):
     """NEES ``e^T P^-1 e`` of one error vector, with its status code.
 
@@ -86,7 +86,7 @@ def nees_one(e, P, L, y, sym_rtol):
     return total, STATUS_OK
 
 
-@njit(cache=True, parallel=True)
+@njit(nogil=True, cache=True, parallel=True)
 def nees_batch(errors, covs, out, status, sym_rtol, n_threads):
     """NEES of every row: ``errors`` (n, d), ``covs`` (n, d, d) -> ``out`` (n,), ``status`` (n,).
 

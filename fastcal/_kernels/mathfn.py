@@ -89,7 +89,7 @@ def _one_minus(p):
     return q, d * (1.0 + t * (1.0 + t))
 
 
-@njit(fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
+@njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
 def log64(x):
     """Natural log of x (float64): log(0) = -inf, log(inf) = inf, NaN and x < 0 give NaN."""
     small = x < _TINY
@@ -104,7 +104,7 @@ def log64(x):
     return out
 
 
-@njit(fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
+@njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
 def log1m(p):
     """log(1 - p) for p <= 1, accurate for small p (log1p(-p) to about 1 ulp)."""
     q, c = _one_minus(p)

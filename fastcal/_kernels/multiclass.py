@@ -116,7 +116,7 @@ def _bin(p, edges, nb, nbf, uniform, right):
     return min(max(b, 0), nb - 1)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(nogil=True, cache=True, error_model="numpy")
 def _isnan(x):
     """NaN test compiled without fastmath: under fastmath flags LLVM may fold
     ``x != x`` to False, so every NaN test in a fastmath kernel calls this."""
@@ -220,7 +220,7 @@ def _clip_row(qv, ev, lv, K, lo, hi):
         lv[k] = log64(qe)
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
               counts, sums, totals, ccounts, csums, checks, with_logs=True):
     """Row-at-a-time version of ``fill_range`` (same results; simpler, slower).
@@ -332,7 +332,7 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
             csums[k, 0] += s0[k]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def block_rows(n_classes):
     """Rows per block: the (K, B) float64 scratch arrays stay around 16-32 KB."""
     return max(4, min(128, 2048 // n_classes))
@@ -363,7 +363,7 @@ def _bin_u(p, nb, nbf, right, f32):
     return b
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def _bad_row(P, i, K, logits):
     """Kind of a row whose sum is not finite (slow path): NaN, inf, or -1 if the
     row is valid (logits with some -inf but a finite max)."""
@@ -385,7 +385,7 @@ def _bad_row(P, i, K, logits):
     return -1
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
                counts, sums, totals, ccounts, csums, checks, with_logs=True):
     """Add rows [start, stop) of (P, y) into the state arrays (see module docstring).
@@ -660,7 +660,7 @@ def new_state(n_bins, n_classes, classwise=True):
     return counts, sums, totals, ccounts, csums, checks
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _merge_checks(checks, other):
     for k in range(N_CHECK_KINDS):
         checks[k] += other[k]
@@ -669,7 +669,7 @@ def _merge_checks(checks, other):
             checks[N_CHECK_KINDS + k] = f
 
 
-@njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
                   with_logs=True):
     """Fill fresh state from all rows with n_threads contiguous row ranges (blocked kernel).
@@ -688,7 +688,7 @@ def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwi
     return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
 
 
-@njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
                        n_threads, with_logs=True):
     """``fill_parallel`` with the row-at-a-time kernel (for K >= ROWWISE_K).
@@ -707,7 +707,7 @@ def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, cl
     return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _thread_state(n_threads, K, nb, classwise):
     kc = K if classwise else 0
     t_counts = np.zeros((n_threads, nb + 1, N_COUNTS), np.int64)
@@ -720,7 +720,7 @@ def _thread_state(n_threads, K, nb, classwise):
     return t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks):
     """Serial reduction of per-thread state, in thread order."""
     n_threads = t_counts.shape[0]
@@ -740,7 +740,7 @@ def _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks):
     return counts, sums, totals, ccounts, csums, checks
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def confidence(P, y, logits, renorm, tol, eps, conf, correct):
     """Max probability and 1[argmax == label] per valid row (for equal-mass bins).
 
@@ -770,7 +770,7 @@ N_SOFT = 9
 # sum DistCE (total variation), Brier, cross-entropy, ECD, ECD variance, squared ECD
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
     """Soft-label sums for rows [start, stop): T holds one label distribution per row."""
     K = P.shape[1]
@@ -847,7 +847,7 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
         totals[8] += ecd * ecd
 
 
-@njit(parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def soft_parallel(P, T, eps, logits, renorm, tol, n_threads):
     """soft_range over n_threads contiguous row ranges, serial reduction."""
     n = P.shape[0]
@@ -880,7 +880,7 @@ def _log_sigmoid(z):
     return (min(z, 0.0)) - l1p
 
 
-@njit(error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
                              counts, sums, totals, checks, bin_checks):
     """Binary state (the layout of ``binary.py``) from logits z of class 1.

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def value_histogram(p, y, omit, n_buckets):
     """Counts of floor(p * n_buckets), the last bucket also holding p = 1.
 
@@ -26,7 +26,7 @@ def value_histogram(p, y, omit, n_buckets):
     return counts
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def group_rows(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
     """The rows of one partition regrouped by equal-mass group (stable within a group).
 
@@ -92,7 +92,7 @@ def group_rows(p, y, omit, cut_values, cut_below, cut_prior, n_groups):
     return ps, ys, bounds, lower, upper
 
 
-@njit(error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", cache=True)
 def probe_ranges(p, y, omit, lo, hi, shift, mode, sizes):
     """Look at the rows whose float64 bit pattern (sort key; -0.0 as 0.0) is in
     [lo[s], hi[s]], for each range s: count them (every mode), gather their keys
