@@ -109,27 +109,33 @@ class CalibrationReport:
                    strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan")):
         """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (5,)."""
         v.check_choice("observed", observed, v.OBSERVED)
+        # Few, whole-array numpy calls: this runs on every report, and at small n
+        # it costs more than the fill itself.
         count = counts[:, 0].astype(np.int64)
-        n = int(count.sum())
-        with np.errstate(invalid="ignore", divide="ignore"):
-            c = count.astype(np.float64)
-            conf = sums[:, 0] / c
-            frac_pos = counts[:, 1] / c
-            accuracy = counts[:, 2] / c
-            target = frac_pos if observed == "frac_pos" else accuracy
-            esce_b = target - conf
-            ece_b = np.abs(esce_b)
-            ecd_b = sums[:, 1] / c
-        empty = count == 0
-        for col in (conf, frac_pos, accuracy, esce_b, ece_b, ecd_b):
-            col[empty] = np.nan
+        nb = count.shape[0]
+        tot_counts = counts.sum(axis=0)
+        tot_sums = sums.sum(axis=0)
+        n = int(tot_counts[0])
+        c = count.astype(np.float64)
+        full = count > 0
+
+        def per_bin(x):
+            out = np.full(nb, np.nan)
+            np.divide(x, c, out=out, where=full)
+            return out
+
+        conf = per_bin(sums[:, 0])
+        frac_pos = per_bin(counts[:, 1])
+        accuracy = per_bin(counts[:, 2])
+        ecd_b = per_bin(sums[:, 1])
+        esce_b = (frac_pos if observed == "frac_pos" else accuracy) - conf
+        ece_b = np.abs(esce_b)
         if n > 0:
-            w = c / n
-            full = ~empty
-            ece = float(np.sum(w[full] * ece_b[full]))
-            esce = float(np.sum(w[full] * esce_b[full]))
-            mce = float(np.max(ece_b[full]))
-            ecd = float(np.sum(sums[:, 1]) / n)
+            w = c[full] / n
+            ece = float(np.dot(w, ece_b[full]))
+            esce = float(np.dot(w, esce_b[full]))
+            mce = float(ece_b[full].max())
+            ecd = float(tot_sums[1] / n)
             brier = float(totals[0] / n)
             nll = float(totals[1] / n)
         else:
@@ -145,14 +151,14 @@ class CalibrationReport:
             "esce": esce_b,
             "ecd": ecd_b,
             "ecd_var": sums[:, 2].copy(),
-            "ecd_z": np.where(empty, np.nan, _stats.z_from_sums(sums[:, 1], sums[:, 2])),
+            "ecd_z": np.where(full, _stats.z_from_sums(sums[:, 1], sums[:, 2]), np.nan),
         }
         raw = {
-            "n_pos": int(counts[:, 1].sum()),
-            "n_correct": int(counts[:, 2].sum()),
-            "sum_p": float(sums[:, 0].sum()),
-            "sum_ecd": float(sums[:, 1].sum()),
-            "sum_ecd_var": float(sums[:, 2].sum()),
+            "n_pos": int(tot_counts[1]),
+            "n_correct": int(tot_counts[2]),
+            "sum_p": float(tot_sums[0]),
+            "sum_ecd": float(tot_sums[1]),
+            "sum_ecd_var": float(tot_sums[2]),
             "sum_brier": float(totals[0]),
             "sum_nll": float(totals[1]),
             "sum_ecd_sq": float(totals[2]),

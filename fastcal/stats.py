@@ -123,10 +123,8 @@ def z_from_sums(sum_ecd, sum_var):
     s = np.asarray(sum_ecd, dtype=np.float64)
     var = np.asarray(sum_var, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = s / np.sqrt(var)
-        inf = np.where(s > 0, np.inf, -np.inf)
-    z = np.where(var > 0, z, np.where(s == 0, 0.0, inf))
-    z = np.where(np.isnan(s) | np.isnan(var), np.nan, z)
+        z = s / np.sqrt(var)  # s / 0 is already +-inf; NaN stays NaN
+    z = np.where((var == 0) & (s == 0), 0.0, z)  # 0 / 0: an exactly-zero sum is z = 0
     return z if z.ndim else float(z)
 
 
