@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 
+from . import _atomic
+
 EXIT_OK = 0
 EXIT_BAD = 2
 
@@ -104,35 +106,21 @@ def _parser():
 
 # -- atomic output -------------------------------------------------------------
 
-def _temp_near(path, suffix=""):
+def _check_folder(path):
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise _Fail(f"{path}: the directory {d} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
-                               dir=d)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-    return tmp
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def _temp_near(path, suffix=""):
+    _check_folder(path)
+    return _atomic.temp_near(path, suffix)
 
 
 def write_text_atomic(path, text):
     """Write ``text`` to ``path`` via a temporary file and a rename."""
-    tmp = _temp_near(path)
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
+    _check_folder(path)
+    _atomic.write_atomically(path, lambda fh: fh.write(text), mode="w")
 
 
 def _remove(path):
@@ -237,14 +225,8 @@ def _score_on_dask(args):
 
 
 def _plot_atomic(rep, path):
-    ext = os.path.splitext(path)[1]
-    tmp = _temp_near(path, suffix=ext)
-    try:
-        rep.plot(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
+    _check_folder(path)
+    rep.plot(path)  # CalibrationReport.plot writes through a temporary file and a rename
 
 
 # -- simulate -----------------------------------------------------------------------
@@ -375,7 +357,7 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
     tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=parent)
-    os.chmod(tmp, 0o777 & ~_umask())
+    os.chmod(tmp, 0o777 & ~_atomic.umask())
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):

@@ -8,9 +8,10 @@ window and nothing leaks between calls. PNG files are written atomically
 """
 
 import os
-import tempfile
 
 import numpy as np
+
+from ._atomic import write_atomically
 
 OVER_COLOUR = "#c0392b"   # ECD > 0: over-confident
 UNDER_COLOUR = "#2471a3"  # ECD < 0: under-confident
@@ -32,28 +33,8 @@ def save_atomic(fig, path, *, dpi=None):
     The format follows the file's suffix (PNG when there is none). A failed
     save leaves no file behind and an existing file untouched.
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    suffix = os.path.splitext(path)[1].lower().lstrip(".") or "png"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format=suffix, dpi=dpi)
-        # mkstemp creates the file 0600; give it the mode a plain open() would
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _umask():
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    suffix = os.path.splitext(os.fspath(path))[1].lower().lstrip(".") or "png"
+    return write_atomically(path, lambda fh: fig.savefig(fh, format=suffix, dpi=dpi))
 
 
 def wilson_interval(k, n, level=0.95):

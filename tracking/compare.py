@@ -2,10 +2,10 @@
 
 import math
 import os
-import tempfile
 
 import numpy as np
 
+from fastcal._atomic import write_atomically
 from tracking.consistency import evaluate
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
 from tracking.scenario import Scenario, simulate
@@ -129,26 +129,3 @@ def plot_report(report, path):
         fontsize=10,
     )
     return write_atomically(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
-
-
-def write_atomically(path, write, *, mode="wb"):
-    """Write a file via a temporary file in the same directory and ``os.replace``.
-
-    ``write(fh)`` fills the open temporary file. Readers never see a partial
-    file; permissions follow the umask like a normal ``open``.
-    """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, mode) as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
