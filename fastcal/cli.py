@@ -46,7 +46,9 @@ def _parser():
                     "and print the per-bin table (or one JSON object with --json).")
     sc.add_argument("path", metavar="PATH", help="file, or directory of files (Parquet dataset; "
                                                  "NPY: one .npy file per column)")
-    sc.add_argument("--prob", required=True, metavar="COL", help="probability column (class 1)")
+    sc.add_argument("--prob", required=True, metavar="COL",
+                    help="probability column of class 1; for K classes a comma-separated list "
+                         "of K columns or a prefix ending in '*' (quote it: 'p_*')")
     sc.add_argument("--label", required=True, metavar="COL", help="label column (0/1)")
     sc.add_argument("--bins", type=int, default=10, metavar="N", help="number of bins (10)")
     sc.add_argument("--strategy", choices=("uniform", "quantile"), default="uniform",
@@ -57,6 +59,8 @@ def _parser():
                     help="what ECE compares with the mean probability of a bin")
     sc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                     help="NaN or null rows: error (raise) or drop and count them (omit)")
+    sc.add_argument("--logits", action="store_true",
+                    help="the probability columns hold logits (sigmoid, or softmax across K)")
     sc.add_argument("--eps", type=float, default=None,
                     help="clip p to [eps, 1-eps] in the ECD and NLL terms")
     sc.add_argument("--ace", action="store_true",
@@ -178,14 +182,20 @@ def _cmd_score(args):
             if not os.path.isdir(d):
                 raise _Fail(f"{opt} {target}: the directory {d} does not exist")
     progress = False if (args.quiet or args.json) else None
+    prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
+    on_dask = args.scheduler is not None or args.workers is not None
+    if on_dask and (not isinstance(prob, str) or prob.endswith("*") or args.logits):
+        raise _Fail("--scheduler/--workers score one probability column; K class columns and "
+                    "--logits run in one process (drop --scheduler/--workers)")
     t0 = time.perf_counter()
-    if args.scheduler is not None or args.workers is not None:
+    if on_dask:
         rep = _score_on_dask(args)
     else:
-        rep = score_file(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
+        rep = score_file(args.path, prob=prob, label=args.label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
                          nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
-                         chunk_rows=args.chunk_rows, progress=progress, format=args.format)
+                         chunk_rows=args.chunk_rows, progress=progress, format=args.format,
+                         logits=args.logits)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"

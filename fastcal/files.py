@@ -265,9 +265,32 @@ def _value(plan, rank, first):
     return plan.bucket_min[k] if first else plan.bucket_max[k]
 
 
+def _prob_columns(path, prob, label, available):
+    """The probability column names: one (binary) or K (a list, or every match of 'prefix*')."""
+    if isinstance(prob, str) and prob.endswith("*"):
+        prefix = prob[:-1]
+        cols = [c for c in available if c.startswith(prefix) and c != label]
+        if len(cols) < 2:
+            msg = (f"{path}: prob={prob!r} matches {len(cols)} column(s) {cols}; a prefix needs "
+                   f"at least 2 class columns; the file has columns: {list(available)}")
+            raise ValueError(msg)
+        return cols
+    if isinstance(prob, str):
+        return [prob]
+    cols = list(prob)
+    if len(cols) < 2:
+        msg = f"prob lists {len(cols)} column(s); give one name (binary) or at least 2 (classes)"
+        raise ValueError(msg)
+    if len(set(cols)) != len(cols) or label in cols:
+        msg = f"prob lists a column twice or the label column: {cols}"
+        raise ValueError(msg)
+    return cols
+
+
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-               ace=False, chunk_rows=None, progress=None, format=None, threads=None):
+               ace=False, chunk_rows=None, progress=None, format=None, threads=None,
+               logits=False):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -276,8 +299,15 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         A Parquet, Arrow IPC / Feather, NPY or CSV file, or a directory of
         such files (a Parquet dataset; NPY: one file per column). See
         :mod:`fastcal.io` for the layouts.
-    prob, label : str, default "p" and "y"
-        Names of the probability column (of class 1) and the label column.
+    prob : str or list of str, default "p"
+        The probability column of class 1 (binary). For K classes: a list of
+        K column names in class order, or a prefix ending in ``*`` (``"p_*"``:
+        every column whose name starts with ``p_``, in file order).
+    label : str, default "y"
+        The label column: 0/1, or the class index in [0, K).
+    logits : bool, default False
+        The probability columns hold logits (sigmoid for one column, softmax
+        across K columns), applied inside the kernel.
     n_bins, edges, closed, observed, nan_policy, eps
         As in :func:`fastcal.calibration_report`.
     strategy : {"uniform", "quantile"}, default "uniform"
@@ -352,20 +382,29 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         msg = f"chunk_rows must be a positive integer; got {chunk_rows!r}"
         raise ValueError(msg)
     chunk_rows = int(chunk_rows)
-    if not isinstance(prob, str) or not isinstance(label, str):
-        msg = f"prob and label must be column names (str); got {prob!r} and {label!r}"
+    if not isinstance(label, str) or not (
+            isinstance(prob, str)
+            or (isinstance(prob, (list, tuple)) and all(isinstance(c, str) for c in prob))):
+        msg = (f"prob must be a column name, a list of column names or a 'prefix*', and label a "
+               f"column name; got prob={prob!r} and label={label!r}")
         raise ValueError(msg)
     if threads is None:
         # Leave one core to the reader thread (pyarrow decodes while the kernel runs).
         threads = max(1, v.check_threads(None) - 1)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads)
+                                 nan_policy=nan_policy, eps=eps, threads=threads, logits=logits)
     path = os.fspath(path)
     reader, fmt = open_reader(path, format)
-    names = (prob, label)
+    prob_cols = _prob_columns(path, prob, label, reader.columns)
+    multi_class = len(prob_cols) > 1
+    names = (*prob_cols, label)
     reader.check(names)
     omit = acc.nan_policy == "omit"
     second = strategy == "quantile" or ace
+    if second and (multi_class or logits):
+        msg = (f"{path}: equal-mass bins (strategy='quantile' or ace=True) from files take one "
+               "probability column, not logits or K class columns")
+        raise ValueError(msg)
     passes = 2 if second else 1
 
     hist = multi = rep = None
@@ -379,7 +418,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
     try:
         for chunk in chunks:
-            p_col, y_col = chunk.columns
+            if multi_class:
+                # (rows, K) for the multi-class kernel; a copy of one chunk only
+                p_col, y_col = np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
+            else:
+                p_col, y_col = chunk.columns
             try:
                 acc.update(y_col, p_col)
             except ValueError as exc:
