@@ -301,8 +301,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         :mod:`fastcal.io` for the layouts.
     prob : str or list of str, default "p"
         The probability column of class 1 (binary). For K classes: a list of
-        K column names in class order, or a prefix ending in ``*`` (``"p_*"``:
-        every column whose name starts with ``p_``, in file order).
+        K column names in class order, a prefix ending in ``*`` (``"p_*"``:
+        every column whose name starts with ``p_``, in file order), or one
+        fixed-size-list column of K values per row (Parquet, Feather).
     label : str, default "y"
         The label column: 0/1, or the class index in [0, K).
     logits : bool, default False
@@ -422,7 +423,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                 # (rows, K) for the multi-class kernel; a copy of one chunk only
                 p_col, y_col = np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
             else:
-                p_col, y_col = chunk.columns
+                p_col, y_col = chunk.columns  # p_col is (rows, K) for a fixed-size-list column
+            if second and p_col.ndim == 2:
+                msg = (f"{path}: equal-mass bins (strategy='quantile' or ace=True) from files "
+                       f"take one probability column; {prob!r} holds {p_col.shape[1]} classes")
+                raise ValueError(msg)
             try:
                 acc.update(y_col, p_col)
             except ValueError as exc:

@@ -110,6 +110,9 @@ def _files_of(path, format):
 def _check_arrow_type(path, name, typ):
     import pyarrow as pa
 
+    if pa.types.is_fixed_size_list(typ) and (pa.types.is_floating(typ.value_type)
+                                             or pa.types.is_integer(typ.value_type)):
+        return  # K class probabilities (or logits) per row
     if (pa.types.is_floating(typ) or pa.types.is_integer(typ) or pa.types.is_boolean(typ)
             or pa.types.is_null(typ)):
         return
@@ -151,6 +154,13 @@ def _arrow_to_numpy(arr):
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_fixed_size_list(arr.type):
+        # (rows, K): the child values of this slice, one row per list
+        if arr.null_count:
+            msg = f"{arr.null_count} rows of a list column are null; every row needs K values"
+            raise ValueError(msg)
+        k = arr.type.list_size
+        return _arrow_to_numpy(arr.flatten()).reshape(len(arr), k)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if pa.types.is_null(arr.type):

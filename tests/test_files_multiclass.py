@@ -114,3 +114,26 @@ def test_cli_comma_list_and_prefix(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fastcal", "score", str(f), "--prob", "p_*",
                           "--label", "label", "--workers", "2"], capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "feather"])
+def test_fixed_size_list_column(tmp_path, fmt):
+    z, p, y = make_multiclass(2_000, seed=9)
+    col = pa.FixedSizeListArray.from_arrays(pa.array(p.ravel()), K)
+    table = pa.table({"probs": col, "label": y})
+    f = tmp_path / f"list.{fmt}"
+    if fmt == "parquet":
+        pq.write_table(table, f, row_group_size=600)
+    else:
+        feather.write_feather(table, f, chunksize=600)
+    got = score_file(f, prob="probs", label="label", chunk_rows=250)
+    assert_same(got, fastcal.calibration_report(y, p, n_bins=10, ace=False))
+    with pytest.raises(ValueError, match="take one probability column; 'probs' holds 4 classes"):
+        score_file(f, prob="probs", label="label", strategy="quantile")
+
+
+def test_fixed_size_list_with_null_rows_is_a_clear_error(tmp_path):
+    col = pa.array([[0.2, 0.8], None, [0.5, 0.5]], type=pa.list_(pa.float64(), 2))
+    pq.write_table(pa.table({"probs": col, "label": [1, 0, 0]}), tmp_path / "n.parquet")
+    with pytest.raises(ValueError, match=r"n\.parquet: .*1 rows of a list column are null"):
+        score_file(tmp_path / "n.parquet", prob="probs", label="label")
