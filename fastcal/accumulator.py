@@ -7,7 +7,7 @@ from . import multiclass as mc
 from ._kernels import binary as kb
 from ._kernels import multiclass as km
 from ._kernels import bootstrap as kboot
-from .binning import uniform_edges
+from .binning import kernel_edges, uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
@@ -135,7 +135,7 @@ class CalibrationAccumulator:
             return self.edges, False
         if self.logits or self.renormalize:
             dtype = np.float64  # probabilities are computed in float64
-        return uniform_edges(self.n_bins, dtype), True
+        return kernel_edges(self.n_bins, np.dtype(dtype).str), True
 
     def update(self, y_true, y_prob, *, start=None):
         """Add one chunk of labels and probabilities; returns self.

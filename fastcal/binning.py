@@ -5,13 +5,22 @@ probabilities' own dtype, so that a float32 probability equal to
 ``np.float32(k / n)`` is exactly on the edge and goes to the documented side.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 
 def uniform_edges(n_bins, dtype=np.float64):
     """Edges k / n_bins, k = 0..n_bins, rounded to ``dtype`` and returned as float64."""
+    return kernel_edges(n_bins, np.dtype(dtype).str).copy()
+
+
+@lru_cache(maxsize=64)
+def kernel_edges(n_bins, dtype_str):
+    """The same edges, shared between calls: for the kernels only, never handed to users
+    (the per-call cost matters at small n)."""
     k = np.arange(n_bins + 1, dtype=np.float64)
-    return (k / n_bins).astype(dtype).astype(np.float64)
+    return (k / n_bins).astype(np.dtype(dtype_str)).astype(np.float64)
 
 
 def is_uniform(edges):

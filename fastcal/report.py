@@ -118,16 +118,14 @@ class CalibrationReport:
         n = int(tot_counts[0])
         c = count.astype(np.float64)
         full = count > 0
-
-        def per_bin(x):
-            out = np.full(nb, np.nan)
-            np.divide(x, c, out=out, where=full)
-            return out
-
-        conf = per_bin(sums[:, 0])
-        frac_pos = per_bin(counts[:, 1])
-        accuracy = per_bin(counts[:, 2])
-        ecd_b = per_bin(sums[:, 1])
+        # conf, frac_pos, accuracy, ecd per bin: one division, NaN in empty bins
+        stacked = np.empty((nb, 4))
+        stacked[:, 0] = sums[:, 0]
+        stacked[:, 1:3] = counts[:, 1:3]
+        stacked[:, 3] = sums[:, 1]
+        per_bin = np.full((nb, 4), np.nan)
+        np.divide(stacked, c[:, None], out=per_bin, where=full[:, None])
+        conf, frac_pos, accuracy, ecd_b = per_bin.T.copy()
         esce_b = (frac_pos if observed == "frac_pos" else accuracy) - conf
         ece_b = np.abs(esce_b)
         if n > 0:

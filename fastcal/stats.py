@@ -122,9 +122,12 @@ def z_from_sums(sum_ecd, sum_var):
     """
     s = np.asarray(sum_ecd, dtype=np.float64)
     var = np.asarray(sum_var, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = s / np.sqrt(var)  # s / 0 is already +-inf; NaN stays NaN
-    z = np.where((var == 0) & (s == 0), 0.0, z)  # 0 / 0: an exactly-zero sum is z = 0
+    z = np.full(np.broadcast(s, var).shape, np.nan)
+    np.divide(s, np.sqrt(var), out=z, where=var > 0)
+    zero = var == 0
+    if zero.any():  # z = 0 for a zero sum, +-inf otherwise; a NaN sum stays NaN
+        z = np.where(zero, np.where(s == 0, 0.0, np.copysign(np.inf, s)), z)
+        z = np.where(zero & np.isnan(s), np.nan, z)
     return z if z.ndim else float(z)
 
 
