@@ -136,6 +136,15 @@ def _missing(path, missing, available):
     _fail(path, f"no {what} {', '.join(repr(m) for m in missing)}; the file has columns: {cols}")
 
 
+def _check_schema(path, names, schema):
+    """Every name is a column of the Arrow schema, of a numeric type."""
+    missing = [n for n in names if n not in schema.names]
+    if missing:
+        _missing(path, missing, schema.names)
+    for n in names:
+        _check_arrow_type(path, n, schema.field(n).type)
+
+
 _NUMPY_OF_ARROW = {
     "halffloat": np.float16, "float": np.float32, "double": np.float64,
     "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
@@ -231,11 +240,7 @@ class ParquetReader(_Reader):
                 s = self.schema if f == self.files[0] else pq.read_schema(f)
             except Exception as exc:
                 _fail(f, f"not a readable Parquet file: {_one_line(exc)}")
-            missing = [n for n in names if n not in s.names]
-            if missing:
-                _missing(f, missing, s.names)
-            for n in names:
-                _check_arrow_type(f, n, s.field(n).type)
+            _check_schema(f, names, s)
 
     def chunks(self, names, chunk_rows):
         import pyarrow.parquet as pq
@@ -317,11 +322,7 @@ class FeatherReader(_Reader):
                 s = reader.schema
             finally:
                 handle.close()
-            missing = [n for n in names if n not in s.names]
-            if missing:
-                _missing(f, missing, s.names)
-            for n in names:
-                _check_arrow_type(f, n, s.field(n).type)
+            _check_schema(f, names, s)
 
     def chunks(self, names, chunk_rows):
         import pyarrow as pa
@@ -389,11 +390,7 @@ class CsvReader(_Reader):
         super().check(names)
         for f in self.files:
             s = self.schema if f == self.files[0] else self._schema(f)
-            missing = [n for n in names if n not in s.names]
-            if missing:
-                _missing(f, missing, s.names)
-            for n in names:
-                _check_arrow_type(f, n, s.field(n).type)
+            _check_schema(f, names, s)
 
     def chunks(self, names, chunk_rows):
         import pyarrow as pa
