@@ -375,16 +375,26 @@ def _check_start(start):
     return int(start)
 
 
-def fill(y, p, edges, uniform, right, omit, eps, with_logs, threads):
-    """Run the fill kernel on validated arrays; serial for small inputs."""
+def fill(y, p, edges, uniform, right, omit, eps, with_logs, threads, n_fine=0):
+    """Run the fill kernel on validated arrays; serial for small inputs.
+
+    With ``n_fine`` > 0 the value-bucket statistics of ACE are filled too and
+    returned as two more arrays (see ``binary.fill_range_fine``).
+    """
     n = p.shape[0]
     n_threads = v.check_threads(threads)
     if n < _PARALLEL_MIN_ROWS or n_threads == 1:
         counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
-        kb.fill_range(p, y, 0, n, edges, uniform, right, omit, eps, with_logs,
-                      counts, sums, totals, checks)
-        return counts, sums, totals, checks
-    return kb.fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads)
+        rows = n_fine + 1 if n_fine else 0
+        fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
+        fine_p = np.zeros(rows, np.float64)
+        kb.fill_range_fine(p, y, 0, n, edges, uniform, right, omit, eps, with_logs,
+                           counts, sums, totals, checks, fine_counts, fine_p)
+        state = counts, sums, totals, checks, fine_counts, fine_p
+    else:
+        state = kb.fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs,
+                                      n_threads, n_fine)
+    return state if n_fine else state[:4]
 
 
 def raise_for_checks(checks, nan_policy, offset=0):

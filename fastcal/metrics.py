@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import _validation as v
+from . import equal_mass as em
 from . import multiclass as mc
 from . import soft
 from ._kernels import binary as kb
@@ -10,12 +11,11 @@ from .accumulator import CalibrationAccumulator, fill, raise_for_checks
 from .binning import uniform_edges
 from .report import CalibrationReport
 
-_ONE_BIN = np.array([0.0, 1.0])
 
 
 def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
                  nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0,
-                 logits=False, renormalize=False, classwise=False):
+                 logits=False, renormalize=False, classwise=False, fine=None):
     v.check_choice("observed", observed, v.OBSERVED)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads,
@@ -43,9 +43,12 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
         msg = "y_true and y_prob are empty; need at least one sample"
         raise ValueError(msg)
     kedges, uniform = acc._kernel_edges(p.dtype)
-    counts, sums, totals, checks = fill(y, p, kedges, uniform, acc.closed == "right",
-                                        acc.nan_policy == "omit", acc.eps, with_logs,
-                                        acc.threads)
+    state = fill(y, p, kedges, uniform, acc.closed == "right", acc.nan_policy == "omit",
+                 acc.eps, with_logs, acc.threads,
+                 0 if fine is None else em.fine_buckets_for(acc.n_bins))
+    counts, sums, totals, checks = state[:4]
+    if fine is not None:
+        fine[:] = state[4:]  # ACE's value-bucket statistics, from the same pass
     raise_for_checks(checks, acc.nan_policy)
     acc._fill_boot(y, p, 0)
     acc.counts, acc.sums, acc.totals = counts, sums, totals  # the fresh state of one fill
@@ -57,37 +60,13 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
     return acc, y, p
 
 
-def _quantile_report(y, p, n_bins, observed, nan_policy, eps, closed):
-    """Report over equal-mass bins: the data sorted by p (stable) and cut into
-    n_bins groups of sizes floor/ceil(n / n_bins). Ties are split by position in
-    the input, so equal probabilities can straddle two neighbouring groups."""
-    if nan_policy == "omit":
-        keep = ~np.isnan(p)
-        if y.dtype.kind == "f":
-            keep &= ~np.isnan(y)
-        y, p = y[keep], p[keep]
-    n = p.shape[0]
-    order = np.argsort(p, kind="stable")
-    ps = np.ascontiguousarray(p[order])
-    ys = np.ascontiguousarray(y[order])
-    counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
-    sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
-    totals = np.zeros(kb.N_TOTALS, np.float64)
-    lower = np.full(n_bins, np.nan)
-    upper = np.full(n_bins, np.nan)
-    for g in range(n_bins):
-        start, stop = (g * n) // n_bins, ((g + 1) * n) // n_bins
-        if stop == start:
-            continue
-        c, s, t, _ = kb.new_state(1)
-        kb.fill_range(ps, ys, start, stop, _ONE_BIN, False, closed == "right", False, eps, True,
-                      c, s, t, _)
-        counts[g], sums[g] = c[0], s[0]
-        totals += t
-        lower[g], upper[g] = ps[start], ps[stop - 1]
-    return CalibrationReport.from_state(
-        counts, sums, totals, edges=None, closed=closed, n_omitted=0, observed=observed,
-        strategy="quantile", eps=eps, lower=lower, upper=upper)
+def _equal_mass(y, p, acc, *, logits=False, renormalize=False, with_logs=True):
+    """Per-group state of the exact equal-mass groups of validated arrays
+    (fastcal.equal_mass): (counts, sums, totals, lower, upper, passes)."""
+    yr, x = em.ranking_pair(y, p, logits=logits, renormalize=renormalize, eps=acc.eps)
+    parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
+    return em.groups(parts, acc.n_bins, omit=acc.nan_policy == "omit", eps=acc.eps,
+                     with_logs=with_logs)
 
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
@@ -203,37 +182,37 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                                  renormalize=renormalize, classwise=True)
         rep = acc.report(ci=ci)
         if ace:
-            conf, correct = mc.confidence_and_correct(y, p, logits, renormalize, acc.eps)
-            q = _quantile_report(correct, conf, acc.n_bins, "frac_pos", acc.nan_policy, acc.eps,
-                                 acc.closed)
-            rep.ace = q.ece
+            omit = acc.nan_policy == "omit"
+            yr, x = em.ranking_pair(y, p, logits=logits, renormalize=renormalize, eps=acc.eps)
+            parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
+            fine = em.bucket_stats(parts, em.fine_buckets_for(acc.n_bins), omit)
+            rep.ace, _ = em.ace(*fine, acc.n_bins, parts, omit)
         return rep
     use_boot = ci is not None and strategy == "uniform" and not logits
+    fine = [] if ace and strategy == "uniform" else None
     acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                              observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
-                             n_boot=n_boot if use_boot else 0, seed=seed, logits=logits)
-    if logits:
-        p = _sigmoid(p)
-    need_quantile = strategy == "quantile" or ace
-    q = (_quantile_report(y, p, acc.n_bins, observed, acc.nan_policy, acc.eps, acc.closed)
-         if need_quantile else None)
+                             n_boot=n_boot if use_boot else 0, seed=seed, logits=logits,
+                             fine=fine)
     if strategy == "quantile":
-        q.n_omitted = acc.n_omitted
+        counts, sums, totals, lower, upper, _ = _equal_mass(y, p, acc, logits=logits)
+        q = CalibrationReport.from_state(
+            counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
+            observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         q.ace = q.ece
         if ci is not None:
             q.set_intervals(ci)
         return q
     rep = acc.report(observed=observed, ci=ci)
-    if q is not None:
-        rep.ace = q.ece
+    if ace:
+        omit = acc.nan_policy == "omit"
+        if logits:
+            y, p = em.ranking_pair(y, p, logits=True)
+        parts = em.ArrayParts(y, p, v.check_threads(acc.threads))
+        if not fine:
+            fine[:] = em.bucket_stats(parts, em.fine_buckets_for(acc.n_bins), omit)
+        rep.ace, _ = em.ace(*fine, acc.n_bins, parts, omit, observed)
     return rep
-
-
-def _sigmoid(z):
-    """Probabilities from 1-D logits, for the equal-mass (sorting) path only."""
-    z = np.asarray(z, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        return np.where(z >= 0, 1.0 / (1.0 + np.exp(-z)), np.exp(z) / (1.0 + np.exp(z)))
 
 
 class _BinnedScalars:

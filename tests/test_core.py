@@ -182,8 +182,10 @@ def test_ace_matches_reference_with_ties(n_bins):
     sizes = rep.bins["count"]
     assert sizes.sum() == 503 and sizes.max() - sizes.min() <= 1
     assert rep.ace == rep.ece
+    # ACE of the default report is read off value-bucket statistics, the quantile
+    # report off its groups filled row by row: equal up to the order of the sums.
     np.testing.assert_allclose(fastcal.calibration_report(y, p, n_bins=n_bins).ace, rep.ece,
-                               rtol=0)
+                               rtol=1e-12)
 
 
 # -- scikit-learn where definitions agree ---------------------------------------

@@ -224,6 +224,20 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
 
     ``checks`` first-index entries are absolute row numbers (start-based).
     """
+    fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
+                    counts, sums, totals, checks, np.zeros((0, N_COUNTS), np.int64),
+                    np.zeros(0, np.float64))
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
+                    counts, sums, totals, checks, fine_counts, fine_p):
+    """``fill_range`` that also adds, per value bucket floor(p * B) with
+    B = fine_counts.shape[0] - 1 (a power of two; p = 1 in the last bucket),
+    the rows, positives and correct thresholded labels (fine_counts[b]) and
+    the sum of p (fine_p[b]); invalid rows go to row B. These bucket
+    statistics are what ACE needs (fastcal.equal_mass); B = 0 turns them off.
+    """
     nb = edges.shape[0] - 1
     lo = eps
     hi = 1.0 - eps
@@ -244,6 +258,13 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
     # Uniform edges are recomputed in the loop; use the stored ones instead in
     # the (never expected) case that the formula does not reproduce them.
     uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
+    n_fine = fine_counts.shape[0] - 1
+    fine = n_fine > 0
+    fscale = np.float64(max(n_fine, 1))
+    ftop = max(n_fine - 1, 0)
+    fbi = np.empty(BLOCK if fine else 0, np.int64)
+    loc_fi = np.zeros(n_fine + 1, np.int64)
+    loc_fp = np.zeros(n_fine + 1, np.float64)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
@@ -270,11 +291,38 @@ def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
             loc_p[f] += pv[j]
             loc_e[f] += ev[j]
             loc_v[f] += vv[j]
+        if fine:
+            # Value buckets of the block (trash row n_fine for invalid rows,
+            # which _terms marked by their bin nb), then the same increments.
+            for j in range(m):
+                good = bi[j] - (j & (COPIES - 1)) * (nb + 1) != nb
+                fbi[j] = min(np.int64(pv[j] * fscale), ftop) if good else n_fine
+            for j in range(m):
+                f = np.uint64(fbi[j])
+                loc_fi[f] += inc[j]
+                loc_fp[f] += pv[j]
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+            if fine:
+                _flush_fine(loc_fi, loc_fp, fine_counts, fine_p)
             since_flush = 0
     _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+    if fine:
+        _flush_fine(loc_fi, loc_fp, fine_counts, fine_p)
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def _flush_fine(loc_fi, loc_fp, fine_counts, fine_p):
+    for b in range(loc_fi.shape[0]):
+        packed = loc_fi[b]
+        if packed != 0:
+            fine_counts[b, 0] += packed & _FIELD
+            fine_counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
+            fine_counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+            loc_fi[b] = 0
+        fine_p[b] += loc_fp[b]
+        loc_fp[b] = 0.0
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
@@ -349,32 +397,48 @@ def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
     Per-thread state, prange over threads, then a serial reduction in thread
     order: no shared writes, no atomics.
     """
+    counts, sums, totals, checks, _, _ = fill_parallel_fine(
+        p, y, edges, uniform, right, omit, eps, with_logs, n_threads, 0)
+    return counts, sums, totals, checks
+
+
+@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs, n_threads, n_fine):
+    """``fill_parallel`` that also returns the value-bucket statistics of
+    ``fill_range_fine`` over n_fine buckets (none when n_fine is 0)."""
     n = p.shape[0]
     nb = edges.shape[0] - 1
     t_counts = np.zeros((n_threads, nb + 1, N_COUNTS), np.int64)
     t_sums = np.zeros((n_threads, nb + 1, N_SUMS), np.float64)
     t_totals = np.zeros((n_threads, N_TOTALS), np.float64)
     t_checks = np.empty((n_threads, 2 * N_CHECK_KINDS), np.int64)
+    rows = n_fine + 1 if n_fine > 0 else 0
+    t_fc = np.zeros((n_threads, rows, N_COUNTS), np.int64)
+    t_fp = np.zeros((n_threads, rows), np.float64)
     for t in prange(n_threads):
         t_checks[t] = _new_checks()
         start = (t * n) // n_threads
         stop = ((t + 1) * n) // n_threads
-        fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
-                   t_counts[t], t_sums[t], t_totals[t], t_checks[t])
+        fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
+                        t_counts[t], t_sums[t], t_totals[t], t_checks[t], t_fc[t], t_fp[t])
     counts = t_counts[0].copy()
     sums = t_sums[0].copy()
     totals = t_totals[0].copy()
     checks = t_checks[0].copy()
+    fine_counts = t_fc[0].copy()
+    fine_p = t_fp[0].copy()
     for t in range(1, n_threads):
         counts += t_counts[t]
         sums += t_sums[t]
         totals += t_totals[t]
+        fine_counts += t_fc[t]
+        fine_p += t_fp[t]
         for k in range(N_CHECK_KINDS):
             checks[k] += t_checks[t, k]
             f = t_checks[t, N_CHECK_KINDS + k]
             if f >= 0 and (checks[N_CHECK_KINDS + k] < 0 or f < checks[N_CHECK_KINDS + k]):
                 checks[N_CHECK_KINDS + k] = f
-    return counts, sums, totals, checks
+    return counts, sums, totals, checks, fine_counts, fine_p
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

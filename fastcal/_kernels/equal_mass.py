@@ -1,0 +1,299 @@
+"""Kernels of the exact equal-mass (ACE, strategy="quantile") algorithm.
+
+Only @njit functions over arrays and scalars (fastcal.equal_mass drives them).
+Equal-mass group g holds the rows of ranks [g n // G, (g + 1) n // G) in the
+stable order by (value, row). Three kinds of pass, each over one part of the
+data (a thread's slice, a file chunk or a Dask partition) and mergeable:
+
+- ``value_histogram``: counts per value bucket floor(x * B) (B a power of
+  two, so x * B is exact; x = 1 in the last bucket).
+- ``probe_ranges``: for a few ranges of float64 bit patterns (the sort key;
+  -0.0 has the key of 0.0), each inside one bucket: count, gather the keys
+  (small ranges) or histogram them (big ranges), to narrow down the value at
+  a given rank without sorting.
+- ``fill_groups_range``: every row into its group, given the cut values, and
+  the per-group state of the binary fill (``binary.fill_range``'s layout).
+
+Rows are skipped when ``omit`` is set and x or y is NaN: the rows the fill
+drops. Every other x is in [0, 1] (checked by the fill before).
+"""
+
+import numpy as np
+from numba import njit
+
+from ._config import BLOCK, COPIES, FASTMATH, FLUSH
+from .binary import _flush, _logs, _terms
+
+
+@njit(inline="always", cache=True)
+def _skip(x, yv, omit):
+    return omit and (x != x or yv != yv)
+
+
+@njit(inline="always", cache=True)
+def _bucket(x, scale, top):
+    return min(np.int64(x * scale), top)
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def value_histogram(p, y, omit, n_buckets):
+    """Counts of floor(p * n_buckets), the last bucket also holding p = 1."""
+    counts = np.zeros(n_buckets, np.int64)
+    scale = np.float64(n_buckets)
+    top = n_buckets - 1
+    for i in range(p.shape[0]):
+        x = np.float64(p[i])
+        if _skip(x, np.float64(y[i]), omit):
+            continue
+        counts[_bucket(x, scale, top)] += 1
+    return counts
+
+
+@njit(inline="always", cache=True)
+def _find(k, lo, hi, s0, s1):
+    """Index of the range of [s0, s1) (sorted by lo, disjoint) holding key k, or -1."""
+    a = s0
+    b = s1
+    while b - a > 1:
+        mid = (a + b) >> 1
+        if lo[mid] <= k:
+            a = mid
+        else:
+            b = mid
+    if lo[a] <= k and k <= hi[a]:
+        return a
+    return -1
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
+    """Look at the rows whose key lies in one of the ranges [lo[s], hi[s]].
+
+    Ranges are sorted by lo, disjoint, and each lies inside one value bucket:
+    those of bucket b are first[b]:first[b + 1]. Per range s: count its rows
+    (every mode), gather their keys (mode 1, at most cap[s] of them) or add
+    (key - lo[s]) >> shift[s] to a histogram of sizes[s] cells (mode 2).
+
+    Returns (count, keys, key_start, hist, hist_start): the keys of range s
+    are keys[key_start[s]:key_start[s] + count[s]] in row order, its
+    histogram hist[hist_start[s]:hist_start[s + 1]].
+    """
+    n_ranges = lo.shape[0]
+    count = np.zeros(n_ranges, np.int64)
+    key_start = np.zeros(n_ranges + 1, np.int64)
+    hist_start = np.zeros(n_ranges + 1, np.int64)
+    for s in range(n_ranges):
+        key_start[s + 1] = key_start[s] + (cap[s] if mode[s] == 1 else 0)
+        hist_start[s + 1] = hist_start[s] + (sizes[s] if mode[s] == 2 else 0)
+    keys = np.empty(key_start[n_ranges], np.int64)
+    hist = np.zeros(hist_start[n_ranges], np.int64)
+    scale = np.float64(n_buckets)
+    top = n_buckets - 1
+    buf = np.empty(1, np.float64)
+    ibuf = buf.view(np.int64)
+    for i in range(p.shape[0]):
+        x = np.float64(p[i])
+        if _skip(x, np.float64(y[i]), omit):
+            continue
+        b = _bucket(x, scale, top)
+        s0 = first[b]
+        s1 = first[b + 1]
+        if s0 == s1:
+            continue
+        buf[0] = x
+        k = max(ibuf[0], 0)
+        s = _find(k, lo, hi, s0, s1)
+        if s < 0:
+            continue
+        c = count[s]
+        count[s] = c + 1
+        m = mode[s]
+        if m == 1:
+            keys[key_start[s] + c] = k
+        elif m == 2:
+            hist[hist_start[s] + ((k - lo[s]) >> shift[s])] += 1
+    return count, keys, key_start, hist, hist_start
+
+
+@njit(inline="always", cache=True)
+def _group(x, cut_values, cut_below, seen):
+    """Group of a row of value x from the cuts (row-ordered tie counters in seen).
+
+    g = #{c : x > cut_c} + #{c : x == cut_c and t >= below_c}, t being the
+    row's index among the rows equal to x (seen[c] for the first cut c of a
+    run of equal cut values).
+    """
+    n_cuts = cut_values.shape[0]
+    lo = 0
+    hi = n_cuts
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cut_values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    g = lo
+    if lo < n_cuts and cut_values[lo] == x:
+        t = seen[lo]
+        seen[lo] = t + 1
+        c = lo
+        while c < n_cuts and cut_values[c] == x:
+            if t >= cut_below[c]:
+                g += 1
+            c += 1
+    return g
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, seen, eps, with_logs,
+                      counts, sums, totals):
+    """Add rows [start, stop) to the state of their equal-mass groups.
+
+    ``table[b]`` is the group of every row in value bucket b when no cut value
+    lies in that bucket, else -1 (then the cuts decide, see ``_group``).
+    ``seen`` holds, per cut, the rows equal to its value met before (in
+    earlier parts, then here): updated in place. counts/sums/totals have the
+    layout of ``binary.fill_range`` with n_groups + 1 rows (the last one
+    receives NaN rows under nan_policy='omit').
+    """
+    ng = counts.shape[0] - 1
+    n_buckets = table.shape[0]
+    scale = np.float64(n_buckets)
+    top = n_buckets - 1
+    lo_e = eps
+    hi_e = 1.0 - eps
+    bi = np.empty(BLOCK, np.int64)
+    inc = np.empty(BLOCK, np.int64)
+    pv = np.empty(BLOCK, np.float64)
+    ev = np.empty(BLOCK, np.float64)
+    vv = np.empty(BLOCK, np.float64)
+    lpv = np.empty(BLOCK, np.float64)
+    lqv = np.empty(BLOCK, np.float64)
+    loc_i = np.zeros(COPIES * (ng + 1), np.int64)
+    loc_p = np.zeros(COPIES * (ng + 1), np.float64)
+    loc_e = np.zeros(COPIES * (ng + 1), np.float64)
+    loc_v = np.zeros(COPIES * (ng + 1), np.float64)
+    since_flush = 0
+    for bstart in range(start, stop, BLOCK):
+        m = min(BLOCK, stop - bstart)
+        pb = p[bstart:bstart + m]
+        yb = y[bstart:bstart + m]
+        for j in range(m):
+            x = np.float64(pb[j])
+            yv = np.float64(yb[j])
+            if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
+                bi[j] = ng  # omitted NaN rows: the trash row, as in the fill
+                continue
+            g = table[_bucket(x, scale, top)]
+            if g < 0:
+                g = _group(x, cut_values, cut_below, seen)
+            bi[j] = g
+        if with_logs:
+            _logs(pb, lo_e, hi_e, lpv, lqv)
+        _terms(pb, yb, ng, lo_e, hi_e, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
+        for j in range(m):
+            f = np.uint64(bi[j])
+            loc_i[f] += inc[j]
+            loc_p[f] += pv[j]
+            loc_e[f] += ev[j]
+            loc_v[f] += vv[j]
+        since_flush += m
+        if since_flush >= FLUSH:
+            _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+            since_flush = 0
+    _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+
+
+# -- ACE from bucket statistics ------------------------------------------------
+#
+# ACE needs, per equal-mass group, only its count, positives, correct
+# thresholded labels and sum of p. Those of a bucket that lies inside one
+# group are summed from per-bucket statistics; only the rows of the few
+# buckets that hold a group boundary are looked at again (gathered, ranked).
+
+_SHIFT_POS = 21
+_SHIFT_OK = 42
+_FIELD = (1 << 21) - 1
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def bucket_stats(p, y, omit, counts, sum_p):
+    """Add per value bucket floor(p * B) (B = counts.shape[0] - 1, p = 1 in the
+    last bucket) the rows, positives and correct thresholded labels
+    (counts[b, 0:3]) and the sum of p (sum_p[b]). Skipped rows go to row B.
+    """
+    n_buckets = counts.shape[0] - 1
+    scale = np.float64(n_buckets)
+    top = n_buckets - 1
+    packed = np.zeros(n_buckets + 1, np.int64)
+    loc_p = np.zeros(n_buckets + 1, np.float64)
+    bi = np.empty(BLOCK, np.int64)
+    inc = np.empty(BLOCK, np.int64)
+    pv = np.empty(BLOCK, np.float64)
+    n = p.shape[0]
+    since_flush = 0
+    for bstart in range(0, n, BLOCK):
+        m = min(BLOCK, n - bstart)
+        for j in range(m):
+            x = np.float64(p[bstart + j])
+            yv = np.float64(y[bstart + j])
+            ok = (x >= 0.0) & (x <= 1.0) & ((yv == 0.0) | (yv == 1.0))
+            xs = x if ok else 0.0
+            pos = yv == 1.0
+            good = (xs > 0.5) == pos
+            bi[j] = min(np.int32(xs * scale), top) if ok else n_buckets
+            inc[j] = 1 + (np.int64(pos) << _SHIFT_POS) + (np.int64(good) << _SHIFT_OK)
+            pv[j] = xs
+        for j in range(m):
+            f = np.uint64(bi[j])
+            packed[f] += inc[j]
+            loc_p[f] += pv[j]
+        since_flush += m
+        if since_flush >= FLUSH or bstart + m >= n:
+            for b in range(n_buckets + 1):
+                v = packed[b]
+                if v != 0:
+                    counts[b, 0] += v & _FIELD
+                    counts[b, 1] += (v >> _SHIFT_POS) & _FIELD
+                    counts[b, 2] += (v >> _SHIFT_OK) & _FIELD
+                    packed[b] = 0
+                sum_p[b] += loc_p[b]
+                loc_p[b] = 0.0
+            since_flush = 0
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
+    """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
+    (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]]."""
+    n_buckets = slot.shape[0]
+    scale = np.float64(n_buckets)
+    top = n_buckets - 1
+    buf = np.empty(1, np.float64)
+    ibuf = buf.view(np.int64)
+    n = p.shape[0]
+    flag = np.empty(BLOCK, np.int64)
+    for bstart in range(0, n, BLOCK):
+        m = min(BLOCK, n - bstart)
+        hit = 0
+        for j in range(m):
+            x = np.float64(p[bstart + j])
+            xs = x if (x >= 0.0) & (x <= 1.0) else 0.0
+            s = slot[min(np.int32(xs * scale), top)]
+            flag[j] = s
+            hit += s >= 0
+        if hit == 0:
+            continue
+        for j in range(m):
+            s = flag[j]
+            if s < 0:
+                continue
+            x = np.float64(p[bstart + j])
+            yv = np.float64(y[bstart + j])
+            if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
+                continue
+            buf[0] = x
+            i = cap_start[s] + filled[s]
+            keys[i] = max(ibuf[0], 0)
+            labels[i] = np.uint8(yv == 1.0)
+            filled[s] += 1

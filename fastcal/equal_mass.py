@@ -1,0 +1,389 @@
+"""Exact equal-mass bins (ACE, ``strategy="quantile"``) in linear time, for every source.
+
+Definition (unchanged): the rows are put in the stable order by (value, row),
+and group g holds the ranks [g n // G, (g + 1) n // G), so group sizes differ
+by at most one and rows with equal values are split by their position.
+
+Algorithm, without a sort and without collecting tied rows:
+
+1. A histogram of the values over B buckets floor(x B) (B >= 2**16, a power of
+   two) gives the rank range of every bucket. It is filled in the same pass
+   as the ordinary fill where the data is read once (files, Dask).
+2. Only the buckets holding a wanted rank (the G - 1 cuts, and the ends of
+   each group for the table's lower/upper columns) are looked at again: a
+   pass over the data gathers the float64 keys of small ranges and
+   histograms the keys of big ones (2**k sub-ranges of bit patterns), until
+   every wanted rank has its exact value. The keys of a range are gathered
+   only while it holds at most ``GATHER_MAX`` rows, so many equal values are
+   never collected: a range of one key is counted, not gathered.
+3. A last pass puts every row in its group: by a table lookup when its
+   bucket holds no cut value, else by comparing with the cut values; a row
+   equal to a cut value is placed by counting the rows with that value
+   before it (counts per part come from step 2), so ties are split by
+   position without keeping them.
+
+Memory is O(B + G) plus at most ``GATHER_BUDGET`` gathered keys per pass,
+whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
+only for values that agree to many bits, one per 12 bits) + 1 group pass.
+
+A source is given as parts (``Parts``): slices of an array, the chunks of a
+file, or Dask partitions; ``map(fn, args)`` runs ``fn(y, x, *args[k])`` on
+every part k and returns the results in part order.
+"""
+
+import numpy as np
+
+from ._kernels import binary as kb
+from ._kernels import equal_mass as kem
+from ._kernels import multiclass as km
+
+GATHER_MAX = 1 << 18      # a range with more rows is split, not gathered
+GATHER_BUDGET = 1 << 22   # keys gathered in one pass, all ranges together
+SPLIT_CELLS = 1 << 22     # histogram cells in one pass, all ranges together
+MAX_SPLIT_BITS = 12
+SUM_TOL = 1e-5            # rows of class probabilities must sum to 1 within this
+
+
+def fine_buckets_for(n_bins):
+    """Value buckets of the statistics that ACE is read from: 2**14 to 2**18."""
+    b = 1 << 14
+    while b < 4 * n_bins and b < (1 << 18):
+        b <<= 1
+    return b
+
+
+def n_buckets_for(n_bins):
+    """Value buckets of the first histogram: at least 4 per group, 2**16 to 2**22."""
+    b = 1 << 16
+    while b < 4 * n_bins and b < (1 << 22):
+        b <<= 1
+    return b
+
+
+def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None):
+    """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
+
+    Binary probabilities are ranked as they are; binary logits by their
+    sigmoid; K-class rows by their confidence (max probability), the label
+    being 1 where the argmax is the true class. Invalid rows get NaN.
+    """
+    if p.ndim == 2:
+        n = p.shape[0]
+        conf = np.empty(n, np.float64)
+        correct = np.empty(n, np.uint8)
+        km.confidence(p, y, logits, renormalize, SUM_TOL, 0.0 if eps is None else eps,
+                      conf, correct)
+        return correct, conf
+    if logits:
+        z = np.asarray(p, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            x = np.where(z >= 0, 1.0 / (1.0 + np.exp(-z)), np.exp(z) / (1.0 + np.exp(z)))
+        return y, x
+    return y, p
+
+
+def _key(value):
+    """Sort key of a value in [0, 1]: its float64 bit pattern (-0.0 as 0.0)."""
+    return max(int(np.array(value, np.float64).view(np.int64)), 0)
+
+
+def _value(key):
+    return float(np.array(key, np.int64).view(np.float64))
+
+
+def _bucket_keys(b, n_buckets):
+    """Inclusive key range of value bucket b."""
+    lo = _key(b / n_buckets)
+    if b == n_buckets - 1:
+        return lo, _key(1.0)
+    return lo, _key((b + 1) / n_buckets) - 1
+
+
+class _Target:
+    """One wanted rank, narrowed pass by pass to its exact value."""
+
+    def __init__(self, rank, lo, hi, before, m):
+        self.rank = rank      # 0-based rank in the stable order
+        self.lo = lo          # inclusive key range known to hold that rank
+        self.hi = hi
+        self.before = before  # rows with a key below lo
+        self.m = m            # rows with a key in [lo, hi]
+        self.key = -1         # resolved: the key at that rank
+        self.below = 0        # resolved: rows with that key ranked before it
+        self.ties = None      # resolved: rows with that key in each part
+
+
+def value_histogram(y, x, omit, n_buckets):
+    return kem.value_histogram(x, y, omit, n_buckets)
+
+
+class EqualMass:
+    """The exact equal-mass groups of n ranked rows, found from a value histogram.
+
+    ``resolve(parts)`` narrows every wanted rank to its value (probe passes),
+    then ``fill(parts, ...)`` puts every row in its group (one pass).
+    """
+
+    def __init__(self, hist, n_bins, omit):
+        self.n_buckets = hist.shape[0]
+        self.n_bins = n_bins
+        self.omit = omit
+        self.hist = hist
+        self.n = n = int(hist.sum())
+        self.starts = np.array([(g * n) // n_bins for g in range(n_bins)], np.int64)
+        self.stops = np.append(self.starts[1:], n)
+        cum = np.cumsum(hist)
+        below = cum - hist
+        wanted = set(int(r) for r in self.starts[1:])
+        for g in range(n_bins):
+            if self.stops[g] > self.starts[g]:
+                wanted.update((int(self.starts[g]), int(self.stops[g] - 1)))
+        self.targets = {}
+        for r in sorted(wanted):
+            b = int(np.searchsorted(cum, r, side="right"))
+            lo, hi = _bucket_keys(b, self.n_buckets)
+            self.targets[r] = _Target(r, lo, hi, int(below[b]), int(hist[b]))
+        self.passes = 0
+
+    # -- step 2: probes ---------------------------------------------------
+
+    def _specs(self, open_):
+        ranges = sorted({(t.lo, t.hi): t.m for t in open_}.items())
+        gathered = 0
+        mode = {}
+        for (lo, hi), m in sorted(ranges, key=lambda r: r[1]):
+            if lo == hi:
+                mode[lo, hi] = 0
+            elif m <= GATHER_MAX and gathered + m <= GATHER_BUDGET:
+                mode[lo, hi] = 1
+                gathered += m
+            else:
+                mode[lo, hi] = 2
+        n_split = max(1, sum(1 for v in mode.values() if v == 2))
+        bits = int(np.clip(np.log2(SPLIT_CELLS / n_split), 1, MAX_SPLIT_BITS))
+        lo = np.array([r[0][0] for r in ranges], np.int64)
+        hi = np.array([r[0][1] for r in ranges], np.int64)
+        m = np.array([r[1] for r in ranges], np.int64)
+        modes = np.array([mode[r[0]] for r in ranges], np.int64)
+        shift = np.array([max(0, (int(h) - int(l)).bit_length() - bits) for l, h in zip(lo, hi)],
+                         np.int64)
+        shift[modes != 2] = 0
+        sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0).astype(np.int64)
+        cap = np.where(modes == 1, m, 0).astype(np.int64)
+        buckets = np.minimum((lo.view(np.float64) * self.n_buckets).astype(np.int64),
+                             self.n_buckets - 1)
+        first = np.searchsorted(buckets, np.arange(self.n_buckets + 1), side="left")
+        return (first.astype(np.int64), lo, hi, shift, modes, cap, sizes)
+
+    def resolve(self, parts):
+        """Probe until every wanted rank has its key; returns the passes made."""
+        while True:
+            open_ = [t for t in self.targets.values() if t.key < 0]
+            if not open_:
+                return self.passes
+            specs = self._specs(open_)
+            first, lo, hi, shift, modes, cap, sizes = specs
+            omit, nb = self.omit, self.n_buckets
+            results = parts.map(_probe, [(omit, nb, *specs)] * parts.n_parts)
+            self.passes += 1
+            index = {(int(a), int(b)): s for s, (a, b) in enumerate(zip(lo, hi))}
+            for t in open_:
+                s = index[t.lo, t.hi]
+                local = t.rank - t.before
+                if modes[s] == 0:
+                    t.key, t.below = t.lo, local
+                    t.ties = np.array([r[0][s] for r in results], np.int64)
+                elif modes[s] == 1:
+                    per_part = [r[1][r[2][s]:r[2][s] + r[0][s]] for r in results]
+                    keys = np.sort(np.concatenate(per_part))
+                    t.key = int(keys[local])
+                    t.below = local - int(np.searchsorted(keys, t.key, side="left"))
+                    t.ties = np.array([np.count_nonzero(a == t.key) for a in per_part], np.int64)
+                else:
+                    sub = np.sum([r[3][r[4][s]:r[4][s + 1]] for r in results], axis=0)
+                    scum = np.cumsum(sub)
+                    j = int(np.searchsorted(scum, local, side="right"))
+                    t.before += int(scum[j] - sub[j])
+                    t.lo, t.hi = t.lo + (j << int(shift[s])), min(
+                        t.hi, t.lo + ((j + 1) << int(shift[s])) - 1)
+                    t.m = int(sub[j])
+
+    # -- step 3: groups ---------------------------------------------------
+
+    def fill(self, parts, *, eps, with_logs):
+        """Per-group state (counts, sums, totals) and each group's lowest and
+        highest value; one pass over the parts."""
+        cuts = [self.targets[int(r)] for r in self.starts[1:]]
+        cut_values = np.array([t.key for t in cuts], np.int64).view(np.float64)
+        cut_below = np.array([t.below for t in cuts], np.int64)
+        ties = np.array([t.ties for t in cuts], np.int64).reshape(len(cuts), parts.n_parts)
+        prior = (np.cumsum(ties, axis=1) - ties).T  # rows equal to each cut in earlier parts
+        nb = self.n_buckets
+        table = np.searchsorted(cut_values, np.arange(nb) / nb, side="left").astype(np.int64)
+        if len(cuts):
+            table[np.minimum((cut_values * nb).astype(np.int64), nb - 1)] = -1
+        eps = 0.0 if eps is None else eps
+        args = [(table, cut_values, cut_below, prior[k].copy(), eps, with_logs, self.n_bins)
+                for k in range(parts.n_parts)]
+        results = parts.map(_fill_groups, args)
+        self.passes += 1
+        counts = sum(r[0] for r in results)[: self.n_bins]
+        sums = sum(r[1] for r in results)[: self.n_bins]
+        totals = sum(r[2] for r in results)
+        if int(counts[:, 0].sum()) != self.n:
+            msg = (f"the data changed between passes: {self.n} rows ranked, "
+                   f"{int(counts[:, 0].sum())} rows grouped")
+            raise ValueError(msg)
+        lower = np.full(self.n_bins, np.nan)
+        upper = np.full(self.n_bins, np.nan)
+        for g in range(self.n_bins):
+            if self.stops[g] > self.starts[g]:
+                lower[g] = _value(self.targets[int(self.starts[g])].key)
+                upper[g] = _value(self.targets[int(self.stops[g] - 1)].key)
+        return counts, sums, totals, lower, upper
+
+
+def _probe(y, x, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes):
+    return kem.probe_ranges(x, y, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes)
+
+
+def _fill_groups(y, x, table, cut_values, cut_below, seen, eps, with_logs, n_bins):
+    counts, sums, totals, _ = kb.new_state(n_bins)
+    kem.fill_groups_range(x, y, 0, x.shape[0], table, cut_values, cut_below, seen, eps,
+                          with_logs, counts, sums, totals)
+    return counts, sums, totals
+
+
+def groups(parts, n_bins, *, omit, eps, with_logs, hist=None):
+    """Equal-mass state of all parts: (counts, sums, totals, lower, upper, passes).
+
+    ``hist`` is the value histogram over ``n_buckets_for(n_bins)`` buckets
+    when the caller already filled it (one pass is saved); else it is made here.
+    """
+    passes = 0
+    if hist is None:
+        nb = n_buckets_for(n_bins)
+        hist = sum(parts.map(value_histogram, [(omit, nb)] * parts.n_parts))
+        passes = 1
+    em = EqualMass(hist, n_bins, omit)
+    em.resolve(parts)
+    counts, sums, totals, lower, upper = em.fill(parts, eps=eps, with_logs=with_logs)
+    return counts, sums, totals, lower, upper, passes + em.passes
+
+
+class ArrayParts:
+    """Contiguous slices of in-memory arrays, one per thread, run in threads
+    (the kernels release the GIL)."""
+
+    def __init__(self, y, x, n_threads, bounds=None):
+        n = x.shape[0]
+        if bounds is None:
+            k = max(1, min(int(n_threads), n // 65536 or 1))
+            bounds = [(i * n) // k for i in range(k + 1)]
+        self.n_parts = len(bounds) - 1
+        self.threads = max(1, min(int(n_threads), self.n_parts))
+        self.slices = [(y[a:b], x[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def map(self, fn, args):
+        if self.threads == 1:
+            return [fn(*s, *a) for s, a in zip(self.slices, args)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.threads) as pool:
+            futures = [pool.submit(fn, *s, *a) for s, a in zip(self.slices, args)]
+            return [f.result() for f in futures]
+
+
+# -- ACE: equal-mass ECE from bucket statistics ---------------------------------
+
+def bucket_stats(parts, n_buckets, omit):
+    """Per value bucket: rows, positives, correct thresholded labels, sum of p
+    (the statistics the binary fill also gives, fused, see
+    ``binary.fill_range_fine``); one pass."""
+    results = parts.map(_bucket_stats, [(n_buckets, omit)] * parts.n_parts)
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+def _bucket_stats(y, x, n_buckets, omit):
+    counts = np.zeros((n_buckets + 1, kb.N_COUNTS), np.int64)
+    sum_p = np.zeros(n_buckets + 1, np.float64)
+    kem.bucket_stats(x, y, omit, counts, sum_p)
+    return counts, sum_p
+
+
+def _gather(y, x, omit, slot, cap_start):
+    n_slots = cap_start.shape[0] - 1
+    keys = np.empty(cap_start[-1], np.int64)
+    labels = np.empty(cap_start[-1], np.uint8)
+    filled = np.zeros(n_slots, np.int64)
+    kem.gather_buckets(x, y, omit, slot, cap_start, keys, labels, filled)
+    return keys, labels, filled
+
+
+def light_groups(fine_counts, fine_p, n_bins, parts, omit):
+    """(counts, sums, passes) of the equal-mass groups, columns as in the fill
+    (counts: rows, positives, correct; sums: p), from bucket statistics.
+
+    A bucket that lies inside one group adds its statistics to that group;
+    the rows of the buckets that hold a group boundary strictly inside are
+    gathered (key, label) in one pass and ranked. Returns None when those
+    buckets hold more than ``GATHER_BUDGET`` rows (then ``groups`` is used).
+    """
+    nb = fine_counts.shape[0] - 1
+    m = fine_counts[:nb, 0]
+    n = int(m.sum())
+    cum = np.cumsum(m)
+    below = cum - m
+    starts = (np.arange(n_bins, dtype=np.int64) * n) // n_bins
+    cut = starts[1:]
+    b = np.searchsorted(cum, cut, side="right")
+    inside = below[np.minimum(b, nb - 1)] < cut
+    cand = np.unique(b[inside])
+    if int(m[cand].sum()) > GATHER_BUDGET:
+        return None
+    group = np.searchsorted(starts, below, side="right") - 1
+    whole = np.ones(nb, bool)
+    whole[cand] = False
+    counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
+    sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
+    for c in range(kb.N_COUNTS):
+        counts[:, c] = np.bincount(group[whole], weights=fine_counts[:nb, c][whole],
+                                   minlength=n_bins)
+    sums[:, 0] = np.bincount(group[whole], weights=fine_p[:nb][whole], minlength=n_bins)
+    if cand.size == 0:
+        return counts, sums, 0
+    slot = np.full(nb, -1, np.int64)
+    slot[cand] = np.arange(cand.size)
+    cap = m[cand]
+    cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
+    results = parts.map(_gather, [(omit, slot, cap_start)] * parts.n_parts)
+    for s, bucket in enumerate(cand):
+        a = cap_start[s]
+        keys = np.concatenate([r[0][a:a + r[2][s]] for r in results])
+        labels = np.concatenate([r[1][a:a + r[2][s]] for r in results])
+        if keys.shape[0] != cap[s]:
+            msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
+                   f"{keys.shape[0]} found there")
+            raise ValueError(msg)
+        order = np.argsort(keys, kind="stable")
+        x = keys[order].view(np.float64)
+        lab = labels[order]
+        g = np.searchsorted(starts, below[bucket] + np.arange(x.shape[0]), side="right") - 1
+        counts[:, 0] += np.bincount(g, minlength=n_bins)
+        counts[:, 1] += np.bincount(g, weights=lab, minlength=n_bins).astype(np.int64)
+        counts[:, 2] += np.bincount(g, weights=(x > 0.5) == (lab == 1),
+                                    minlength=n_bins).astype(np.int64)
+        sums[:, 0] += np.bincount(g, weights=x, minlength=n_bins)
+    return counts, sums, 1
+
+
+def ace(fine_counts, fine_p, n_bins, parts, omit, observed="frac_pos"):
+    """ACE (equal-mass ECE) and the passes it took after the bucket statistics."""
+    got = light_groups(fine_counts, fine_p, n_bins, parts, omit)
+    if got is None:
+        counts, sums, _, _, _, passes = groups(parts, n_bins, omit=omit, eps=None,
+                                               with_logs=False)
+    else:
+        counts, sums, passes = got
+    col = 1 if observed == "frac_pos" else 2
+    return float(kb.binned_scalars(counts, sums, n_bins, col)[0]), passes

@@ -1,0 +1,192 @@
+"""The one equal-mass algorithm (fastcal.equal_mass) against the stable sort."""
+
+import numpy as np
+import pytest
+
+from fastcal import equal_mass as em
+from fastcal._kernels import binary as kb
+from fastcal._kernels import equal_mass as kem
+
+
+def reference(y, x, n_bins):
+    """Groups of the stable order by (value, row), filled row by row."""
+    keep = ~(np.isnan(x) | np.isnan(y.astype(np.float64)))
+    y, x = y[keep], x[keep]
+    n = x.shape[0]
+    order = np.argsort(x + 0.0, kind="stable")  # -0.0 ties with 0.0
+    counts = np.zeros((n_bins, 2), np.int64)
+    sum_p = np.zeros(n_bins)
+    lower = np.full(n_bins, np.nan)
+    upper = np.full(n_bins, np.nan)
+    for g in range(n_bins):
+        rows = order[(g * n) // n_bins:((g + 1) * n) // n_bins]
+        counts[g] = rows.shape[0], int(y[rows].sum())
+        sum_p[g] = x[rows].astype(np.float64).sum()
+        if rows.shape[0]:
+            lower[g], upper[g] = x[rows].min(), x[rows].max()
+    return counts, sum_p, lower, upper
+
+
+def datasets(n, seed):
+    rng = np.random.default_rng(seed)
+    three = np.array([0.1, 0.5, 0.9])[rng.integers(0, 3, n)]
+    near = 0.3 + rng.integers(0, 5, n) * 2.0 ** -50          # agree to 50 bits
+    edges = rng.integers(0, 17, n) / 16                        # on bucket edges
+    zeros = np.where(rng.random(n) < 0.5, -0.0, 0.0)
+    zeros[rng.random(n) < 0.2] = 1.0
+    mixed = np.where(rng.random(n) < 0.5, three, rng.random(n))
+    return {"uniform": rng.random(n), "all equal": np.full(n, 0.7), "three values": three,
+            "near ties": near, "bucket edges": edges, "signed zeros": zeros, "mixed": mixed,
+            "float32": rng.random(n).astype(np.float32)}
+
+
+@pytest.mark.parametrize("name", list(datasets(10, 0)))
+@pytest.mark.parametrize("n_bins", [1, 3, 10, 37])
+def test_groups_equal_the_stable_sort(name, n_bins):
+    n = 2_000
+    x = datasets(n, 1)[name]
+    y = (np.random.default_rng(2).random(n) < 0.4).astype(np.uint8)
+    want_counts, want_p, want_lo, want_hi = reference(y, x, n_bins)
+    for bounds in ([0, n], [0, 1, 700, 701, 1500, n], list(range(0, n + 1, 250))):
+        parts = em.ArrayParts(y, x, 2, bounds=bounds)
+        counts, sums, totals, lower, upper, passes = em.groups(
+            parts, n_bins, omit=False, eps=None, with_logs=True)
+        np.testing.assert_array_equal(counts[:, :2], want_counts)
+        np.testing.assert_allclose(sums[:, 0], want_p, rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal(lower, want_lo)
+        np.testing.assert_array_equal(upper, want_hi)
+
+
+def test_big_ranges_are_split_not_gathered(monkeypatch):
+    """With a tiny gather limit every range is narrowed by histograms of its
+    keys; the groups stay exact and no tied row is collected."""
+    monkeypatch.setattr(em, "GATHER_MAX", 4)
+    n = 3_000
+    rng = np.random.default_rng(5)
+    x = 0.3 + rng.integers(0, 7, n) * 2.0 ** -40
+    y = (rng.random(n) < 0.5).astype(np.uint8)
+    want = reference(y, x, 9)
+    counts, sums, _, lower, upper, passes = em.groups(
+        em.ArrayParts(y, x, 2, bounds=[0, 999, 2000, n]), 9, omit=False, eps=None,
+        with_logs=False)
+    np.testing.assert_array_equal(counts[:, :2], want[0])
+    np.testing.assert_array_equal(lower, want[2])
+    assert passes > 3  # histogram, several narrowing probes, groups
+
+
+def test_nan_rows_are_skipped_under_omit():
+    n = 1_000
+    rng = np.random.default_rng(3)
+    x = rng.random(n)
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    x[rng.integers(0, n, 50)] = np.nan
+    y[rng.integers(0, n, 50)] = np.nan
+    want = reference(y, x, 7)
+    counts, sums, *_ = em.groups(em.ArrayParts(y, x, 2, bounds=[0, 400, n]), 7, omit=True,
+                                 eps=None, with_logs=True)
+    np.testing.assert_array_equal(counts[:, :2], want[0])
+    np.testing.assert_allclose(sums[:, 0], want[1], rtol=1e-12)
+
+
+def test_group_state_matches_the_binary_fill():
+    """Each group's full state (ECD sums, totals) is the binary fill of its rows."""
+    n, n_bins = 5_000, 6
+    rng = np.random.default_rng(4)
+    x = np.round(rng.random(n), 2)  # many ties
+    y = (rng.random(n) < x).astype(np.uint8)
+    counts, sums, totals, *_ = em.groups(em.ArrayParts(y, x, 2), n_bins, omit=False, eps=None,
+                                         with_logs=True)
+    order = np.argsort(x, kind="stable")
+    for g in range(n_bins):
+        rows = order[(g * n) // n_bins:((g + 1) * n) // n_bins]
+        c, s, t, chk = kb.new_state(1)
+        kb.fill_range(np.ascontiguousarray(x[rows]), np.ascontiguousarray(y[rows]), 0,
+                      rows.shape[0], np.array([0.0, 1.0]), False, False, False, 0.0, True,
+                      c, s, t, chk)
+        np.testing.assert_array_equal(counts[g], c[0])
+        np.testing.assert_allclose(sums[g], s[0], rtol=1e-12)
+    c, s, t, chk = kb.new_state(1)
+    kb.fill_range(x, y, 0, n, np.array([0.0, 1.0]), False, False, False, 0.0, True, c, s, t, chk)
+    np.testing.assert_allclose(totals, t, rtol=1e-12)
+
+
+def test_probe_ranges_matches_masks():
+    rng = np.random.default_rng(1)
+    x = np.where(rng.random(4000) < 0.5, 0.5, rng.random(4000))
+    y = np.zeros(4000, np.uint8)
+    keys = np.maximum(x.view(np.int64), 0)
+    nb = 16
+    k05 = int(np.array(0.5).view(np.int64))
+    lo = np.array([0, k05, k05 + 1], np.int64)
+    hi = np.array([int(np.array(1 / 16).view(np.int64)) - 1, k05, k05 + 2 ** 48], np.int64)
+    modes = np.array([1, 0, 2], np.int64)
+    shift = np.array([0, 0, 40], np.int64)
+    sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0)
+    cap = np.array([4000, 0, 0], np.int64)
+    buckets = np.minimum((lo.view(np.float64) * nb).astype(np.int64), nb - 1)
+    first = np.searchsorted(buckets, np.arange(nb + 1)).astype(np.int64)
+    count, got, key_start, hist, hist_start = kem.probe_ranges(
+        x, y, False, nb, first, lo, hi, shift, modes, cap, sizes)
+    for s in range(3):
+        sel = keys[(keys >= lo[s]) & (keys <= hi[s])]
+        assert count[s] == sel.shape[0]
+        if modes[s] == 1:
+            np.testing.assert_array_equal(got[key_start[s]:key_start[s] + count[s]], sel)
+        if modes[s] == 2:
+            want = np.bincount((sel - lo[s]) >> shift[s], minlength=sizes[s])
+            np.testing.assert_array_equal(hist[hist_start[s]:hist_start[s + 1]], want)
+    assert count[1] == np.count_nonzero(x == 0.5) > 0
+
+
+def naive_ace(y, x, n_bins):
+    counts, sum_p, _, _ = reference(y, x, n_bins)
+    n = counts[:, 0].sum()
+    full = counts[:, 0] > 0
+    gap = counts[full, 1] / counts[full, 0] - sum_p[full] / counts[full, 0]
+    return float(np.sum(counts[full, 0] / n * np.abs(gap)))
+
+
+@pytest.mark.parametrize("name", list(datasets(10, 0)))
+@pytest.mark.parametrize("n_bins", [1, 2, 15, 40])
+def test_ace_from_bucket_statistics_equals_the_stable_sort(name, n_bins, monkeypatch):
+    n = 3_000
+    x = datasets(n, 7)[name]
+    y = (np.random.default_rng(8).random(n) < 0.3).astype(np.uint8)
+    want = naive_ace(y, x, n_bins)
+    for budget in (em.GATHER_BUDGET, 0):  # 0: the boundary buckets are too big, groups()
+        monkeypatch.setattr(em, "GATHER_BUDGET", budget)
+        for bounds in ([0, n], [0, 5, 1700, n]):
+            parts = em.ArrayParts(y, x, 2, bounds=bounds)
+            fine = em.bucket_stats(parts, em.fine_buckets_for(n_bins), False)
+            got, passes = em.ace(*fine, n_bins, parts, False)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fill_gives_the_bucket_statistics_of_ace(dtype):
+    """The statistics fused into the binary fill equal the standalone kernel's,
+    invalid and omitted rows excluded."""
+    from fastcal.binning import kernel_edges
+
+    n = 20_000
+    rng = np.random.default_rng(9)
+    p = rng.random(n).astype(dtype)
+    p[::97] = np.nan
+    p[5] = 1.0
+    p[6] = 0.0
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    y[::101] = np.nan
+    B = 1 << 14
+    edges = kernel_edges(10, np.dtype(dtype).str)
+    c, s, t, chk = kb.new_state(10)
+    fc = np.zeros((B + 1, 3), np.int64)
+    fp = np.zeros(B + 1)
+    kb.fill_range_fine(p, y, 0, n, edges, True, False, True, 0.0, True, c, s, t, chk, fc, fp)
+    want_c = np.zeros((B + 1, 3), np.int64)
+    want_p = np.zeros(B + 1)
+    kem.bucket_stats(p, y, True, want_c, want_p)
+    np.testing.assert_array_equal(fc[:B], want_c[:B])
+    np.testing.assert_allclose(fp[:B], want_p[:B], rtol=1e-12)
+    assert fc[:B, 0].sum() == c[:10, 0].sum()  # the same rows as the ordinary bins
+    par = kb.fill_parallel_fine(p, y, edges, True, False, True, 0.0, True, 2, B)
+    np.testing.assert_array_equal(par[4][:B], want_c[:B])
