@@ -7,6 +7,8 @@ from . import multiclass as mc
 from ._kernels import binary as kb
 from ._kernels import multiclass as km
 from ._kernels import bootstrap as kboot
+from ._kernels import equal_mass as kem
+from . import equal_mass as em
 from .binning import kernel_edges, uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
@@ -61,6 +63,13 @@ class CalibrationAccumulator:
     classwise : bool, default True
         Multi-class only: also keep the per-class, per-bin state of
         class-wise ECE (K x n_bins counters, one more pass over each row).
+    ace_buckets : int, default 0
+        Also keep, per value bucket floor(x * ace_buckets) (a power of two),
+        the rows, positives, correct labels and sum of x, x being p, the
+        sigmoid of a logit or a K-class row's confidence: the statistics
+        that ACE is read from with one more pass over the data
+        (:func:`fastcal.equal_mass.ace`). For binary probabilities they are
+        filled by the same compiled pass.
 
     Notes
     -----
@@ -94,7 +103,7 @@ class CalibrationAccumulator:
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True):
+                 n_classes=None, classwise=True, ace_buckets=0):
         from .stats import check_count, check_seed
 
         self.closed = v.check_choice("closed", closed, v.CLOSED)
@@ -122,6 +131,10 @@ class CalibrationAccumulator:
         n_classes = mc.check_n_classes(n_classes)
         if n_classes is not None:
             self._set_classes(n_classes)
+        self.ace_buckets = _check_buckets(ace_buckets)
+        rows = self.ace_buckets + 1 if self.ace_buckets else 0
+        self.fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
+        self.fine_p = np.zeros(rows, np.float64)
 
     def _set_classes(self, k):
         self.n_classes = k
@@ -162,11 +175,14 @@ class CalibrationAccumulator:
             return self._update_binary_logits(y_true, p, row0)
         y, p = v.check_pair(y_true, p)
         edges, uniform = self._kernel_edges(p.dtype)
-        counts, sums, totals, checks = fill(
+        counts, sums, totals, checks, *fine = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
-            self.eps, True, self.threads)
+            self.eps, True, self.threads, self.ace_buckets)
         raise_for_checks(checks, self.nan_policy, row0)
         self._fill_boot(y, p, row0)
+        if fine:
+            self.fine_counts += fine[0]
+            self.fine_p += fine[1]
         self.counts += counts
         self.sums += sums
         self.totals += totals
@@ -200,6 +216,7 @@ class CalibrationAccumulator:
         mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize, row0)
         if self.n_classes is None:
             self._set_classes(k)
+        self._add_buckets(y, p)
         self.counts += counts
         self.sums += sums
         self.totals += totals
@@ -224,12 +241,22 @@ class CalibrationAccumulator:
                    f"at index {first}); logits must be finite")
             raise ValueError(msg)
         raise_for_checks(checks, self.nan_policy, row0)
+        self._add_buckets(y, z)
         self.counts += counts
         self.sums += sums
         self.totals += totals
         self.n_omitted += int(checks[kb.CHECK_OMITTED])
         self.n_rows += z.shape[0]
         return self
+
+    def _add_buckets(self, y, p):
+        """ACE's bucket statistics of validated logits or (n, K) rows (a second,
+        light pass over the chunk; binary probabilities get them from the fill)."""
+        if not self.ace_buckets:
+            return
+        yr, x = em.ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
+                                eps=self.eps)
+        kem.bucket_stats(x, yr, self.nan_policy == "omit", self.fine_counts, self.fine_p)
 
     def _fill_boot(self, y, p, row0):
         """Add validated rows to the bootstrap replicates (no-op when n_boot == 0)."""
@@ -265,6 +292,10 @@ class CalibrationAccumulator:
         if a is not None and b is not None and self.classwise != other.classwise:
             msg = "cannot merge accumulators with and without class-wise state (classwise=)"
             raise ValueError(msg)
+        if self.ace_buckets != other.ace_buckets:
+            msg = ("cannot merge accumulators with different ACE bucket statistics: "
+                   f"ace_buckets={self.ace_buckets} and {other.ace_buckets}")
+            raise ValueError(msg)
         if self.n_boot != other.n_boot or self.seed != other.seed:
             msg = ("cannot merge accumulators with different bootstrap settings: "
                    f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
@@ -284,6 +315,8 @@ class CalibrationAccumulator:
         self.totals += other.totals
         self.boot_counts += other.boot_counts
         self.boot_sums += other.boot_sums
+        self.fine_counts += other.fine_counts
+        self.fine_p += other.fine_p
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
         return self
@@ -302,6 +335,8 @@ class CalibrationAccumulator:
         out.totals = self.totals.copy()
         out.boot_counts = self.boot_counts.copy()
         out.boot_sums = self.boot_sums.copy()
+        out.fine_counts = self.fine_counts.copy()
+        out.fine_p = self.fine_p.copy()
         if self.n_classes is not None:
             out.class_counts = self.class_counts.copy()
             out.class_sums = self.class_sums.copy()
@@ -366,6 +401,14 @@ class CalibrationAccumulator:
         boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
         return (f"CalibrationAccumulator(n={self.n}, n_bins={self.n_bins}, "
                 f"closed={self.closed!r}{boot})")
+
+
+def _check_buckets(n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
+            n and (n & (n - 1) or n < 16 or n > 1 << 24)):
+        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
+        raise ValueError(msg)
+    return int(n)
 
 
 def _check_start(start):

@@ -26,9 +26,14 @@ Memory is O(B + G) plus at most ``GATHER_BUDGET`` gathered keys per pass,
 whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
 only for values that agree to many bits, one per 12 bits) + 1 group pass.
 
-A source is given as parts (``Parts``): slices of an array, the chunks of a
-file, or Dask partitions; ``map(fn, args)`` runs ``fn(y, x, *args[k])`` on
-every part k and returns the results in part order.
+A source is given as parts: slices of an array (``ArrayParts``), the chunks
+of a file or Dask partitions (``fastcal.files``, ``fastcal.distributed``).
+``parts.map(fn, common, per_part=None, combine=None)`` runs ``fn(y, x,
+*common, *per_part[k])`` on the ranking pair (labels, values) of every part k
+and returns the results in part order, or, with ``combine``, folds them
+(``acc = combine(acc, result)``, acc starting as None) so that big per-part
+results need not be kept; ``parts.n_parts`` is known once a first pass has
+been made.
 """
 
 import numpy as np
@@ -113,8 +118,8 @@ class _Target:
         self.ties = None      # resolved: rows with that key in each part
 
 
-def value_histogram(y, x, omit, n_buckets):
-    return kem.value_histogram(x, y, omit, n_buckets)
+def _value_histogram(y, x, omit, n_buckets):
+    return (kem.value_histogram(x, y, omit, n_buckets),)
 
 
 class EqualMass:
@@ -184,7 +189,7 @@ class EqualMass:
             specs = self._specs(open_)
             first, lo, hi, shift, modes, cap, sizes = specs
             omit, nb = self.omit, self.n_buckets
-            results = parts.map(_probe, [(omit, nb, *specs)] * parts.n_parts)
+            results, split = parts.map(_probe, (omit, nb, *specs), combine=_fold_probe)
             self.passes += 1
             index = {(int(a), int(b)): s for s, (a, b) in enumerate(zip(lo, hi))}
             for t in open_:
@@ -194,13 +199,14 @@ class EqualMass:
                     t.key, t.below = t.lo, local
                     t.ties = np.array([r[0][s] for r in results], np.int64)
                 elif modes[s] == 1:
-                    per_part = [r[1][r[2][s]:r[2][s] + r[0][s]] for r in results]
+                    per_part = [r[1][r[2][s]:r[2][s + 1]] for r in results]
                     keys = np.sort(np.concatenate(per_part))
                     t.key = int(keys[local])
                     t.below = local - int(np.searchsorted(keys, t.key, side="left"))
                     t.ties = np.array([np.count_nonzero(a == t.key) for a in per_part], np.int64)
                 else:
-                    sub = np.sum([r[3][r[4][s]:r[4][s + 1]] for r in results], axis=0)
+                    hist, hist_start = split
+                    sub = hist[hist_start[s]:hist_start[s + 1]]
                     scum = np.cumsum(sub)
                     j = int(np.searchsorted(scum, local, side="right"))
                     t.before += int(scum[j] - sub[j])
@@ -223,13 +229,11 @@ class EqualMass:
         if len(cuts):
             table[np.minimum((cut_values * nb).astype(np.int64), nb - 1)] = -1
         eps = 0.0 if eps is None else eps
-        args = [(table, cut_values, cut_below, prior[k].copy(), eps, with_logs, self.n_bins)
-                for k in range(parts.n_parts)]
-        results = parts.map(_fill_groups, args)
+        counts, sums, totals = parts.map(
+            _fill_groups, (table, cut_values, cut_below, eps, with_logs, self.n_bins),
+            [(prior[k].copy(),) for k in range(parts.n_parts)], combine=_add)
         self.passes += 1
-        counts = sum(r[0] for r in results)[: self.n_bins]
-        sums = sum(r[1] for r in results)[: self.n_bins]
-        totals = sum(r[2] for r in results)
+        counts, sums = counts[: self.n_bins], sums[: self.n_bins]
         if int(counts[:, 0].sum()) != self.n:
             msg = (f"the data changed between passes: {self.n} rows ranked, "
                    f"{int(counts[:, 0].sum())} rows grouped")
@@ -244,10 +248,32 @@ class EqualMass:
 
 
 def _probe(y, x, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes):
-    return kem.probe_ranges(x, y, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes)
+    """Probe one part; the gathered keys are compacted (only what was found)."""
+    count, keys, key_start, hist, hist_start = kem.probe_ranges(
+        x, y, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes)
+    found = np.where(modes == 1, count, 0)
+    start = np.concatenate([[0], np.cumsum(found)]).astype(np.int64)
+    keys = np.concatenate([keys[key_start[s]:key_start[s] + found[s]]
+                           for s in range(found.shape[0])] or [keys[:0]])
+    return count, keys, start, hist, hist_start
 
 
-def _fill_groups(y, x, table, cut_values, cut_below, seen, eps, with_logs, n_bins):
+def _fold_probe(acc, result):
+    """Keep each part's counts and keys (ties per part), add up the histograms."""
+    count, keys, start, hist, hist_start = result
+    if acc is None:
+        return [(count, keys, start)], (hist, hist_start)
+    acc[0].append((count, keys, start))
+    return acc[0], (acc[1][0] + hist, hist_start)
+
+
+def _add(acc, result):
+    if acc is None:
+        return tuple(np.array(r, copy=True) for r in result)
+    return tuple(a + r for a, r in zip(acc, result))
+
+
+def _fill_groups(y, x, table, cut_values, cut_below, eps, with_logs, n_bins, seen):
     counts, sums, totals, _ = kb.new_state(n_bins)
     kem.fill_groups_range(x, y, 0, x.shape[0], table, cut_values, cut_below, seen, eps,
                           with_logs, counts, sums, totals)
@@ -263,7 +289,7 @@ def groups(parts, n_bins, *, omit, eps, with_logs, hist=None):
     passes = 0
     if hist is None:
         nb = n_buckets_for(n_bins)
-        hist = sum(parts.map(value_histogram, [(omit, nb)] * parts.n_parts))
+        hist, = parts.map(_value_histogram, (omit, nb), combine=_add)
         passes = 1
     em = EqualMass(hist, n_bins, omit)
     em.resolve(parts)
@@ -284,14 +310,28 @@ class ArrayParts:
         self.threads = max(1, min(int(n_threads), self.n_parts))
         self.slices = [(y[a:b], x[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
-    def map(self, fn, args):
+    def map(self, fn, common, per_part=None, combine=None):
+        extra = per_part or [()] * self.n_parts
         if self.threads == 1:
-            return [fn(*s, *a) for s, a in zip(self.slices, args)]
-        from concurrent.futures import ThreadPoolExecutor
+            results = [fn(*s, *common, *e) for s, e in zip(self.slices, extra)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(self.threads) as pool:
-            futures = [pool.submit(fn, *s, *a) for s, a in zip(self.slices, args)]
-            return [f.result() for f in futures]
+            with ThreadPoolExecutor(self.threads) as pool:
+                futures = [pool.submit(fn, *s, *common, *e)
+                           for s, e in zip(self.slices, extra)]
+                results = [f.result() for f in futures]
+        return fold(results, combine)
+
+
+def fold(results, combine):
+    """The results of a map, folded in part order by ``combine`` if given."""
+    if combine is None:
+        return results
+    acc = None
+    for r in results:
+        acc = combine(acc, r)
+    return acc
 
 
 # -- ACE: equal-mass ECE from bucket statistics ---------------------------------
@@ -300,8 +340,7 @@ def bucket_stats(parts, n_buckets, omit):
     """Per value bucket: rows, positives, correct thresholded labels, sum of p
     (the statistics the binary fill also gives, fused, see
     ``binary.fill_range_fine``); one pass."""
-    results = parts.map(_bucket_stats, [(n_buckets, omit)] * parts.n_parts)
-    return sum(r[0] for r in results), sum(r[1] for r in results)
+    return parts.map(_bucket_stats, (n_buckets, omit), combine=_add)
 
 
 def _bucket_stats(y, x, n_buckets, omit):
@@ -317,7 +356,10 @@ def _gather(y, x, omit, slot, cap_start):
     labels = np.empty(cap_start[-1], np.uint8)
     filled = np.zeros(n_slots, np.int64)
     kem.gather_buckets(x, y, omit, slot, cap_start, keys, labels, filled)
-    return keys, labels, filled
+    start = np.concatenate([[0], np.cumsum(filled)]).astype(np.int64)
+    keep = np.concatenate([np.arange(cap_start[s], cap_start[s] + filled[s])
+                           for s in range(n_slots)] or [np.zeros(0, np.int64)])
+    return keys[keep], labels[keep], start
 
 
 def light_groups(fine_counts, fine_p, n_bins, parts, omit):
@@ -356,11 +398,10 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     slot[cand] = np.arange(cand.size)
     cap = m[cand]
     cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
-    results = parts.map(_gather, [(omit, slot, cap_start)] * parts.n_parts)
+    results = parts.map(_gather, (omit, slot, cap_start))
     for s, bucket in enumerate(cand):
-        a = cap_start[s]
-        keys = np.concatenate([r[0][a:a + r[2][s]] for r in results])
-        labels = np.concatenate([r[1][a:a + r[2][s]] for r in results])
+        keys = np.concatenate([r[0][r[2][s]:r[2][s + 1]] for r in results])
+        labels = np.concatenate([r[1][r[2][s]:r[2][s + 1]] for r in results])
         if keys.shape[0] != cap[s]:
             msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
                    f"{keys.shape[0]} found there")

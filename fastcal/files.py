@@ -8,47 +8,12 @@ import threading
 import numpy as np
 
 from . import _validation as v
-from ._kernels import binary as kb
+from . import equal_mass as em
+from . import multiclass as mc
 from .accumulator import CalibrationAccumulator
 from .io import DEFAULT_CHUNK_ROWS, open_reader
 from .progress import Progress
 from .report import CalibrationReport
-
-# Equal-mass bins from a file (strategy="quantile") -------------------------
-#
-# Pass 1 (the ordinary fill) also counts the probabilities per "bucket": the
-# float64 bit pattern of p keeps its exponent and top 14 mantissa bits, so a
-# bucket spans 2**-14 of its octave (values below 2**-40 share bucket 0). The
-# bit pattern of a non-negative float orders like the float, so the cumulative
-# counts give the rank range of every bucket. Each equal-mass group starts at
-# rank g * n // n_bins (as in the in-memory report: a stable sort by p, ties
-# kept in file order); a bucket whose rank range holds no group start strictly
-# inside belongs to one group whole. Pass 2 bins those rows with edges at the
-# bucket boundaries, and ranks the rows of the few "split" buckets exactly:
-# a bucket holding a single value ranks its rows in file order with a counter;
-# a bucket holding several values keeps its rows (p, y) and sorts them at the
-# end. Memory of pass 2 is the rows of the split buckets (at most n_bins - 1
-# buckets of relative width 2**-14), not the file.
-_MANT_BITS = 14
-_SHIFT = 52 - _MANT_BITS
-_LOW_EXP = 1023 - 40
-_BASE = (_LOW_EXP << _MANT_BITS) - 1
-N_BUCKETS = ((1023 << _MANT_BITS) - _BASE) + 1
-_ONE_BIN = np.array([0.0, 1.0])
-
-
-def bucket_of(p):
-    """Bucket index of each probability (float32 or float64 array in [0, 1])."""
-    bits = np.asarray(p, dtype=np.float64).view(np.int64) >> _SHIFT
-    return np.clip(bits - _BASE, 0, N_BUCKETS - 1)
-
-
-def bucket_lower(k):
-    """Smallest float64 value in bucket k."""
-    if k == 0:
-        return 0.0
-    return float(np.array((int(k) + _BASE) << _SHIFT, dtype=np.int64).view(np.float64))
-
 
 class _ChunkError:
     def __init__(self, exc):
@@ -117,152 +82,61 @@ def _reword(exc, chunk, prob, label):
     return f"{chunk.file}: {text} (rows counted from 0)"
 
 
-def _valid(y, p, omit):
-    """Rows kept by the fill (all rows under nan_policy='raise')."""
-    if not omit:
-        return None
-    keep = ~np.isnan(p)
-    if y.dtype.kind == "f":
-        keep &= ~np.isnan(y)
-    return None if keep.all() else keep
+class _FileParts:
+    """The chunks of a file as the parts of fastcal.equal_mass: every pass reads
+    the file again (with the reader thread), in the same chunks."""
 
+    def __init__(self, reader, names, chunk_rows, multi_class, options, progress, path):
+        self.reader = reader
+        self.names = names
+        self.chunk_rows = chunk_rows
+        self.multi_class = multi_class
+        self.options = options
+        self.progress = progress
+        self.path = path
+        self.n_parts = None
+        self.passes = 1
 
-class _QuantilePlan:
-    """What pass 2 needs, computed from the bucket counts of pass 1."""
-
-    def __init__(self, hist, multi, n, n_bins):
-        self.n_bins = n_bins
-        self.starts = np.array([(g * n) // n_bins for g in range(n_bins)], dtype=np.int64)
-        stops = np.append(self.starts[1:], n)
-        cum = np.cumsum(hist)
-        below = cum - hist  # rank of each bucket's first row
-        self.below = below
-
-        def bucket_at(rank):
-            return int(np.searchsorted(cum, rank, side="right"))
-
-        edges = [0.0]
-        split = set()
-        for g in range(1, n_bins):
-            k = bucket_at(self.starts[g])
-            edges.append(bucket_lower(k))
-            if below[k] < self.starts[g]:
-                split.add(k)
-        edges.append(1.0)
-        self.edges = np.array(edges, dtype=np.float64)
-        self.split = sorted(split)
-        self.single = {k: not multi[k] for k in self.split}
-        self.is_split = np.zeros(N_BUCKETS, dtype=np.bool_)
-        self.is_split[self.split] = True
-        # Ranks whose values are each group's lower and upper end.
-        self.targets = {}
-        for g in range(n_bins):
-            if stops[g] > self.starts[g]:
-                self.targets[int(self.starts[g])] = bucket_at(self.starts[g])
-                self.targets[int(stops[g] - 1)] = bucket_at(stops[g] - 1)
-        self.watch = sorted({k for k in self.targets.values() if k not in split})
-        self.is_watch = np.zeros(N_BUCKETS, dtype=np.bool_)
-        self.is_watch[self.watch] = True
-        self.value_at = {}
-        self.bucket_min = {}
-        self.bucket_max = {}
-        self.seen = {k: 0 for k in self.split}  # rows of single-valued split buckets so far
-        self.kept = {k: ([], []) for k in self.split if not self.single[k]}
-
-
-def _quantile_pass(chunks, plan, state, omit, eps, progress):
-    counts, sums, totals = state
-    n_bins = plan.n_bins
-    for chunk in chunks:
-        y, p = v.check_pair(chunk.columns[1], chunk.columns[0])
-        keep = _valid(y, p, omit)
-        if keep is not None:
-            y, p = y[keep], p[keep]
-        key = bucket_of(p)
-        in_split = plan.is_split[key]
-        if in_split.any():
-            ys, ps = y[~in_split], p[~in_split]
-        else:
-            ys, ps = y, p
-        c, s, t, chk = kb.new_state(n_bins)
-        kb.fill_range(ps, ys, 0, ps.shape[0], plan.edges, False, False, False, eps, True,
-                      c, s, t, chk)
-        counts += c[:n_bins]
-        sums += s[:n_bins]
-        totals += t
-        # Lower / upper ends of groups in whole buckets: min / max of their bucket.
-        w = plan.is_watch[key]
-        if w.any():
-            kw, pw = key[w], p[w]
-            for k in np.unique(kw):
-                vals = pw[kw == k]
-                lo, hi = float(vals.min()), float(vals.max())
-                k = int(k)
-                plan.bucket_min[k] = min(plan.bucket_min.get(k, lo), lo)
-                plan.bucket_max[k] = max(plan.bucket_max.get(k, hi), hi)
-        if in_split.any():
-            ks, psp, ysp = key[in_split], p[in_split], y[in_split]
-            for k in np.unique(ks):
-                k = int(k)
-                sel = ks == k
-                pk, yk = psp[sel], ysp[sel]
-                if plan.single[k]:
-                    ranks = plan.below[k] + plan.seen[k] + np.arange(pk.shape[0])
-                    plan.seen[k] += pk.shape[0]
-                    _fill_ranked(pk, yk, ranks, plan, state, eps)
+    def map(self, fn, common, per_part=None, combine=None):
+        self.passes += 1
+        label = f"{os.path.basename(self.path)} pass {self.passes}"
+        bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
+        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        results = []
+        acc = None
+        k = 0
+        try:
+            for chunk in chunks:
+                p, y = _chunk_arrays(chunk, self.multi_class)
+                y, x = em.ranking_pair(*_checked(y, p), **self.options)
+                r = fn(y, x, *common, *(per_part[k] if per_part else ()))
+                if combine is None:
+                    results.append(r)
                 else:
-                    plan.kept[k][0].append(pk.copy())
-                    plan.kept[k][1].append(yk.copy())
-        if progress is not None:
-            progress.update(chunk.columns[0].shape[0])
-    for k, (pl, yl) in plan.kept.items():
-        pk = np.concatenate(pl)
-        yk = np.concatenate(yl)
-        order = np.argsort(pk, kind="stable")
-        pk = np.ascontiguousarray(pk[order])
-        yk = np.ascontiguousarray(yk[order])
-        ranks = plan.below[k] + np.arange(pk.shape[0])
-        _fill_ranked(pk, yk, ranks, plan, state, eps)
+                    acc = combine(acc, r)
+                bar.update(p.shape[0])
+                k += 1
+        finally:
+            chunks.close()
+            bar.close()
+        if self.n_parts is not None and k != self.n_parts:
+            msg = f"{self.path}: the file changed between passes ({self.n_parts} chunks, then {k})"
+            raise ValueError(msg)
+        self.n_parts = k
+        return results if combine is None else acc
 
 
-def _fill_ranked(p, y, ranks, plan, state, eps):
-    """Add rows of known rank to their groups; note the values at the groups' ends."""
-    counts, sums, totals = state
-    group = np.searchsorted(plan.starts, ranks, side="right") - 1
-    for g in np.unique(group):
-        sel = group == g
-        pg = np.ascontiguousarray(p[sel])
-        yg = np.ascontiguousarray(y[sel])
-        c, s, t, chk = kb.new_state(1)
-        kb.fill_range(pg, yg, 0, pg.shape[0], _ONE_BIN, False, False, False, eps, True,
-                      c, s, t, chk)
-        counts[g] += c[0]
-        sums[g] += s[0]
-        totals += t
-    # ranks are consecutive and all in one bucket
-    for r in plan.targets:
-        if ranks.shape[0] and ranks[0] <= r <= ranks[-1]:
-            plan.value_at[r] = float(p[r - ranks[0]])
+def _chunk_arrays(chunk, multi_class):
+    """(probabilities, labels) of a chunk: (rows, K) for K class columns."""
+    if multi_class:
+        return np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
+    return chunk.columns  # p is (rows, K) for a fixed-size-list column
 
 
-def _group_ends(plan, n):
-    """Smallest and largest p of each equal-mass group (NaN for an empty group)."""
-    lower = np.full(plan.n_bins, np.nan)
-    upper = np.full(plan.n_bins, np.nan)
-    stops = np.append(plan.starts[1:], n)
-    for g in range(plan.n_bins):
-        start, stop = int(plan.starts[g]), int(stops[g])
-        if stop > start:
-            lower[g] = _value(plan, start, first=True)
-            upper[g] = _value(plan, stop - 1, first=False)
-    return lower, upper
-
-
-def _value(plan, rank, first):
-    k = plan.targets[rank]
-    if rank in plan.value_at:
-        return plan.value_at[rank]
-    return plan.bucket_min[k] if first else plan.bucket_max[k]
+def _checked(y, p):
+    if p.ndim == 2:
+        return mc.check_pair(y, p, False)
+    return v.check_pair(y, p)
 
 
 def _prob_columns(path, prob, label, available):
@@ -333,8 +207,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     -------
     CalibrationReport
         With extra attributes ``source`` (the path), ``format``, ``n_rows``
-        (rows read, omitted ones included) and ``passes`` (1, or 2 for
-        equal-mass bins).
+        (rows read, omitted ones included) and ``passes`` (1, or 2 or more
+        for equal-mass bins).
 
     Raises
     ------
@@ -352,14 +226,12 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     1e-12 relative, whatever the chunk size. A reader thread decodes the next
     chunk while the current one is scored.
 
-    Equal-mass bins (and ACE) take a second pass and give exactly the groups
-    of the in-memory report (rows sorted by p, ties in file order, cut at
-    g * n // n_bins). Pass 1 counts p per bucket (2**-14 of each binary
-    octave); pass 2 bins every row of a bucket that lies inside one group
-    directly and ranks the rows of the at most n_bins - 1 buckets that hold a
-    group boundary: by a counter if the bucket holds a single value (ties),
-    else by keeping those rows and sorting them. Extra memory is those rows,
-    small unless many rows share a few distinct, nearly equal values.
+    Equal-mass bins (and ACE) are exact (the groups of the in-memory report:
+    rows sorted by p, ties in file order, cut at g * n // n_bins) and take
+    more passes over the file, with memory bounded whatever the ties (see
+    :mod:`fastcal.equal_mass`): ACE one more pass, which gathers only the
+    rows of the buckets holding a group boundary; ``strategy="quantile"``
+    one or more probe passes, then one pass that fills the groups.
 
     Examples
     --------
@@ -392,65 +264,31 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     if threads is None:
         # Leave one core to the reader thread (pyarrow decodes while the kernel runs).
         threads = max(1, v.check_threads(None) - 1)
-    acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads, logits=logits)
+    second = strategy == "quantile" or ace
+    acc = CalibrationAccumulator(
+        n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
+        threads=threads, logits=logits,
+        ace_buckets=em.fine_buckets_for(v.check_n_bins(n_bins)) if second else 0)
     path = os.fspath(path)
     reader, fmt = open_reader(path, format)
     prob_cols = _prob_columns(path, prob, label, reader.columns)
     multi_class = len(prob_cols) > 1
     names = (*prob_cols, label)
     reader.check(names)
-    omit = acc.nan_policy == "omit"
-    second = strategy == "quantile" or ace
-    if second and (multi_class or logits):
-        msg = (f"{path}: equal-mass bins (strategy='quantile' or ace=True) from files take one "
-               "probability column, not logits or K class columns")
-        raise ValueError(msg)
-    passes = 2 if second else 1
 
-    hist = multi = rep = None
-    if second:
-        hist = np.zeros(N_BUCKETS, dtype=np.int64)
-        multi = np.zeros(N_BUCKETS, dtype=np.bool_)
-        rep = np.full(N_BUCKETS, np.nan)
-
-    label1 = f"{os.path.basename(path)}" + (" pass 1/2" if second else "")
+    label1 = f"{os.path.basename(path)}" + (" pass 1" if second else "")
     bar = Progress(reader.n_rows, label=label1, enabled=progress)
     chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
+    n_chunks = 0
     try:
         for chunk in chunks:
-            if multi_class:
-                # (rows, K) for the multi-class kernel; a copy of one chunk only
-                p_col, y_col = np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
-            else:
-                p_col, y_col = chunk.columns  # p_col is (rows, K) for a fixed-size-list column
-            if second and p_col.ndim == 2:
-                msg = (f"{path}: equal-mass bins (strategy='quantile' or ace=True) from files "
-                       f"take one probability column; {prob!r} holds {p_col.shape[1]} classes")
-                raise ValueError(msg)
+            p_col, y_col = _chunk_arrays(chunk, multi_class)
             try:
                 acc.update(y_col, p_col)
             except ValueError as exc:
                 raise ValueError(_reword(exc, chunk, prob, label)) from None
-            if second:
-                y, p = v.check_pair(y_col, p_col)
-                keep = _valid(y, p, omit)
-                if keep is not None:
-                    p = p[keep]
-                key = bucket_of(p)
-                if key.shape[0] > N_BUCKETS // 16:
-                    hist += np.bincount(key, minlength=N_BUCKETS)
-                else:
-                    np.add.at(hist, key, 1)  # small chunk: no pass over all buckets
-                seen = rep[key]
-                new = np.isnan(seen)
-                if new.any():
-                    rep[key[new]] = p[new]
-                    seen = rep[key]
-                differ = p != seen
-                if differ.any():
-                    multi[key[differ]] = True
             bar.update(p_col.shape[0])
+            n_chunks += 1
     finally:
         chunks.close()  # stops the reader thread now, also on error
         bar.close()
@@ -461,37 +299,30 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         msg = f"{path}: no samples left: all {acc.n_rows} rows were omitted as NaN"
         raise ValueError(msg)
 
-    rep_uniform = acc.report(observed=observed)
+    out = acc.report(observed=observed)
+    passes = 1
+    if second and strategy == "quantile" and acc.n_classes is not None:
+        msg = (f"{path}: equal-mass bins (strategy='quantile') take one probability column; "
+               f"{prob!r} holds {acc.n_classes} classes (their equal-mass top-label ECE is the "
+               "report's ace: pass ace=True)")
+        raise ValueError(msg)
     if second:
-        plan = _QuantilePlan(hist, multi, acc.n, acc.n_bins)
-        state = (np.zeros((acc.n_bins, kb.N_COUNTS), np.int64),
-                 np.zeros((acc.n_bins, kb.N_SUMS), np.float64),
-                 np.zeros(kb.N_TOTALS, np.float64))
-        bar = Progress(reader.n_rows, label=f"{os.path.basename(path)} pass 2/2",
-                       enabled=progress)
-        chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
-        try:
-            _quantile_pass(chunks, plan, state, omit, acc.eps, bar)
-        finally:
-            chunks.close()
-            bar.close()
-        counts, sums, totals = state
-        if int(counts[:, 0].sum()) != acc.n:
-            msg = (f"{path}: the file changed between the two passes ({acc.n} rows counted in "
-                   f"pass 1, {int(counts[:, 0].sum())} in pass 2)")
-            raise ValueError(msg)
-        lower, upper = _group_ends(plan, acc.n)
-        q = CalibrationReport.from_state(
-            counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
-            observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
-        q.ace = q.ece
+        parts = _FileParts(reader, names, chunk_rows, multi_class,
+                           dict(logits=logits, renormalize=acc.renormalize, eps=acc.eps),
+                           progress, path)
+        parts.n_parts = n_chunks
+        omit = acc.nan_policy == "omit"
         if strategy == "quantile":
-            out = q
+            counts, sums, totals, lower, upper, _ = em.groups(
+                parts, acc.n_bins, omit=omit, eps=acc.eps, with_logs=True,
+                hist=acc.fine_counts[:-1, 0])
+            out = CalibrationReport.from_state(
+                counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
+                observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
+            out.ace = out.ece
         else:
-            out = rep_uniform
-            out.ace = q.ece
-    else:
-        out = rep_uniform
+            out.ace, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts, omit, observed)
+        passes = parts.passes
     out.source = path
     out.format = fmt
     out.n_rows = acc.n_rows

@@ -15,12 +15,13 @@ from .report import CalibrationReport
 
 def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
                  nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0,
-                 logits=False, renormalize=False, classwise=False, fine=None):
+                 logits=False, renormalize=False, classwise=False, ace_buckets=0):
     v.check_choice("observed", observed, v.OBSERVED)
     acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads,
                                  n_boot=n_boot, seed=seed, logits=logits,
-                                 renormalize=renormalize, classwise=classwise)
+                                 renormalize=renormalize, classwise=classwise,
+                                 ace_buckets=ace_buckets)
     p = v.to_array("y_prob", y_prob)
     if p.ndim == 2 or logits:
         # Multi-class (N, K) input, or 1-D logits: the accumulator's own paths.
@@ -43,13 +44,12 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
         msg = "y_true and y_prob are empty; need at least one sample"
         raise ValueError(msg)
     kedges, uniform = acc._kernel_edges(p.dtype)
-    state = fill(y, p, kedges, uniform, acc.closed == "right", acc.nan_policy == "omit",
-                 acc.eps, with_logs, acc.threads,
-                 0 if fine is None else em.fine_buckets_for(acc.n_bins))
-    counts, sums, totals, checks = state[:4]
-    if fine is not None:
-        fine[:] = state[4:]  # ACE's value-bucket statistics, from the same pass
+    counts, sums, totals, checks, *fine = fill(
+        y, p, kedges, uniform, acc.closed == "right", acc.nan_policy == "omit", acc.eps,
+        with_logs, acc.threads, acc.ace_buckets)
     raise_for_checks(checks, acc.nan_policy)
+    if fine:
+        acc.fine_counts, acc.fine_p = fine
     acc._fill_boot(y, p, 0)
     acc.counts, acc.sums, acc.totals = counts, sums, totals  # the fresh state of one fill
     acc.n_omitted = int(checks[kb.CHECK_OMITTED])
@@ -60,13 +60,13 @@ def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observ
     return acc, y, p
 
 
-def _equal_mass(y, p, acc, *, logits=False, renormalize=False, with_logs=True):
+def _equal_mass(y, p, acc, *, logits=False, renormalize=False, with_logs=True, hist=None):
     """Per-group state of the exact equal-mass groups of validated arrays
     (fastcal.equal_mass): (counts, sums, totals, lower, upper, passes)."""
     yr, x = em.ranking_pair(y, p, logits=logits, renormalize=renormalize, eps=acc.eps)
     parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
     return em.groups(parts, acc.n_bins, omit=acc.nan_policy == "omit", eps=acc.eps,
-                     with_logs=with_logs)
+                     with_logs=with_logs, hist=hist)
 
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
@@ -179,23 +179,21 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
             raise ValueError(msg)
         acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                                  nan_policy=nan_policy, eps=eps, threads=threads, logits=logits,
-                                 renormalize=renormalize, classwise=True)
+                                 renormalize=renormalize, classwise=True,
+                                 ace_buckets=em.fine_buckets_for(n_bins) if ace else 0)
         rep = acc.report(ci=ci)
         if ace:
-            omit = acc.nan_policy == "omit"
-            yr, x = em.ranking_pair(y, p, logits=logits, renormalize=renormalize, eps=acc.eps)
-            parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
-            fine = em.bucket_stats(parts, em.fine_buckets_for(acc.n_bins), omit)
-            rep.ace, _ = em.ace(*fine, acc.n_bins, parts, omit)
+            rep.ace = _ace(acc, y, p)
         return rep
     use_boot = ci is not None and strategy == "uniform" and not logits
-    fine = [] if ace and strategy == "uniform" else None
+    with_ace = ace or strategy == "quantile"
     acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
                              observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
                              n_boot=n_boot if use_boot else 0, seed=seed, logits=logits,
-                             fine=fine)
+                             ace_buckets=em.fine_buckets_for(n_bins) if with_ace else 0)
     if strategy == "quantile":
-        counts, sums, totals, lower, upper, _ = _equal_mass(y, p, acc, logits=logits)
+        counts, sums, totals, lower, upper, _ = _equal_mass(y, p, acc, logits=logits,
+                                                           hist=acc.fine_counts[:-1, 0])
         q = CalibrationReport.from_state(
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
@@ -205,14 +203,17 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         return q
     rep = acc.report(observed=observed, ci=ci)
     if ace:
-        omit = acc.nan_policy == "omit"
-        if logits:
-            y, p = em.ranking_pair(y, p, logits=True)
-        parts = em.ArrayParts(y, p, v.check_threads(acc.threads))
-        if not fine:
-            fine[:] = em.bucket_stats(parts, em.fine_buckets_for(acc.n_bins), omit)
-        rep.ace, _ = em.ace(*fine, acc.n_bins, parts, omit, observed)
+        rep.ace = _ace(acc, y, p, observed)
     return rep
+
+
+def _ace(acc, y, p, observed="frac_pos"):
+    """ACE from the accumulator's bucket statistics and one more pass over (y, p)."""
+    yr, x = em.ranking_pair(y, p, logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
+    parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
+    value, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts,
+                      acc.nan_policy == "omit", observed)
+    return value
 
 
 class _BinnedScalars:

@@ -137,3 +137,25 @@ def test_fixed_size_list_with_null_rows_is_a_clear_error(tmp_path):
     pq.write_table(pa.table({"probs": col, "label": [1, 0, 0]}), tmp_path / "n.parquet")
     with pytest.raises(ValueError, match=r"n\.parquet: .*1 rows of a list column are null"):
         score_file(tmp_path / "n.parquet", prob="probs", label="label")
+
+
+def test_ace_of_class_columns_and_logits_matches_in_memory(tmp_path):
+    """Equal-mass bins from files now take K class columns and logits (the
+    same algorithm as in memory), with a second pass."""
+    z, p, y = make_multiclass(3_001, seed=4)
+    f = write("parquet", tmp_path, z, p, y)
+    got = score_file(f, prob="p_*", label="label", ace=True, chunk_rows=700)
+    ref = fastcal.calibration_report(y, p, n_bins=10)
+    np.testing.assert_allclose(got.ace, ref.ace, rtol=1e-12)
+    assert got.passes == 2
+    got = score_file(f, prob="z_*", label="label", logits=True, ace=True, chunk_rows=333)
+    np.testing.assert_allclose(got.ace, fastcal.calibration_report(y, z, logits=True).ace,
+                               rtol=1e-12)
+    yb = (y == 0).astype(np.uint8)
+    pq.write_table(pa.table({"z": z[:, 0], "y": yb}), tmp_path / "b.parquet")
+    for strategy in ("uniform", "quantile"):
+        got = score_file(tmp_path / "b.parquet", prob="z", label="y", logits=True, ace=True,
+                         strategy=strategy, chunk_rows=400)
+        ref = fastcal.calibration_report(yb, z[:, 0], logits=True, strategy=strategy)
+        np.testing.assert_allclose(got.ace, ref.ace, rtol=1e-12)
+        np.testing.assert_allclose(got.ece, ref.ece, rtol=1e-12)
