@@ -21,20 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validation as v
-from ._kernels import binary as kb
-from ._kernels import ranks as kr
+from . import equal_mass as em
+from . import multiclass as mc
 from .accumulator import CalibrationAccumulator
 from .report import CalibrationReport
-
-# First pass of the equal-mass search: a histogram of p over 2**16 equal
-# value buckets. The bucket of p is floor(p * 2**16), exact in floating point.
-_VALUE_BUCKETS = 1 << 16
-# A bucket holding at most this many rows is gathered to the client and sorted;
-# a bigger one is split again into 2**_SPLIT_BITS sub-ranges of float64 bit
-# patterns, pass after pass, until it is small enough or a single value.
-_GATHER_MAX = 1 << 18
-_SPLIT_BITS = 10
-_ONE_BIN = np.array([0.0, 1.0])
 
 # Row groups are grouped into partitions of about this many rows.
 ROWS_PER_PARTITION = 1 << 22
@@ -171,12 +161,11 @@ class _Filled:
 
     acc: object        # CalibrationAccumulator, None once a partition failed
     n_rows: int        # rows of the run, bad and omitted rows included
-    hist: object       # value histogram of the run (quantile only) or None
     bad: int = -1      # first partition of the run whose update raised
     bad_offset: int = 0  # rows before that partition within the run
 
 
-def _fill_part(index, options, with_hist, loader, *args):
+def _fill_part(index, options, loader, *args):
     y, p = loader(*args)
     acc = CalibrationAccumulator(**options)
     n = int(np.shape(p)[0])
@@ -184,21 +173,19 @@ def _fill_part(index, options, with_hist, loader, *args):
         acc.update(y, p)
     except ValueError:
         # Located and reported with its global row once all offsets are known.
-        return _Filled(None, n, None, bad=index)
-    hist = _value_hist(y, p, acc.nan_policy) if with_hist else None
-    return _Filled(acc, n, hist)
+        return _Filled(None, n, bad=index)
+    return _Filled(acc, n)
 
 
 def _merge_filled(*runs):
     out = runs[0]
     for r in runs[1:]:
         if out.bad >= 0:
-            out = _Filled(None, out.n_rows + r.n_rows, None, out.bad, out.bad_offset)
+            out = _Filled(None, out.n_rows + r.n_rows, out.bad, out.bad_offset)
         elif r.bad >= 0:
-            out = _Filled(None, out.n_rows + r.n_rows, None, r.bad, out.n_rows + r.bad_offset)
+            out = _Filled(None, out.n_rows + r.n_rows, r.bad, out.n_rows + r.bad_offset)
         else:
-            hist = None if out.hist is None else out.hist + r.hist
-            out = _Filled(out.acc + r.acc, out.n_rows + r.n_rows, hist)
+            out = _Filled(out.acc + r.acc, out.n_rows + r.n_rows)
     return out
 
 
@@ -227,152 +214,35 @@ def _tree(tasks, merge, split_every):
 
 
 # ---------------------------------------------------------------------------
-# Equal-mass bins
+# Equal-mass bins: the partitions as parts of fastcal.equal_mass
 # ---------------------------------------------------------------------------
 
-def _key(value):
-    """Sort key of a probability in [0, 1]: its float64 bit pattern, which orders
-    like the value (-0.0 gets the key of 0.0)."""
-    return max(int(np.array(value, np.float64).view(np.int64)), 0)
+class _DaskParts:
+    """Every pass of fastcal.equal_mass is one task per partition, results in
+    partition order (the tie counters of equal values need that order)."""
+
+    def __init__(self, source, runner, pair):
+        self.source = source
+        self.runner = runner
+        self.pair = pair  # options of em.ranking_pair
+        self.n_parts = len(source.parts)
+        self.passes = 1
+
+    def map(self, fn, common, per_part=None, combine=None):
+        import dask
+
+        task = dask.delayed(_on_part, pure=True)
+        tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, *part)
+                 for k, part in enumerate(self.source.parts)]
+        self.passes += 1
+        return em.fold(self.runner.compute(tasks), combine)
 
 
-def _value_hist(y, p, nan_policy):
-    y, p = v.check_pair(y, p)
-    return kr.value_histogram(p, y, nan_policy == "omit", _VALUE_BUCKETS)
-
-
-def _bucket_keys(b):
-    """Inclusive key range of value bucket b: [b / 2**16, (b + 1) / 2**16)."""
-    lo = _key(b / _VALUE_BUCKETS)
-    if b == _VALUE_BUCKETS - 1:
-        return lo, _key(1.0)
-    return lo, _key((b + 1) / _VALUE_BUCKETS) - 1
-
-
-def _probe_part(specs, nan_policy, loader, *args):
-    """Per spec (lo, hi, shift) over the keys in [lo, hi]: their count (lo == hi),
-    the sorted keys (shift < 0) or a histogram of (key - lo) >> shift."""
+def _on_part(fn, common, extra, pair, loader, *args):
     y, p = loader(*args)
-    y, p = v.check_pair(y, p)
-    lo = np.array([s[0] for s in specs], np.int64)
-    hi = np.array([s[1] for s in specs], np.int64)
-    shift = np.array([max(s[2], 0) for s in specs], np.int64)
-    mode = np.array([0 if s[0] == s[1] else (1 if s[2] < 0 else 2) for s in specs], np.int64)
-    sizes = np.where(mode == 2, ((hi - lo) >> shift) + 1, 0)
-    count, keys, key_start, hist, hist_start = kr.probe_ranges(
-        p, y, nan_policy == "omit", lo, hi, shift, mode, sizes)
-    out = []
-    for s in range(len(specs)):
-        if mode[s] == 0:
-            out.append(int(count[s]))
-        elif mode[s] == 1:
-            out.append(np.sort(keys[key_start[s]:key_start[s + 1]]))
-        else:
-            out.append(hist[hist_start[s]:hist_start[s + 1]].copy())
-    return out
-
-
-@dataclass
-class _Cut:
-    """One boundary between equal-mass groups, narrowed pass by pass."""
-
-    rank: int         # global rank (0-based, stable sorted order) of the first row above it
-    lo: int           # inclusive key range known to hold the row of that rank
-    hi: int
-    before: int       # rows with key < lo
-    m: int            # rows with key in [lo, hi]
-    key: int = -1     # resolved: key of the row of that rank
-    below: int = 0    # resolved: rows with that key that go below the cut
-    ties: object = None  # resolved: rows with that key in each partition
-
-
-def _find_cuts(hist, n, n_bins, probe):
-    """Exact order statistics at ranks c * n // n_bins, c = 1..n_bins-1.
-
-    ``probe(specs)`` runs :func:`_probe_part` on every partition and returns
-    the per-partition lists of results.
-    """
-    cum = np.cumsum(hist)
-    cuts = []
-    for c in range(1, n_bins):
-        r = (c * n) // n_bins
-        b = int(np.searchsorted(cum, r, side="right"))
-        lo, hi = _bucket_keys(b)
-        cuts.append(_Cut(r, lo, hi, int(cum[b] - hist[b]), int(hist[b])))
-    while True:
-        open_ = [c for c in cuts if c.key < 0]
-        if not open_:
-            return cuts
-        sizes = {(c.lo, c.hi): c.m for c in open_}
-        specs = []
-        for (lo, hi), m in sorted(sizes.items()):
-            if lo == hi:
-                specs.append((lo, hi, 0))  # one key: count it per partition
-            elif m <= _GATHER_MAX:
-                specs.append((lo, hi, -1))  # gather the keys
-            else:
-                specs.append((lo, hi, max(0, (hi - lo).bit_length() - _SPLIT_BITS)))
-        per_part = probe(specs)
-        for s, (lo, hi, shift) in enumerate(specs):
-            results = [r[s] for r in per_part]
-            for c in open_:
-                if (c.lo, c.hi) != (lo, hi):
-                    continue
-                local = c.rank - c.before
-                if lo == hi:
-                    c.key, c.below = lo, local
-                    c.ties = np.array(results, np.int64)
-                elif shift < 0:
-                    keys = np.sort(np.concatenate(results))
-                    c.key = int(keys[local])
-                    c.below = local - int(np.searchsorted(keys, c.key, side="left"))
-                    c.ties = np.array([np.count_nonzero(a == c.key) for a in results], np.int64)
-                else:
-                    sub = np.sum(results, axis=0)
-                    scum = np.cumsum(sub)
-                    j = int(np.searchsorted(scum, local, side="right"))
-                    c.before += int(scum[j] - sub[j])
-                    c.lo, c.hi = lo + (j << shift), min(hi, lo + ((j + 1) << shift) - 1)
-                    c.m = int(sub[j])
-
-
-@dataclass
-class _Groups:
-    counts: np.ndarray
-    sums: np.ndarray
-    totals: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
-
-
-def _group_part(cut_values, cut_below, cut_prior, n_bins, options, loader, *args):
-    """Fill the equal-mass groups from one partition (see ranks.group_rows)."""
-    y, p = loader(*args)
-    y, p = v.check_pair(y, p)
-    ps, ys, bounds, lower, upper = kr.group_rows(
-        p, y, options["nan_policy"] == "omit", cut_values, cut_below, cut_prior, n_bins)
-    counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
-    sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
-    totals = np.zeros(kb.N_TOTALS, np.float64)
-    eps = v.check_eps(options["eps"])
-    right = options["closed"] == "right"
-    for b in range(n_bins):
-        start, stop = int(bounds[b]), int(bounds[b + 1])
-        if stop == start:
-            continue
-        c, s, t, chk = kb.new_state(1)
-        kb.fill_range(ps, ys, start, stop, _ONE_BIN, False, right, False, eps, True, c, s, t, chk)
-        counts[b], sums[b] = c[0], s[0]
-        totals += t
-    return _Groups(counts, sums, totals, lower, upper)
-
-
-def _merge_groups(*parts):
-    out = parts[0]
-    for r in parts[1:]:
-        out = _Groups(out.counts + r.counts, out.sums + r.sums, out.totals + r.totals,
-                      np.fmin(out.lower, r.lower), np.fmax(out.upper, r.upper))
-    return out
+    y, p = mc.check_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
+    y, x = em.ranking_pair(y, p, **pair)
+    return fn(y, x, *common, *extra)
 
 
 # ---------------------------------------------------------------------------
@@ -455,7 +325,7 @@ def connect(address, *, timeout=10.0):
 # ---------------------------------------------------------------------------
 
 def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps, ace,
-           threads, split_every, runner):
+           threads, split_every, runner, logits=False, renormalize=False):
     import dask
 
     v.check_choice("strategy", strategy, v.STRATEGIES)
@@ -466,19 +336,21 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
     if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
         msg = f"split_every must be an integer >= 2; got {split_every!r}"
         raise ValueError(msg)
+    need_quantile = strategy == "quantile" or ace
     options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
-                   threads=threads)
+                   threads=threads, logits=logits, renormalize=renormalize,
+                   ace_buckets=em.fine_buckets_for(v.check_n_bins(n_bins)) if need_quantile
+                   else 0)
     checked = CalibrationAccumulator(**options)  # checks the options on the client
     if not source.parts:
         msg = "the input has no partitions; need at least one sample"
         raise ValueError(msg)
-    need_quantile = strategy == "quantile" or ace
-    if need_quantile and source.multi:
-        msg = ("strategy='quantile' and ACE are computed for 1-D probabilities only; for (N, K) "
-               "probabilities pass strategy='uniform' and ace=False")
+    if strategy == "quantile" and source.multi:
+        msg = ("strategy='quantile' is for 1-D probabilities; for (N, K) probabilities the "
+               "equal-mass top-label ECE is the report's ace (pass ace=True)")
         raise ValueError(msg)
     fill = dask.delayed(_fill_part, pure=True)
-    tasks = [fill(k, options, need_quantile, *part) for k, part in enumerate(source.parts)]
+    tasks = [fill(k, options, *part) for k, part in enumerate(source.parts)]
     run = runner.compute(_tree(tasks, _merge_filled, split_every))
     if run.bad >= 0:
         text = runner.compute(dask.delayed(_message, pure=True)(
@@ -496,32 +368,21 @@ def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps
     if not need_quantile:
         return _tag(acc.report(observed=observed), run.n_rows, passes)
 
-    def probe(specs):
-        nonlocal passes
-        passes += 1
-        t = dask.delayed(_probe_part, pure=True)
-        return runner.compute([t(specs, nan_policy, *part) for part in source.parts])
-
-    n_groups = checked.n_bins
-    cuts = _find_cuts(run.hist, acc.n, n_groups, probe)
-    values = np.array([c.key for c in cuts], np.int64).view(np.float64)
-    below = np.array([c.below for c in cuts], np.int64)
-    prior = (np.array([np.cumsum(c.ties) - c.ties for c in cuts], np.int64).reshape(
-        len(cuts), len(source.parts)))
-    group = dask.delayed(_group_part, pure=True)
-    tasks = [group(values, below, prior[:, k].copy(), n_groups, options, *part)
-             for k, part in enumerate(source.parts)]
-    gr = runner.compute(_tree(tasks, _merge_groups, split_every))
-    passes += 1
-    q = CalibrationReport.from_state(
-        gr.counts, gr.sums, gr.totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
-        observed=observed, strategy="quantile", eps=acc.eps, lower=gr.lower, upper=gr.upper)
+    parts = _DaskParts(source, runner, dict(logits=acc.logits, renormalize=acc.renormalize,
+                                            eps=acc.eps))
+    omit = acc.nan_policy == "omit"
     if strategy == "quantile":
+        counts, sums, totals, lower, upper, _ = em.groups(
+            parts, checked.n_bins, omit=omit, eps=acc.eps, with_logs=True,
+            hist=acc.fine_counts[:-1, 0])
+        q = CalibrationReport.from_state(
+            counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
+            observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         q.ace = q.ece
-        return _tag(q, run.n_rows, passes)
+        return _tag(q, run.n_rows, parts.passes)
     rep = acc.report(observed=observed)
-    rep.ace = q.ece
-    return _tag(rep, run.n_rows, passes)
+    rep.ace, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts, omit, observed)
+    return _tag(rep, run.n_rows, parts.passes)
 
 
 def _tag(rep, n_rows, passes):
@@ -536,8 +397,10 @@ _OPTIONS_DOC = """
         As in :func:`fastcal.calibration_report`.
     ace : bool, default False
         With strategy="uniform", also compute ACE (equal-mass ECE), exactly,
-        from two more passes over the data. Off by default so that a plain
-        run reads the data once, as :func:`fastcal.score_file`.
+        from one more pass over the data. Off by default so that a plain run
+        reads the data once, as :func:`fastcal.score_file`.
+    logits, renormalize
+        As in :func:`fastcal.calibration_report`.
     threads : int, default 1
         Numba threads per partition. Dask already runs partitions in
         parallel; raise this only for workers with one Dask thread and
@@ -562,7 +425,8 @@ _OPTIONS_DOC = """
 
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
-               split_every=8, client=None, scheduler=None, workers=None, timeout=10.0):
+               split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
+               logits=False, renormalize=False):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -598,17 +462,11 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     sums to rounding).
 
     Equal-mass bins (``strategy="quantile"``, and ACE with ``ace=True``)
-    need the values at ranks c * n // n_bins of the stable sort by p, and the
-    single-process path splits ties by position in the input. The method is
-    exact: the first pass also builds a histogram of p over 2**16 equal
-    buckets (floor(p * 2**16) is exact); the bucket holding each cut rank is
-    then either gathered to the client and sorted (at most 2**18 rows) or
-    split again over the float64 bit patterns of its values, until the value
-    at each cut rank is known, with the number of rows equal to it that lie
-    below the cut and how many such rows each partition holds. A last pass
-    puts each row in its group by (value, global row) order and fills the
-    groups. Typical data need 3 passes in all; heavily concentrated values a
-    few more. Every pass reads the data again.
+    are exact and use the algorithm of every entry point,
+    :mod:`fastcal.equal_mass`, with the partitions as its parts (ties split
+    by global row, as in the single-process stable sort): ACE takes one more
+    pass, ``strategy="quantile"`` usually two more. Every pass reads the
+    data again.
 
     Examples
     --------
@@ -624,13 +482,14 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     with _Runner(client, scheduler, workers, timeout) as runner:
         return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner)
+                      threads=threads, split_every=split_every, runner=runner,
+                      logits=logits, renormalize=renormalize)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
-                    workers=None, timeout=10.0):
+                    workers=None, timeout=10.0, logits=False, renormalize=False):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -675,13 +534,15 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     with _Runner(client, scheduler, workers, timeout) as runner:
         return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner)
+                      threads=threads, split_every=split_every, runner=runner,
+                      logits=logits, renormalize=renormalize)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
-                  workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION):
+                  workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
+                  logits=False, renormalize=False):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -733,7 +594,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     with _Runner(client, scheduler, workers, timeout) as runner:
         rep = _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                     threads=threads, split_every=split_every, runner=runner)
+                     threads=threads, split_every=split_every, runner=runner,
+                      logits=logits, renormalize=renormalize)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

@@ -22,6 +22,7 @@ from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
 import fastcal  # noqa: E402
 from fastcal import cli  # noqa: E402
 from fastcal import distributed as fd  # noqa: E402
+from fastcal import equal_mass as em  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
 from fastcal.files import score_file  # noqa: E402
 from tests import naive  # noqa: E402
@@ -149,10 +150,16 @@ def test_equal_mass_bins_split_ties_by_global_row(client, monkeypatch):
     p = values[rng.integers(0, len(values), 40_000)]
     y = (rng.random(40_000) < np.abs(p)).astype(np.uint8)
     yd, pd_ = da.from_array(y, chunks=3_001), da.from_array(p, chunks=3_001)
-    for gather_max, n_bins in ((fd._GATHER_MAX, 16), (50, 10)):
-        monkeypatch.setattr(fd, "_GATHER_MAX", gather_max)
+    for gather_max, n_bins in ((em.GATHER_MAX, 16), (50, 10)):
+        monkeypatch.setattr(em, "GATHER_MAX", gather_max)
         rep = fd.score_dask(yd, pd_, n_bins=n_bins, strategy="quantile", client=client)
         assert_same(rep, fastcal.calibration_report(y, p, n_bins=n_bins, strategy="quantile"))
+    # ACE from bucket statistics, and with boundary buckets too big to gather
+    for budget in (em.GATHER_BUDGET, 0):
+        monkeypatch.setattr(em, "GATHER_BUDGET", budget)
+        rep = fd.score_dask(yd, pd_, n_bins=7, ace=True, client=client)
+        np.testing.assert_allclose(rep.ace, fastcal.calibration_report(y, p, n_bins=7).ace,
+                                   rtol=1e-12)
     # and the loop reference on a small slice
     ys, ps = y[:3_000], p[:3_000]
     rep = fd.score_dask(da.from_array(ys, chunks=701), da.from_array(ps, chunks=701), n_bins=9,
@@ -281,9 +288,29 @@ def test_bad_arguments(client, dataset):
         fd.score_dataset(root + "-missing", client=client)
     with pytest.raises(ValueError, match="different lengths: 10 and 11"):
         fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
-    with pytest.raises(ValueError, match="1-D probabilities only; .* ace=False"):
-        fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5), ace=True,
-                      client=client)
+    with pytest.raises(ValueError, match="quantile' is for 1-D probabilities; .* ace=True"):
+        fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5),
+                      strategy="quantile", client=client)
+
+
+def test_multiclass_and_logits_ace_on_dask(client):
+    """ACE of K classes and of logits: the gaps of the first version, now filled
+    by the one equal-mass algorithm."""
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(3_000, 4)) * 2
+    y = rng.integers(0, 4, 3_000)
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    for arr, logits in ((p, False), (z, True)):
+        rep = fd.score_dask(da.from_array(y, chunks=700), da.from_array(arr, chunks=(700, 4)),
+                            ace=True, logits=logits, client=client)
+        ref = fastcal.calibration_report(y, arr, logits=logits)
+        np.testing.assert_allclose([rep.ace, rep.ece, rep.ecd], [ref.ace, ref.ece, ref.ecd],
+                                   rtol=1e-12)
+    zb = z[:, 0]
+    yb = (y == 0).astype(np.uint8)
+    rep = fd.score_dask(da.from_array(yb, chunks=600), da.from_array(zb, chunks=600),
+                        strategy="quantile", logits=True, client=client)
+    assert_same(rep, fastcal.calibration_report(yb, zb, logits=True, strategy="quantile"))
 
 
 # -- compilation ----------------------------------------------------------------
@@ -297,9 +324,9 @@ def test_kernels_compile_once_per_worker_not_per_partition(client, dataset):
     root, y, p = dataset
 
     def kernel_loads(dask_worker=None):
-        st = kb.fill_range.stats
+        st = kb.fill_range_fine.stats
         return (sum(st.cache_hits.values()) + sum(st.cache_misses.values()),
-                len(kb.fill_range.signatures))
+                len(kb.fill_range_fine.signatures))
 
     before = client.run(kernel_loads)
     with get_task_stream(client) as ts:
