@@ -9,8 +9,8 @@ from .accumulator import CalibrationAccumulator
 from .binning import uniform_edges
 from .files import score_file
 from .gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
-from .metrics import ace, brier_score, calibration_report, ecd, ece, esce, log_loss, mce
-from .multiclass import classwise_ece
+from .metrics import (ace, brier_score, calibration_report, classwise_ece, ecd, ece, esce,
+                      log_loss, mce)
 from .multiclass_report import MulticlassReport
 from .report import CalibrationReport
 from .simulate import simulate

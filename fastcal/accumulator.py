@@ -9,6 +9,7 @@ from ._kernels import multiclass as km
 from ._kernels import bootstrap as kboot
 from ._kernels import equal_mass as kem
 from . import equal_mass as em
+from .batch import resolve
 from .binning import kernel_edges, uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
@@ -135,6 +136,7 @@ class CalibrationAccumulator:
         rows = self.ace_buckets + 1 if self.ace_buckets else 0
         self.fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
         self.fine_p = np.zeros(rows, np.float64)
+        self._with_logs = True  # False: binned metrics only (no logarithms)
 
     def _set_classes(self, k):
         self.n_classes = k
@@ -167,17 +169,25 @@ class CalibrationAccumulator:
             Multi-class: negative probabilities, rows not summing to 1,
             labels outside [0, K) (value and row), K differing between updates.
         """
+        batch = resolve(y_true, y_prob, logits=self.logits,
+                        multiclass=self.n_classes is not None)
+        return self.update_batch(batch, start=start)
+
+    def update_batch(self, batch, *, start=None):
+        """``update`` with a batch already resolved by :func:`fastcal.batch.resolve`."""
         row0 = self.n_rows if start is None else _check_start(start)
-        p = v.to_array("y_prob", y_prob)
-        if p.ndim == 2 or self.n_classes is not None:
-            return self._update_multiclass(y_true, p, row0)
-        if self.logits:
-            return self._update_binary_logits(y_true, p, row0)
-        y, p = v.check_pair(y_true, p)
+        if batch.kind == "multiclass":
+            return self._update_multiclass(batch.y, batch.p, row0)
+        if batch.kind == "logits":
+            return self._update_binary_logits(batch.y, batch.p, row0)
+        if batch.kind != "binary":
+            msg = f"{batch.kind} input has no CalibrationAccumulator state"
+            raise ValueError(msg)
+        y, p = batch.y, batch.p
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, checks, *fine = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
-            self.eps, True, self.threads, self.ace_buckets)
+            self.eps, self._with_logs, self.threads, self.ace_buckets)
         raise_for_checks(checks, self.nan_policy, row0)
         self._fill_boot(y, p, row0)
         if fine:
@@ -190,15 +200,7 @@ class CalibrationAccumulator:
         self.n_rows += p.shape[0]
         return self
 
-    def _no_boot(self, what):
-        if self.n_boot:
-            msg = (f"n_boot={self.n_boot}: bootstrap replicates are for binary probabilities; "
-                   f"they are not kept for {what} (use n_boot=0)")
-            raise ValueError(msg)
-
-    def _update_multiclass(self, y_true, y_prob, row0):
-        self._no_boot("multi-class (n, K) input")
-        y, p = mc.check_pair(y_true, y_prob, self.logits)
+    def _update_multiclass(self, y, p, row0):
         k = p.shape[1]
         if self.n_classes is None:
             if self.n_rows > 0:
@@ -212,11 +214,11 @@ class CalibrationAccumulator:
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, ccounts, csums, checks = mc.fill(
             y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
-            self.renormalize, self.classwise, self.threads, getattr(self, "_with_logs", True))
+            self.renormalize, self.classwise, self.threads, self._with_logs)
         mc.raise_for_checks(checks, self.nan_policy, y, p, self.logits, self.renormalize, row0)
         if self.n_classes is None:
             self._set_classes(k)
-        self._add_buckets(y, p)
+        self._add_ranked(y, p, row0)
         self.counts += counts
         self.sums += sums
         self.totals += totals
@@ -226,9 +228,7 @@ class CalibrationAccumulator:
         self.n_rows += p.shape[0]
         return self
 
-    def _update_binary_logits(self, y_true, z, row0):
-        self._no_boot("logits")
-        y, z = v.check_pair(y_true, z)
+    def _update_binary_logits(self, y, z, row0):
         edges, uniform = self._kernel_edges(np.float64)
         counts, sums, totals, checks = kb.new_state(self.n_bins)
         kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
@@ -241,7 +241,7 @@ class CalibrationAccumulator:
                    f"at index {first}); logits must be finite")
             raise ValueError(msg)
         raise_for_checks(checks, self.nan_policy, row0)
-        self._add_buckets(y, z)
+        self._add_ranked(y, z, row0)
         self.counts += counts
         self.sums += sums
         self.totals += totals
@@ -249,20 +249,25 @@ class CalibrationAccumulator:
         self.n_rows += z.shape[0]
         return self
 
-    def _add_buckets(self, y, p):
-        """ACE's bucket statistics of validated logits or (n, K) rows (a second,
-        light pass over the chunk; binary probabilities get them from the fill)."""
-        if not self.ace_buckets:
+    def _add_ranked(self, y, p, row0):
+        """For validated logits or (n, K) rows: ACE's bucket statistics and the
+        bootstrap replicates, over the values that binary probabilities have
+        directly (the sigmoid of a logit; a row's confidence, its label being
+        1 where the argmax is the true class). A second, light pass."""
+        if not (self.ace_buckets or self.n_boot):
             return
         yr, x = em.ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
                                 eps=self.eps)
-        kem.bucket_stats(x, yr, self.nan_policy == "omit", self.fine_counts, self.fine_p)
+        if self.ace_buckets:
+            kem.bucket_stats(x, yr, self.nan_policy == "omit", self.fine_counts, self.fine_p)
+        self._fill_boot(yr, x, row0, p.dtype)
 
-    def _fill_boot(self, y, p, row0):
-        """Add validated rows to the bootstrap replicates (no-op when n_boot == 0)."""
+    def _fill_boot(self, y, p, row0, dtype=None):
+        """Add validated rows to the bootstrap replicates (no-op when n_boot == 0);
+        binned with the edges of ``dtype`` (default p's), those of the state."""
         if self.n_boot == 0 or p.shape[0] == 0:
             return
-        edges, uniform = self._kernel_edges(p.dtype)
+        edges, uniform = self._kernel_edges(p.dtype if dtype is None else dtype)
         right = self.closed == "right"
         n_threads = v.check_threads(self.threads)
         if n_threads == 1 or p.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
@@ -370,7 +375,10 @@ class CalibrationAccumulator:
         if self.n_classes is not None:
             rep = self._report_multiclass()
             if ci is not None:
-                rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+                # top-label state: "correct" (column 2) is the positive label (column 1)
+                boot = self.boot_counts.copy()
+                boot[..., 2] = boot[..., 1]
+                rep.set_intervals(ci, boot, self.boot_sums)
             return rep
         rep = CalibrationReport.from_state(
             self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals,

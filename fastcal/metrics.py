@@ -1,72 +1,15 @@
 """Public metric functions. Each validates once, fills once, and reads the report."""
 
-import numpy as np
-
-from . import _validation as v
-from . import equal_mass as em
-from . import multiclass as mc
 from . import soft
 from ._kernels import binary as kb
-from .accumulator import CalibrationAccumulator, fill, raise_for_checks
+from .batch import is_soft
 from .binning import uniform_edges
-from .report import CalibrationReport
+from .score import ArraySource, Options, fill_arrays, score
 
 
-
-def _fill_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-                 nan_policy="raise", eps=None, threads=None, with_logs=True, n_boot=0, seed=0,
-                 logits=False, renormalize=False, classwise=False, ace_buckets=0):
-    v.check_choice("observed", observed, v.OBSERVED)
-    acc = CalibrationAccumulator(n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads,
-                                 n_boot=n_boot, seed=seed, logits=logits,
-                                 renormalize=renormalize, classwise=classwise,
-                                 ace_buckets=ace_buckets)
-    p = v.to_array("y_prob", y_prob)
-    if p.ndim == 2 or logits:
-        # Multi-class (N, K) input, or 1-D logits: the accumulator's own paths.
-        if p.ndim == 2:
-            y, p = mc.check_pair(y_true, p, logits)
-        else:
-            y, p = v.check_pair(y_true, p)
-        if p.shape[0] == 0:
-            msg = "y_true and y_prob are empty; need at least one sample"
-            raise ValueError(msg)
-        acc._with_logs = with_logs  # binned metrics only: skip the logarithms
-        acc.update(y, p)
-        acc._with_logs = True
-        if acc.n == 0:
-            msg = f"no samples left: all {p.shape[0]} rows were omitted as NaN"
-            raise ValueError(msg)
-        return acc, y, p
-    y, p = v.check_pair(y_true, p)
-    if p.shape[0] == 0:
-        msg = "y_true and y_prob are empty; need at least one sample"
-        raise ValueError(msg)
-    kedges, uniform = acc._kernel_edges(p.dtype)
-    counts, sums, totals, checks, *fine = fill(
-        y, p, kedges, uniform, acc.closed == "right", acc.nan_policy == "omit", acc.eps,
-        with_logs, acc.threads, acc.ace_buckets)
-    raise_for_checks(checks, acc.nan_policy)
-    if fine:
-        acc.fine_counts, acc.fine_p = fine
-    acc._fill_boot(y, p, 0)
-    acc.counts, acc.sums, acc.totals = counts, sums, totals  # the fresh state of one fill
-    acc.n_omitted = int(checks[kb.CHECK_OMITTED])
-    acc.n_rows = p.shape[0]
-    if acc.n == 0:
-        msg = f"no samples left: all {p.shape[0]} rows were omitted as NaN"
-        raise ValueError(msg)
-    return acc, y, p
-
-
-def _equal_mass(y, p, acc, *, logits=False, renormalize=False, with_logs=True, hist=None):
-    """Per-group state of the exact equal-mass groups of validated arrays
-    (fastcal.equal_mass): (counts, sums, totals, lower, upper, passes)."""
-    yr, x = em.ranking_pair(y, p, logits=logits, renormalize=renormalize, eps=acc.eps)
-    parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
-    return em.groups(parts, acc.n_bins, omit=acc.nan_policy == "omit", eps=acc.eps,
-                     with_logs=with_logs, hist=hist)
+def _arrays(y_true, y_prob, **options):
+    """(accumulator, batch) of one pass over arrays (fastcal.score.fill_arrays)."""
+    return fill_arrays(y_true, y_prob, Options(ace=False, **options))
 
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
@@ -164,56 +107,11 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     >>> r.n, round(r.ece, 3)
     (4, 0.25)
     """
-    from .stats import check_ci
-
-    v.check_choice("strategy", strategy, v.STRATEGIES)
-    if strategy == "quantile" and edges is not None:
-        msg = "edges cannot be combined with strategy='quantile'"
-        raise ValueError(msg)
-    ci = check_ci(ci)
-    p_in = v.to_array("y_prob", y_prob)
-    if p_in.ndim == 2:
-        if strategy == "quantile":
-            msg = ("strategy='quantile' is for 1-D y_prob; for (n, K) y_prob the equal-mass "
-                   "top-label ECE is the report's ace")
-            raise ValueError(msg)
-        acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
-                                 nan_policy=nan_policy, eps=eps, threads=threads, logits=logits,
-                                 renormalize=renormalize, classwise=True,
-                                 ace_buckets=em.fine_buckets_for(n_bins) if ace else 0)
-        rep = acc.report(ci=ci)
-        if ace:
-            rep.ace = _ace(acc, y, p)
-        return rep
-    use_boot = ci is not None and strategy == "uniform" and not logits
-    with_ace = ace or strategy == "quantile"
-    acc, y, p = _fill_report(y_true, p_in, n_bins=n_bins, edges=edges, closed=closed,
-                             observed=observed, nan_policy=nan_policy, eps=eps, threads=threads,
-                             n_boot=n_boot if use_boot else 0, seed=seed, logits=logits,
-                             ace_buckets=em.fine_buckets_for(n_bins) if with_ace else 0)
-    if strategy == "quantile":
-        counts, sums, totals, lower, upper, _ = _equal_mass(y, p, acc, logits=logits,
-                                                           hist=acc.fine_counts[:-1, 0])
-        q = CalibrationReport.from_state(
-            counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
-            observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
-        q.ace = q.ece
-        if ci is not None:
-            q.set_intervals(ci)
-        return q
-    rep = acc.report(observed=observed, ci=ci)
-    if ace:
-        rep.ace = _ace(acc, y, p, observed)
-    return rep
-
-
-def _ace(acc, y, p, observed="frac_pos"):
-    """ACE from the accumulator's bucket statistics and one more pass over (y, p)."""
-    yr, x = em.ranking_pair(y, p, logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
-    parts = em.ArrayParts(yr, x, v.check_threads(acc.threads))
-    value, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts,
-                      acc.nan_policy == "omit", observed)
-    return value
+    options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
+                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
+                      threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
+                      renormalize=renormalize)
+    return score(ArraySource(y_true, y_prob), options)
 
 
 class _BinnedScalars:
@@ -228,9 +126,9 @@ class _BinnedScalars:
 
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
             renormalize=False):
-    acc, _, _ = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
-                             observed=observed, nan_policy=nan_policy, threads=threads,
-                             with_logs=False, logits=logits, renormalize=renormalize)
+    acc, _ = _arrays(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
+                     observed=observed, nan_policy=nan_policy, threads=threads,
+                     with_logs=False, logits=logits, renormalize=renormalize, classwise=False)
     if acc.n_classes is not None:
         return acc.report()
     return _BinnedScalars(acc, observed)
@@ -306,14 +204,9 @@ def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", t
     >>> round(fastcal.ace([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=2), 3)
     0.25
     """
-    p = v.to_array("y_prob", y_prob)
-    if p.ndim == 2:
-        return calibration_report(y_true, p, n_bins=n_bins, nan_policy=nan_policy,
-                                  threads=threads, logits=logits, renormalize=renormalize,
-                                  ace=True).ace
-    return calibration_report(y_true, p, n_bins=n_bins, strategy="quantile",
-                              observed=observed, nan_policy=nan_policy, threads=threads,
-                              logits=logits).ece
+    return calibration_report(y_true, y_prob, n_bins=n_bins, observed=observed,
+                              nan_policy=nan_policy, threads=threads, logits=logits,
+                              renormalize=renormalize, ace=True).ace
 
 
 def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=False,
@@ -338,11 +231,11 @@ def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=Fa
     >>> fastcal.ecd([1, 0], [0.5, 0.5])
     0.0
     """
-    if _is_soft(y_true):
+    if is_soft(y_true):
         return soft.soft_ecd(y_true, y_prob, eps=eps, nan_policy=nan_policy, threads=threads,
                              logits=logits, renormalize=renormalize)
-    acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps,
-                             threads=threads, logits=logits, renormalize=renormalize)
+    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
+                     logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().ecd
 
 
@@ -361,11 +254,11 @@ def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=Fals
     >>> round(fastcal.brier_score([0, 1], [0.2, 0.6]), 3)
     0.1
     """
-    if _is_soft(y_true):
+    if is_soft(y_true):
         return soft.soft_brier_score(y_true, y_prob, nan_policy=nan_policy, threads=threads,
                                      logits=logits, renormalize=renormalize)
-    acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads,
-                             logits=logits, renormalize=renormalize)
+    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads,
+                     logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().brier
 
 
@@ -383,23 +276,70 @@ def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logi
     >>> round(fastcal.log_loss([1, 0], [0.5, 0.5]), 4)
     0.6931
     """
-    if _is_soft(y_true):
+    if is_soft(y_true):
         return soft.soft_log_loss(y_true, y_prob, eps=eps, nan_policy=nan_policy,
                                   threads=threads, logits=logits, renormalize=renormalize)
-    acc, _, _ = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps,
-                             threads=threads, logits=logits, renormalize=renormalize)
+    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
+                     logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().nll
-
-
-def _is_soft(y_true):
-    """True if y_true is 2-D (one label distribution per row)."""
-    shape = getattr(y_true, "shape", None)
-    if shape is None:
-        shape = v.to_array("y_true", y_true).shape
-    return len(shape) == 2
 
 
 __all__ = ["calibration_report", "ece", "esce", "mce", "ace", "ecd", "brier_score", "log_loss",
            "uniform_edges", "classwise_ece"]
 
-classwise_ece = mc.classwise_ece
+
+def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logits=False,
+                  renormalize=False, nan_policy="raise", threads=None, return_per_class=False):
+    """Class-wise ECE: the mean over classes of the binary ECE of column k against 1[y = k].
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Class indices in [0, K).
+    y_prob : array-like of shape (n, K)
+        Probabilities (rows sum to 1) or, with ``logits=True``, scores.
+    n_bins, edges, closed, nan_policy, threads
+        As in :func:`fastcal.calibration_report`; every class uses the same bins.
+    logits : bool, default False
+        Apply a softmax to each row inside the kernel.
+    renormalize : bool, default False
+        Divide each row by its sum instead of rejecting rows that do not sum
+        to 1 within 1e-5.
+    return_per_class : bool, default False
+        Also return the per-class ECE values (array of length K).
+
+    Returns
+    -------
+    float, or (float, ndarray) with ``return_per_class=True``
+        The per-class values, and the per-class reliability tables, are also
+        in ``calibration_report(...).classes`` and ``.class_bins``.
+
+    Raises
+    ------
+    ValueError
+        As for :func:`fastcal.ece` with (n, K) input.
+
+    Notes
+    -----
+    cwECE = 1/K sum_k sum_m |B_mk|/n |freq_k(B_mk) - mean p_k(B_mk)|, where
+    B_mk are the rows whose p_k falls in bin m and freq_k the fraction of them
+    with label k (seed 004's class-wise calibration; a class-wise version of
+    eq. 5 of the ECD paper). Every class has all n rows, so the weights are
+    |B_mk|/n for each class.
+
+    Examples
+    --------
+    >>> import numpy as np, fastcal
+    >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    >>> round(fastcal.classwise_ece([0, 1, 0], p, n_bins=5), 4)
+    0.2667
+    """
+    rep = calibration_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
+                             logits=logits, renormalize=renormalize, nan_policy=nan_policy,
+                             ace=False, threads=threads)
+    if not hasattr(rep, "classwise_ece"):
+        msg = "y_prob must have shape (n_samples, n_classes) for classwise_ece; got 1-D input"
+        raise ValueError(msg)
+    if return_per_class:
+        return rep.classwise_ece, rep.classes["ece"].copy()
+    return rep.classwise_ece

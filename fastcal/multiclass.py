@@ -2,7 +2,7 @@
 
 The public entry points are the ordinary metric functions (``ece``, ``ecd``,
 ``calibration_report``, ... dispatch here when ``y_prob`` is 2-D or
-``logits=True``) and :func:`classwise_ece`.
+``logits=True``); :func:`fastcal.classwise_ece` is in fastcal.metrics.
 """
 
 import numbers
@@ -196,62 +196,3 @@ def check_n_classes(n_classes):
         msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
         raise ValueError(msg)
     return int(n_classes)
-
-
-def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logits=False,
-                  renormalize=False, nan_policy="raise", threads=None, return_per_class=False):
-    """Class-wise ECE: the mean over classes of the binary ECE of column k against 1[y = k].
-
-    Parameters
-    ----------
-    y_true : array-like of shape (n,)
-        Class indices in [0, K).
-    y_prob : array-like of shape (n, K)
-        Probabilities (rows sum to 1) or, with ``logits=True``, scores.
-    n_bins, edges, closed, nan_policy, threads
-        As in :func:`fastcal.calibration_report`; every class uses the same bins.
-    logits : bool, default False
-        Apply a softmax to each row inside the kernel.
-    renormalize : bool, default False
-        Divide each row by its sum instead of rejecting rows that do not sum
-        to 1 within 1e-5.
-    return_per_class : bool, default False
-        Also return the per-class ECE values (array of length K).
-
-    Returns
-    -------
-    float, or (float, ndarray) with ``return_per_class=True``
-        The per-class values, and the per-class reliability tables, are also
-        in ``calibration_report(...).classes`` and ``.class_bins``.
-
-    Raises
-    ------
-    ValueError
-        As for :func:`fastcal.ece` with (n, K) input.
-
-    Notes
-    -----
-    cwECE = 1/K sum_k sum_m |B_mk|/n |freq_k(B_mk) - mean p_k(B_mk)|, where
-    B_mk are the rows whose p_k falls in bin m and freq_k the fraction of them
-    with label k (seed 004's class-wise calibration; a class-wise version of
-    eq. 5 of the ECD paper). Every class has all n rows, so the weights are
-    |B_mk|/n for each class.
-
-    Examples
-    --------
-    >>> import numpy as np, fastcal
-    >>> p = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
-    >>> round(fastcal.classwise_ece([0, 1, 0], p, n_bins=5), 4)
-    0.2667
-    """
-    from .metrics import calibration_report
-
-    rep = calibration_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
-                             logits=logits, renormalize=renormalize, nan_policy=nan_policy,
-                             ace=False, threads=threads)
-    if not hasattr(rep, "classwise_ece"):
-        msg = "y_prob must have shape (n_samples, n_classes) for classwise_ece; got 1-D input"
-        raise ValueError(msg)
-    if return_per_class:
-        return rep.classwise_ece, rep.classes["ece"].copy()
-    return rep.classwise_ece

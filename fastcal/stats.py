@@ -330,15 +330,16 @@ def ecd_test(y_true, y_prob, *, alpha=0.05, alternative="two-sided", method="aut
     >>> fastcal.ecd_test(y, p, alternative="over").verdict
     'over-confident'
     """
-    from .metrics import _fill_report
+    from .score import Options, fill_arrays
 
     alpha = check_alpha(alpha)
     v.check_choice("alternative", alternative, ALTERNATIVES)
     v.check_choice("method", method, METHODS)
     n_resamples = check_count("n_resamples", n_resamples, 1)
     seed = check_seed(seed)
-    acc, y, p = _fill_report(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps,
-                             threads=threads)
+    acc, batch = fill_arrays(y_true, y_prob, Options(n_bins=1, nan_policy=nan_policy, eps=eps,
+                                                     threads=threads, ace=False))
+    y, p = batch.y, batch.p
     rep = acc.report()
     eps = acc.eps
     if acc.n_omitted:
@@ -446,13 +447,15 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
     >>> fastcal.ece_test(y, p, n_resamples=199).verdict
     'miscalibrated'
     """
-    from .metrics import _fill_report
+    from .score import Options, fill_arrays
 
     alpha = check_alpha(alpha)
     n_resamples = check_count("n_resamples", n_resamples, 1)
     seed = check_seed(seed)
-    acc, y, p = _fill_report(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
-                             nan_policy=nan_policy, threads=threads, with_logs=False)
+    acc, batch = fill_arrays(y_true, y_prob, Options(
+        n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, threads=threads,
+        with_logs=False, ace=False))
+    y, p = batch.y, batch.p
     rep = acc.report()
     kedges, uniform = acc._kernel_edges(p.dtype)
     pos = np.zeros((n_resamples, acc.n_bins), np.int64)

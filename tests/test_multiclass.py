@@ -471,8 +471,14 @@ def test_ecd_test_and_intervals_for_multiclass():
     sharp = P ** 2 / (P ** 2).sum(axis=1, keepdims=True)
     over = fastcal.calibration_report(y, sharp, ace=False)
     assert over.ecd_z > 10 and over.verdict == "over-confident"
-    with pytest.raises(ValueError, match=r"n_boot=5: bootstrap replicates are for binary"):
-        fastcal.CalibrationAccumulator(n_boot=5).update(y, P)
+    # bootstrap replicates of K classes: those of the binary (confidence, correct) pairs
+    acc = fastcal.CalibrationAccumulator(n_boot=5, seed=3).update(y, P)
+    conf, correct = P.max(axis=1), (P.argmax(axis=1) == y).astype(np.uint8)
+    ref = fastcal.CalibrationAccumulator(n_boot=5, seed=3).update(correct, conf)
+    np.testing.assert_array_equal(acc.boot_counts, ref.boot_counts)
+    np.testing.assert_allclose(acc.boot_sums, ref.boot_sums, rtol=1e-12)
+    lo, hi = rep.intervals["ece"]
+    assert np.isfinite(lo) and lo < hi
 
 
 @pytest.mark.parametrize("closed", ["left", "right"])

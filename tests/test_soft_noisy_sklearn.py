@@ -158,7 +158,7 @@ def test_sklearn_label_errors():
         abs_ecd(np.array(["a", "z"]), np.full((2, 2), 0.5), labels=["a", "b"])
 
 
-@pytest.mark.parametrize("name", ["fastcal.multiclass", "fastcal.soft", "fastcal.noisy",
+@pytest.mark.parametrize("name", ["fastcal.soft", "fastcal.noisy",
                                   "fastcal.sklearn", "fastcal.metrics"])
 def test_docstring_examples(name):
     import doctest

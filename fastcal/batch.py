@@ -1,0 +1,49 @@
+"""The input gate: what the user passed, resolved once into a typed batch.
+
+``resolve`` turns labels and predictions (NumPy, pandas, polars, pyarrow,
+torch, lists) into validated arrays and decides their kind; nothing else in
+the package asks again. Kinds:
+
+- ``"binary"``: y 0/1 (n,), p probabilities of class 1 (n,)
+- ``"logits"``: y 0/1 (n,), p logits of class 1 (n,)
+- ``"multiclass"``: y class indices (n,), p (n, K) probabilities or logits
+- ``"soft"``: y (n, K) label distributions, p (n, K) probabilities or logits
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validation as v
+from . import multiclass as mc
+
+KINDS = ("binary", "logits", "multiclass", "soft")
+
+
+@dataclass
+class Batch:
+    kind: str
+    y: np.ndarray
+    p: np.ndarray
+
+    @property
+    def n(self):
+        return self.p.shape[0]
+
+
+def is_soft(y_true):
+    """True if y_true is 2-D (one label distribution per row)."""
+    shape = getattr(y_true, "shape", None)
+    if shape is None:
+        shape = v.to_array("y_true", y_true).shape
+    return len(shape) == 2
+
+
+def resolve(y_true, y_prob, *, logits=False, multiclass=False):
+    """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)."""
+    p = v.to_array("y_prob", y_prob)
+    if p.ndim == 2 or multiclass:
+        y, p = mc.check_pair(y_true, p, logits)
+        return Batch("multiclass", y, p)
+    y, p = v.check_pair(y_true, p)
+    return Batch("logits" if logits else "binary", y, p)
