@@ -23,8 +23,7 @@ import numpy as np
 from . import _validation as v
 from . import equal_mass as em
 from . import multiclass as mc
-from .accumulator import CalibrationAccumulator
-from .report import CalibrationReport
+from .score import Options, score
 
 # Row groups are grouped into partitions of about this many rows.
 ROWS_PER_PARTITION = 1 << 22
@@ -47,6 +46,7 @@ class _Source:
     parts: list
     reword: object
     multi: bool = False  # (N, K) probabilities
+    offsets: object = None  # global row of each partition's first row, if known
 
 
 def _pair(y, p):
@@ -102,7 +102,7 @@ def _array_source(y_true, y_prob):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
     return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
-                   multi=y_prob.ndim == 2)
+                   multi=y_prob.ndim == 2, offsets=[int(a) for a in starts[:-1]])
 
 
 def _frame_source(df, label, prob):
@@ -148,7 +148,11 @@ def _dataset_source(path, label, prob, rows_per_partition):
     def reword(k, text):
         return _reword(ValueError(text), chunks[k], prob, label)
 
-    return _Source(parts, reword)
+    return _Source(parts, reword, offsets=[c.start for c in chunks])
+
+
+def _length(loader, *args):
+    return int(np.shape(loader(*args)[1])[0])
 
 
 # ---------------------------------------------------------------------------
@@ -165,12 +169,12 @@ class _Filled:
     bad_offset: int = 0  # rows before that partition within the run
 
 
-def _fill_part(index, options, loader, *args):
+def _fill_part(index, options, start, loader, *args):
     y, p = loader(*args)
-    acc = CalibrationAccumulator(**options)
+    acc = options.accumulator()
     n = int(np.shape(p)[0])
     try:
-        acc.update(y, p)
+        acc.update(y, p, start=start)
     except ValueError:
         # Located and reported with its global row once all offsets are known.
         return _Filled(None, n, bad=index)
@@ -193,10 +197,9 @@ def _message(options, offset, loader, *args):
     """Re-run the failing partition's update with its global offset: the message
     of the single-process path, rows counted from the first row of all data."""
     y, p = loader(*args)
-    acc = CalibrationAccumulator(**options)
-    acc.n_rows = offset
+    acc = options.accumulator()
     try:
-        acc.update(y, p)
+        acc.update(y, p, start=offset)
     except ValueError as exc:
         return str(exc)
     return "the partition raised on its first read but not on the second"
@@ -324,72 +327,54 @@ def connect(address, *, timeout=10.0):
 # Public functions
 # ---------------------------------------------------------------------------
 
-def _score(source, *, n_bins, edges, closed, strategy, observed, nan_policy, eps, ace,
-           threads, split_every, runner, logits=False, renormalize=False):
-    import dask
+class DaskSource:
+    """Dask partitions as the driver's source: one accumulator per partition on
+    the workers, merged in a tree in partition order."""
 
-    v.check_choice("strategy", strategy, v.STRATEGIES)
-    v.check_choice("observed", observed, v.OBSERVED)
-    if strategy == "quantile" and edges is not None:
-        msg = "edges cannot be combined with strategy='quantile'"
-        raise ValueError(msg)
-    if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
-        msg = f"split_every must be an integer >= 2; got {split_every!r}"
-        raise ValueError(msg)
-    need_quantile = strategy == "quantile" or ace
-    options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
-                   threads=threads, logits=logits, renormalize=renormalize,
-                   ace_buckets=em.fine_buckets_for(v.check_n_bins(n_bins)) if need_quantile
-                   else 0)
-    checked = CalibrationAccumulator(**options)  # checks the options on the client
-    if not source.parts:
-        msg = "the input has no partitions; need at least one sample"
-        raise ValueError(msg)
-    if strategy == "quantile" and source.multi:
-        msg = ("strategy='quantile' is for 1-D probabilities; for (N, K) probabilities the "
-               "equal-mass top-label ECE is the report's ace (pass ace=True)")
-        raise ValueError(msg)
-    fill = dask.delayed(_fill_part, pure=True)
-    tasks = [fill(k, options, *part) for k, part in enumerate(source.parts)]
-    run = runner.compute(_tree(tasks, _merge_filled, split_every))
-    if run.bad >= 0:
-        text = runner.compute(dask.delayed(_message, pure=True)(
-            options, run.bad_offset, *source.parts[run.bad]))
-        msg = source.reword(run.bad, text)
-        raise ValueError(msg)
-    acc = run.acc
-    passes = 1
-    if run.n_rows == 0:
-        msg = "y_true and y_prob are empty; need at least one sample"
-        raise ValueError(msg)
-    if acc.n == 0:
-        msg = f"no samples left: all {run.n_rows} rows were omitted as NaN"
-        raise ValueError(msg)
-    if not need_quantile:
-        return _tag(acc.report(observed=observed), run.n_rows, passes)
+    prefix = ""
+    what = "y_prob"
+    empty = "y_true and y_prob are empty; need at least one sample"
 
-    parts = _DaskParts(source, runner, dict(logits=acc.logits, renormalize=acc.renormalize,
-                                            eps=acc.eps))
-    omit = acc.nan_policy == "omit"
-    if strategy == "quantile":
-        counts, sums, totals, lower, upper, _ = em.groups(
-            parts, checked.n_bins, omit=omit, eps=acc.eps, with_logs=True,
-            hist=acc.fine_counts[:-1, 0])
-        q = CalibrationReport.from_state(
-            counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
-            observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
-        q.ace = q.ece
-        return _tag(q, run.n_rows, parts.passes)
-    rep = acc.report(observed=observed)
-    rep.ace, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts, omit, observed)
-    return _tag(rep, run.n_rows, parts.passes)
+    def __init__(self, source, runner, split_every):
+        if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
+            msg = f"split_every must be an integer >= 2; got {split_every!r}"
+            raise ValueError(msg)
+        if not source.parts:
+            msg = "the input has no partitions; need at least one sample"
+            raise ValueError(msg)
+        self.source = source
+        self.runner = runner
+        self.split_every = split_every
+
+    def fill(self, opts):
+        import dask
+
+        opts.accumulator()  # checks the options on the client
+        offsets = self.source.offsets
+        if offsets is None and opts.ci is not None and opts.n_boot:
+            # bootstrap weights hang on global rows: one light pass for the lengths
+            task = dask.delayed(_length, pure=True)
+            lengths = self.runner.compute([task(*part) for part in self.source.parts])
+            offsets = [int(a) for a in np.concatenate([[0], np.cumsum(lengths)[:-1]])]
+        if offsets is None:
+            offsets = [None] * len(self.source.parts)
+        fill = dask.delayed(_fill_part, pure=True)
+        tasks = [fill(k, opts, offsets[k], *part) for k, part in enumerate(self.source.parts)]
+        run = self.runner.compute(_tree(tasks, _merge_filled, self.split_every))
+        if run.bad >= 0:
+            offset = offsets[run.bad] if offsets[run.bad] is not None else run.bad_offset
+            text = self.runner.compute(dask.delayed(_message, pure=True)(
+                opts, offset, *self.source.parts[run.bad]))
+            msg = self.source.reword(run.bad, text)
+            raise ValueError(msg)
+        return run.acc, run.n_rows
+
+    def parts(self, pair):
+        return _DaskParts(self.source, self.runner, pair)
 
 
-def _tag(rep, n_rows, passes):
-    """Attributes also set by fastcal.score_file: rows read and passes over the data."""
-    rep.n_rows = n_rows
-    rep.passes = passes
-    return rep
+def _score(source, *, runner, split_every, **options):
+    return score(DaskSource(source, runner, split_every), Options(**options))
 
 
 _OPTIONS_DOC = """
@@ -399,8 +384,11 @@ _OPTIONS_DOC = """
         With strategy="uniform", also compute ACE (equal-mass ECE), exactly,
         from one more pass over the data. Off by default so that a plain run
         reads the data once, as :func:`fastcal.score_file`.
-    logits, renormalize
-        As in :func:`fastcal.calibration_report`.
+    logits, renormalize, ci, n_boot, seed
+        As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
+        serves every entry point). Bootstrap weights hang on global rows: a
+        dataframe, whose partition lengths are unknown, costs one light pass
+        to count them when ``ci`` is given.
     threads : int, default 1
         Numba threads per partition. Dask already runs partitions in
         parallel; raise this only for workers with one Dask thread and
@@ -426,7 +414,7 @@ _OPTIONS_DOC = """
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
-               logits=False, renormalize=False):
+               logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -483,13 +471,14 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
         return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize)
+                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
+                      seed=seed)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
-                    workers=None, timeout=10.0, logits=False, renormalize=False):
+                    workers=None, timeout=10.0, logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -535,14 +524,15 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
         return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize)
+                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
+                      seed=seed)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
-                  logits=False, renormalize=False):
+                  logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -595,7 +585,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         rep = _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                      threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize)
+                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
+                      seed=seed)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

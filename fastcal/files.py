@@ -10,10 +10,9 @@ import numpy as np
 from . import _validation as v
 from . import equal_mass as em
 from . import multiclass as mc
-from .accumulator import CalibrationAccumulator
 from .io import DEFAULT_CHUNK_ROWS, open_reader
 from .progress import Progress
-from .report import CalibrationReport
+from .score import Options, score
 
 class _ChunkError:
     def __init__(self, exc):
@@ -164,7 +163,7 @@ def _prob_columns(path, prob, label, available):
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
-               logits=False):
+               logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -183,8 +182,10 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     logits : bool, default False
         The probability columns hold logits (sigmoid for one column, softmax
         across K columns), applied inside the kernel.
-    n_bins, edges, closed, observed, nan_policy, eps
-        As in :func:`fastcal.calibration_report`.
+    n_bins, edges, closed, observed, nan_policy, eps, renormalize, ci, n_boot, seed
+        As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
+        serves both). The bootstrap weights of a row depend on its global
+        row, so intervals do not depend on ``chunk_rows``.
     strategy : {"uniform", "quantile"}, default "uniform"
         "quantile": equal-mass bins, exact (the same groups as the in-memory
         stable sort), from a second pass over the file.
@@ -243,18 +244,12 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     >>> r.n, round(r.ece, 3)
     (4, 0.25)
     """
-    v.check_choice("strategy", strategy, v.STRATEGIES)
-    v.check_choice("observed", observed, v.OBSERVED)
-    if strategy == "quantile" and edges is not None:
-        msg = "edges cannot be combined with strategy='quantile'"
-        raise ValueError(msg)
     if chunk_rows is None:
         chunk_rows = DEFAULT_CHUNK_ROWS
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
             or chunk_rows < 1:
         msg = f"chunk_rows must be a positive integer; got {chunk_rows!r}"
         raise ValueError(msg)
-    chunk_rows = int(chunk_rows)
     if not isinstance(label, str) or not (
             isinstance(prob, str)
             or (isinstance(prob, (list, tuple)) and all(isinstance(c, str) for c in prob))):
@@ -264,67 +259,57 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     if threads is None:
         # Leave one core to the reader thread (pyarrow decodes while the kernel runs).
         threads = max(1, v.check_threads(None) - 1)
-    second = strategy == "quantile" or ace
-    acc = CalibrationAccumulator(
-        n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
-        threads=threads, logits=logits,
-        ace_buckets=em.fine_buckets_for(v.check_n_bins(n_bins)) if second else 0)
-    path = os.fspath(path)
-    reader, fmt = open_reader(path, format)
-    prob_cols = _prob_columns(path, prob, label, reader.columns)
-    multi_class = len(prob_cols) > 1
-    names = (*prob_cols, label)
-    reader.check(names)
-
-    label1 = f"{os.path.basename(path)}" + (" pass 1" if second else "")
-    bar = Progress(reader.n_rows, label=label1, enabled=progress)
-    chunks = _threaded(lambda: reader.chunks(names, chunk_rows))
-    n_chunks = 0
-    try:
-        for chunk in chunks:
-            p_col, y_col = _chunk_arrays(chunk, multi_class)
-            try:
-                acc.update(y_col, p_col)
-            except ValueError as exc:
-                raise ValueError(_reword(exc, chunk, prob, label)) from None
-            bar.update(p_col.shape[0])
-            n_chunks += 1
-    finally:
-        chunks.close()  # stops the reader thread now, also on error
-        bar.close()
-    if acc.n_rows == 0:
-        msg = f"{path}: no data rows"
-        raise ValueError(msg)
-    if acc.n == 0:
-        msg = f"{path}: no samples left: all {acc.n_rows} rows were omitted as NaN"
-        raise ValueError(msg)
-
-    out = acc.report(observed=observed)
-    passes = 1
-    if second and strategy == "quantile" and acc.n_classes is not None:
-        msg = (f"{path}: equal-mass bins (strategy='quantile') take one probability column; "
-               f"{prob!r} holds {acc.n_classes} classes (their equal-mass top-label ECE is the "
-               "report's ace: pass ace=True)")
-        raise ValueError(msg)
-    if second:
-        parts = _FileParts(reader, names, chunk_rows, multi_class,
-                           dict(logits=logits, renormalize=acc.renormalize, eps=acc.eps),
-                           progress, path)
-        parts.n_parts = n_chunks
-        omit = acc.nan_policy == "omit"
-        if strategy == "quantile":
-            counts, sums, totals, lower, upper, _ = em.groups(
-                parts, acc.n_bins, omit=omit, eps=acc.eps, with_logs=True,
-                hist=acc.fine_counts[:-1, 0])
-            out = CalibrationReport.from_state(
-                counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
-                observed=observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
-            out.ace = out.ece
-        else:
-            out.ace, _ = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins, parts, omit, observed)
-        passes = parts.passes
-    out.source = path
-    out.format = fmt
-    out.n_rows = acc.n_rows
-    out.passes = passes
+    options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
+                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
+                      threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
+                      renormalize=renormalize).checked()
+    source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
+                        progress=progress, format=format)
+    out = score(source, options)
+    out.source = source.path
+    out.format = source.format
     return out
+
+
+class FileSource:
+    """A prediction file read in chunks with a reader thread (the driver's source)."""
+
+    def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None):
+        self.path = os.fspath(path)
+        self.reader, self.format = open_reader(self.path, format)
+        self.prob, self.label = prob, label
+        prob_cols = _prob_columns(self.path, prob, label, self.reader.columns)
+        self.multi_class = len(prob_cols) > 1
+        self.names = (*prob_cols, label)
+        self.reader.check(self.names)
+        self.chunk_rows = chunk_rows
+        self.progress = progress
+        self.prefix = f"{self.path}: "
+        self.what = repr(prob)
+        self.empty = f"{self.path}: no data rows"
+
+    def fill(self, opts):
+        acc = opts.accumulator()
+        label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
+        bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
+        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        self.n_chunks = 0
+        try:
+            for chunk in chunks:
+                p_col, y_col = _chunk_arrays(chunk, self.multi_class)
+                try:
+                    acc.update(y_col, p_col)
+                except ValueError as exc:
+                    raise ValueError(_reword(exc, chunk, self.prob, self.label)) from None
+                bar.update(p_col.shape[0])
+                self.n_chunks += 1
+        finally:
+            chunks.close()  # stops the reader thread now, also on error
+            bar.close()
+        return acc, acc.n_rows
+
+    def parts(self, pair):
+        parts = _FileParts(self.reader, self.names, self.chunk_rows, self.multi_class, pair,
+                           self.progress, self.path)
+        parts.n_parts = self.n_chunks
+        return parts

@@ -98,8 +98,9 @@ def score(source, options):
     omit = acc.nan_policy == "omit"
     if opts.strategy == "quantile":
         if acc.n_classes is not None:
-            msg = (f"{source.prefix}strategy='quantile' is for 1-D probabilities; for (n, K) "
-                   "probabilities the equal-mass top-label ECE is the report's ace (ace=True)")
+            msg = (f"{source.prefix}equal-mass bins (strategy='quantile') take one probability "
+                   f"column; {source.what} holds {acc.n_classes} classes: their equal-mass "
+                   "top-label ECE is the report's ace (pass ace=True)")
             raise ValueError(msg)
         parts = source.parts(_pair(acc))
         counts, sums, totals, lower, upper, extra = em.groups(
@@ -131,7 +132,8 @@ class ArraySource:
     """Arrays in memory: one chunk (the kernels run it on all threads), and
     thread slices as the parts of the equal-mass passes."""
 
-    prefix = ""
+    prefix = ""  # what error messages start with
+    what = "y_prob"  # how messages name the probabilities
     empty = "y_true and y_prob are empty; need at least one sample"
 
     def __init__(self, y_true, y_prob):

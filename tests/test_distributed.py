@@ -288,7 +288,7 @@ def test_bad_arguments(client, dataset):
         fd.score_dataset(root + "-missing", client=client)
     with pytest.raises(ValueError, match="different lengths: 10 and 11"):
         fd.score_dask(da.zeros(10, chunks=5), da.zeros(11, chunks=5), client=client)
-    with pytest.raises(ValueError, match="quantile' is for 1-D probabilities; .* ace=True"):
+    with pytest.raises(ValueError, match="take one probability column; y_prob holds 3 classes: .* ace=True"):
         fd.score_dask(da.zeros(10, chunks=5), da.full((10, 3), 1 / 3, chunks=5),
                       strategy="quantile", client=client)
 

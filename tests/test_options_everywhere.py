@@ -1,0 +1,97 @@
+"""Every option through every entry point: arrays, files, Dask (one driver).
+
+Each case scores the same data with calibration_report, score_file (small
+chunks) and score_dask (several partitions) and asserts the same numbers:
+counts exactly, everything else to 1e-12 relative.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fastcal
+from fastcal.files import score_file
+
+da = pytest.importorskip("dask.array")
+fd = pytest.importorskip("fastcal.distributed")
+
+SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
+K = 4
+
+
+def data(kind, n=4_000, seed=0):
+    rng = np.random.default_rng(seed)
+    if kind == "binary":
+        p = rng.random(n)
+        y = (rng.random(n) < p).astype(np.float64)
+        p[::211] = np.nan  # only used with nan_policy="omit"
+        return y, p
+    if kind == "logits":
+        z = rng.normal(size=n) * 2
+        return (rng.random(n) < 1 / (1 + np.exp(-z))).astype(np.uint8), z
+    z = rng.normal(size=(n, K))
+    if kind == "multiclass-logits":
+        return rng.integers(0, K, n), z
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    if kind == "unnormalised":
+        p = p * 1.01
+    return rng.integers(0, K, n), p
+
+
+def write(tmp_path, y, p):
+    cols = {"y": y}
+    if p.ndim == 2:
+        cols.update({f"p_{k}": p[:, k] for k in range(K)})
+    else:
+        cols["p"] = p
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.table(cols), path, row_group_size=900)
+    return str(path), ("p_*" if p.ndim == 2 else "p")
+
+
+CASES = {
+    "defaults": ("binary", dict(nan_policy="omit")),
+    "ci + bootstrap": ("binary", dict(nan_policy="omit", ci=0.9, n_boot=30, seed=5)),
+    "quantile": ("binary", dict(nan_policy="omit", strategy="quantile", n_bins=7)),
+    "accuracy, right, eps": ("binary", dict(nan_policy="omit", observed="accuracy",
+                                            closed="right", eps=1e-3)),
+    "edges": ("binary", dict(nan_policy="omit", edges=[0, 0.1, 0.5, 0.55, 1])),
+    "logits": ("logits", dict(logits=True)),
+    "logits ci": ("logits", dict(logits=True, ci=0.95, n_boot=20)),
+    "logits quantile": ("logits", dict(logits=True, strategy="quantile", n_bins=6)),
+    "multiclass": ("multiclass", dict()),
+    "multiclass ci": ("multiclass", dict(ci=0.95, n_boot=20, seed=2)),
+    "multiclass logits": ("multiclass-logits", dict(logits=True, n_bins=12)),
+    "renormalize": ("unnormalised", dict(renormalize=True)),
+}
+
+
+def assert_same(got, ref):
+    for name in SCALARS:
+        a, b = getattr(got, name), getattr(ref, name)
+        if name in ("n", "n_omitted"):
+            assert a == b, name
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15, err_msg=name)
+    np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
+    assert set(got.intervals) == set(ref.intervals)
+    for name, (lo, hi) in ref.intervals.items():
+        np.testing.assert_allclose(got.intervals[name], (lo, hi), rtol=1e-12, atol=1e-15,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_option_reaches_every_entry_point(tmp_path, case):
+    kind, options = CASES[case]
+    y, p = data(kind)
+    ref = fastcal.calibration_report(y, p, ace=True, **options)
+    path, prob = write(tmp_path, y, p)
+    got_file = score_file(path, prob=prob, label="y", ace=True, chunk_rows=700, **options)
+    assert_same(got_file, ref)
+    chunks = (1_100, K) if p.ndim == 2 else 1_100
+    got_dask = fd.score_dask(da.from_array(y, chunks=1_100), da.from_array(p, chunks=chunks),
+                             ace=True, **options)
+    assert_same(got_dask, ref)
+    if options.get("ci"):
+        assert all(np.isfinite(v).all() for v in ref.intervals.values()) or kind != "binary"
