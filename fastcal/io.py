@@ -431,24 +431,28 @@ class FeatherReader(_Reader):
         self.n_rows = n_rows
 
     @staticmethod
-    def _open(f, mapped=False):
+    def _open(f):
+        """(reader, handle): an IPC file over a memory map (reading its footer or counting
+        its rows touches no batch), else an IPC stream over a plain file handle."""
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
         if os.path.getsize(f) == 0:
             _fail(f, "file is empty (0 bytes)")
         try:
-            handle = pa.memory_map(f, "r") if mapped else pa.OSFile(f, "rb")
+            handle = pa.memory_map(f, "r")
         except Exception as exc:
             _fail(f, f"cannot open: {_one_line(exc)}")
         try:
-            try:
-                return ipc.open_file(handle), handle
-            except Exception:
-                if mapped:
-                    raise
-                handle.seek(0)
-                return ipc.open_stream(handle), handle
+            return ipc.open_file(handle), handle
+        except Exception:
+            handle.close()
+        try:
+            handle = pa.OSFile(f, "rb")
+        except Exception as exc:
+            _fail(f, f"cannot open: {_one_line(exc)}")
+        try:
+            return ipc.open_stream(handle), handle
         except Exception as exc:
             handle.close()
             _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(exc)}")
@@ -511,7 +515,7 @@ class FeatherReader(_Reader):
         cut falls within the copy of one chunk.
         """
         size = os.path.getsize(f)
-        reader, handle = self._open(f, mapped=True)
+        reader, handle = self._open(f)
         try:
             n_batches = reader.num_record_batches
             row = 0
@@ -528,7 +532,7 @@ class FeatherReader(_Reader):
                     if mapped and touched >= _IPC_MAP_BUDGET:
                         batch = None
                         handle.close()
-                        reader, handle = self._open(f, mapped=True)
+                        reader, handle = self._open(f)
                         batch = reader.get_batch(i)
                         touched = 0
                     part = batch.slice(off, chunk_rows)
@@ -540,7 +544,7 @@ class FeatherReader(_Reader):
                 batch = None
                 if touched >= _IPC_MAP_BUDGET and i + 1 < n_batches:
                     handle.close()
-                    reader, handle = self._open(f, mapped=True)
+                    reader, handle = self._open(f)
         finally:
             handle.close()
 
