@@ -14,7 +14,7 @@ never by the file:
   skips the check).
 * Arrow IPC / Feather v2: a file is memory-mapped and each record batch
   sliced into chunks without copying the batch (the map is reopened every
-  64 MiB read so that resident memory stays bounded; a compressed batch is
+  16 MiB read so that resident memory stays bounded; a compressed batch is
   decompressed whole). A stream (``.arrows``) is read batch by batch from a
   plain file handle (memory: one record batch).
 * NPY (``allow_pickle=False`` always): a structured array (one column per
@@ -66,7 +66,7 @@ MAX_COLUMNS = 1 << 16
 _PARQUET_BUFFER = 1 << 20
 # Arrow IPC files: the memory map is reopened after this many bytes were read through it,
 # so that the pages already read leave the process's resident set.
-_IPC_MAP_BUDGET = 64 << 20
+_IPC_MAP_BUDGET = 16 << 20
 # NPY: a 2-D C-order window is read in pieces of about this many bytes.
 _NPY_PIECE = 8 << 20
 
@@ -519,10 +519,14 @@ class FeatherReader(_Reader):
         try:
             n_batches = reader.num_record_batches
             row = 0
+            touched = 0  # bytes read through the current map
             for i in range(n_batches):
+                if touched >= _IPC_MAP_BUDGET:
+                    handle.close()
+                    reader, handle = self._open(f)
+                    touched = 0
                 batch = reader.get_batch(i)
                 mapped = _in_map(handle, size, batch, names)
-                touched = 0
                 for off in range(0, batch.num_rows, chunk_rows):
                     now = os.path.getsize(f)
                     if now < size:
@@ -542,9 +546,6 @@ class FeatherReader(_Reader):
                     part = None
                     yield cols
                 batch = None
-                if touched >= _IPC_MAP_BUDGET and i + 1 < n_batches:
-                    handle.close()
-                    reader, handle = self._open(f)
         finally:
             handle.close()
 

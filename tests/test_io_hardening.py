@@ -234,6 +234,25 @@ def test_npy_reads_without_memory_mapping(tmp_path, monkeypatch):
         np.testing.assert_array_equal(np.concatenate([g[1] for g in got]), y, err_msg=layout)
 
 
+def test_feather_file_shrinking_between_chunks_is_an_error_not_sigbus(tmp_path):
+    """The Feather reader slices a memory map: it checks the file's size before each slice,
+    so a file cut between chunks is a message, never a touch of a page past the end."""
+    n, rows = 100_000, 10_000
+    p = np.random.default_rng(7).random(n)
+    f = tmp_path / "one.feather"
+    write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
+    r, _ = open_reader(f)
+    it = r.chunks(["p", "y"], rows)
+    next(it)
+    size = os.path.getsize(f)
+    os.truncate(f, size // 2)
+    with pytest.raises(ValueError) as e:
+        next(it)
+    msg = one_line(e, f)
+    assert "shrank" in msg and f"{size} bytes" in msg and f"now {size // 2}" in msg, msg
+    assert f"rows from {rows} on" in msg, msg
+
+
 # -- 8. Parquet page checksums --------------------------------------------------------
 
 def flip_value_byte(path, value):
