@@ -54,20 +54,39 @@ def _pair(y, p):
 
 
 def _frame_columns(frame, label, prob):
+    cols = list(frame.columns)
+    asked = (label, prob)
+    for name in dict.fromkeys(asked):
+        # The partition holds the columns selected as [label, prob]; a name the
+        # dataframe holds k times comes k times per selection.
+        k = cols.count(name) // asked.count(name)
+        if k > 1:
+            msg = (f"the dataframe has column {name!r} {k} times; expected each column name "
+                   "once (rename the duplicates)")
+            raise ValueError(msg)
     return frame[label].to_numpy(), frame[prob].to_numpy()
 
 
-def _read_row_groups(path, row_groups, label, prob):
+def _read_row_groups(path, row_groups, label, prob, prob_dtype=None, verify_checksums=True):
+    """Columns (label, prob) of some row groups of one file; ``prob_dtype`` is the
+    dataset's dtype of ``prob`` (``ParquetReader.dtype``), to which a narrower
+    file is widened so that every partition is binned alike."""
     import pyarrow.parquet as pq
 
-    from .io import _arrow_to_numpy, _fail, _one_line
+    from .io import _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
 
     try:
-        table = pq.ParquetFile(path).read_row_groups(row_groups, columns=[label, prob])
+        pf = pq.ParquetFile(path, page_checksum_verification=verify_checksums)
+    except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        _fail(path, f"not a readable Parquet file: {_one_line(exc)}")
+    _check_unique(path, [label, prob], pf.schema_arrow.names)
+    try:
+        table = pf.read_row_groups(row_groups, columns=list(dict.fromkeys([label, prob])))
     except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
         _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
                     f"{_one_line(exc)}")
-    return _arrow_to_numpy(table.column(label)), _arrow_to_numpy(table.column(prob))
+    p = _widen(_arrow_to_numpy(table.column(prob)), prob_dtype)
+    return _arrow_to_numpy(table.column(label)), p
 
 
 def _array_source(y_true, y_prob):

@@ -1,24 +1,48 @@
 """Chunked readers for prediction files: Parquet, Arrow IPC / Feather, NPY and CSV.
 
-Every reader yields the requested columns as 1-D numpy arrays, one chunk at a
-time, so memory is bounded by the chunk size, never by the file:
+Every reader yields the requested columns as 1-D numpy arrays, one chunk of at
+most ``chunk_rows`` rows at a time, so memory is bounded by the chunk size,
+never by the file:
 
 * Parquet: one file or a directory dataset (all ``*.parquet`` files under it,
   in sorted path order; hive partition keys in directory names are not
-  columns), read with pyarrow row group by row group, only the requested
-  columns (memory: one row group of those columns, plus a few chunks).
-* Arrow IPC / Feather v2: read record batch by record batch from a plain file
-  handle (not memory-mapped, so resident memory stays bounded).
+  columns), read with pyarrow one row group at a time, in batches of
+  ``chunk_rows`` rows, only the requested columns, through a 1 MiB read
+  buffer, so a row group of any size is never held whole. Page checksums
+  (written by ``write_page_checksum=True``) are verified by default; a page
+  that fails its checksum is an error naming the file (``verify_checksums=False``
+  skips the check).
+* Arrow IPC / Feather v2: a file is memory-mapped and each record batch
+  sliced into chunks without copying the batch (the map is reopened every
+  16 MiB read so that resident memory stays bounded; a compressed batch is
+  decompressed whole). A stream (``.arrows``) is read batch by batch from a
+  plain file handle (memory: one record batch).
 * NPY (``allow_pickle=False`` always): a structured array (one column per
   field), a 1-D array, a 2-D ``(N, K)`` array (columns ``"0"`` .. ``"K-1"``),
   or a directory of ``.npy`` files with one column per file (named by the file
-  stem; a 2-D file ``scores.npy`` gives columns ``"scores:0"`` ..). Each chunk
-  is memory-mapped on its own window and unmapped after use.
+  stem; a 2-D file ``scores.npy`` gives columns ``"scores:0"`` ..). The header
+  is checked with exact integers against the file size before anything else
+  is done, and each chunk is read with ordinary reads (never memory-mapped), so
+  a file truncated while it is read is an error naming the file and the first
+  missing row, not a SIGBUS.
 * CSV: pyarrow's streaming reader; numeric columns are parsed as float64.
 
-Errors are ``ValueError`` with a one-line message that names the file.
+Data types. A column has one dtype for the whole dataset: the widest of its
+dtypes over the files (``numpy.result_type``; float32 and float64 give
+float64), returned by ``reader.dtype(name)``. Chunks of files that store the
+column in a narrower dtype are widened to it (exact for float32 to float64), so
+every row of a dataset is binned by the same rule, as if the files had been
+concatenated. A chunk of an integer column that holds nulls is float64 (nulls
+become NaN), as is any column with nulls in a dtype that has no NaN.
+
+Duplicate column names are refused when a duplicated name is asked for.
+
+Errors are ``ValueError`` with a one-line message that names the file, what
+was found and what was expected.
 """
 
+import errno
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -35,6 +59,16 @@ _EXTENSIONS = {
 }
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
+
+# An NPY (N, K) array gives K columns; more than this is refused before any is listed.
+MAX_COLUMNS = 1 << 16
+# Parquet: pages are read through a buffer of this size, not a whole column chunk at once.
+_PARQUET_BUFFER = 1 << 20
+# Arrow IPC files: the memory map is reopened after this many bytes were read through it,
+# so that the pages already read leave the process's resident set.
+_IPC_MAP_BUDGET = 16 << 20
+# NPY: a 2-D C-order window is read in pieces of about this many bytes.
+_NPY_PIECE = 8 << 20
 
 
 @dataclass
@@ -62,12 +96,44 @@ def _is_data_file(name):
     return not name.startswith((".", "_"))
 
 
+def _walk_error(exc):
+    raise exc
+
+
 def _list_dir(path):
     out = []
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if _is_data_file(d))
-        out.extend(os.path.join(root, f) for f in sorted(files) if _is_data_file(f))
+    try:
+        for root, dirs, files in os.walk(path, onerror=_walk_error):
+            dirs[:] = sorted(d for d in dirs if _is_data_file(d))
+            out.extend(os.path.join(root, f) for f in sorted(files) if _is_data_file(f))
+    except OSError as exc:
+        _fail_os(exc.filename or path, exc, "list this directory")
     return out
+
+
+def _fail_os(path, exc, doing):
+    """One line for an OSError met while trying to ``doing`` ``path``."""
+    code = getattr(exc, "errno", None)
+    if code == errno.ELOOP:
+        _fail(path, f"symlink loop: cannot {doing} (too many levels of symbolic links); "
+                    "expected a link that ends at a file or directory")
+    if code in (errno.EACCES, errno.EPERM):
+        _fail(path, f"permission denied: cannot {doing}; expected read permission")
+    if code == errno.ENOENT:
+        if os.path.islink(path):
+            _fail(path, f"broken symlink: it points to {os.readlink(path)!r}, which does not "
+                        "exist")
+        _fail(path, "no such file or directory")
+    reason = exc.strerror or _one_line(exc)
+    _fail(path, f"cannot {doing}: {reason}")
+
+
+def _stat(path):
+    """``os.stat(path)``, any failure one line (no such file, symlink loop, permission)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        _fail_os(path, exc, "read it")
 
 
 def detect_format(path, format=None):
@@ -94,14 +160,16 @@ def detect_format(path, format=None):
 
 def _files_of(path, format):
     """The data files of a file or directory path, for a given format."""
-    if not os.path.exists(path):
-        _fail(path, "no such file or directory")
-    if not os.path.isdir(path):
+    import stat
+
+    if not stat.S_ISDIR(_stat(path).st_mode):
         return [path]
     exts = {e for e, f in _EXTENSIONS.items() if f == format}
     files = [f for f in _list_dir(path) if os.path.splitext(f)[1].lower() in exts]
     if not files:
         _fail(path, f"directory holds no {format} data files")
+    for f in files:
+        _stat(f)  # a symlink loop or a broken link among them: one line naming it
     return files
 
 
@@ -136,13 +204,49 @@ def _missing(path, missing, available):
     _fail(path, f"no {what} {', '.join(repr(m) for m in missing)}; the file has columns: {cols}")
 
 
+def _check_unique(path, names, available):
+    """No name asked for appears more than once among the file's columns."""
+    available = list(available)
+    for n in dict.fromkeys(names):
+        k = available.count(n)
+        if k > 1:
+            _fail(path, f"column {n!r} appears {k} times; expected each column name once "
+                        "(rename the duplicates)")
+
+
 def _check_schema(path, names, schema):
-    """Every name is a column of the Arrow schema, of a numeric type."""
+    """Every name is a column of the Arrow schema, once, of a numeric type."""
     missing = [n for n in names if n not in schema.names]
     if missing:
         _missing(path, missing, schema.names)
+    _check_unique(path, names, schema.names)
     for n in names:
         _check_arrow_type(path, n, schema.field(n).type)
+
+
+def _numpy_dtype(typ):
+    """The numpy dtype a chunk of an Arrow column of type ``typ`` has (without nulls)."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(typ) or pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_boolean(typ):
+        return np.dtype(np.uint8)
+    if pa.types.is_null(typ):
+        return np.dtype(np.float64)
+    return np.dtype(_NUMPY_OF_ARROW.get(str(typ), np.float64))
+
+
+def _widest(dtypes):
+    """The dtype every file's values fit in: float32 and float64 give float64."""
+    return np.result_type(*dtypes)
+
+
+def _widen(col, dtype):
+    """A chunk's column in the dataset's dtype (a no-op when it already is)."""
+    if dtype is None or col.dtype == dtype:
+        return col
+    return col.astype(np.result_type(col.dtype, dtype))
 
 
 _NUMPY_OF_ARROW = {
@@ -203,18 +307,34 @@ class _Reader:
         if missing:
             _missing(self.path, missing, self.columns)
 
+    def dtype(self, name):
+        """The dtype of column ``name`` for the whole dataset: the widest over its files."""
+        self.check([name])
+        return self._dtype(name)
+
+    def _dtype(self, name):
+        raise NotImplementedError
+
     def chunks(self, names, chunk_rows):
         raise NotImplementedError
 
 
 class ParquetReader(_Reader):
-    def __init__(self, path):
+    """A Parquet file or dataset directory.
+
+    ``verify_checksums`` (default True) checks every page against the CRC the
+    writer stored with it (``write_page_checksum=True``); pages written without
+    one are read as they are.
+    """
+
+    def __init__(self, path, *, verify_checksums=True):
         super().__init__(path)
         import pyarrow.parquet as pq
 
+        self.verify_checksums = _check_flag("verify_checksums", verify_checksums)
         self.files = _files_of(path, "parquet")
         self._meta = []
-        schema = None
+        self._schemas = []
         for f in self.files:
             if os.path.getsize(f) == 0:
                 _fail(f, "file is empty (0 bytes)")
@@ -222,53 +342,68 @@ class ParquetReader(_Reader):
                 pf = pq.ParquetFile(f)
             except Exception as exc:
                 _fail(f, f"not a readable Parquet file: {_one_line(exc)}")
-            s = pf.schema_arrow
-            if schema is None:
-                schema = s
+            self._schemas.append(pf.schema_arrow)
             self._meta.append(pf.metadata.num_rows)
             pf.close()
-        self.schema = schema
-        self.columns = list(schema.names)
+        self.schema = self._schemas[0]
+        self.columns = list(self.schema.names)
         self.n_rows = int(sum(self._meta))
 
     def check(self, names):
         super().check(names)
-        import pyarrow.parquet as pq
-
-        for f in self.files:
-            try:
-                s = self.schema if f == self.files[0] else pq.read_schema(f)
-            except Exception as exc:
-                _fail(f, f"not a readable Parquet file: {_one_line(exc)}")
+        for f, s in zip(self.files, self._schemas):
             _check_schema(f, names, s)
 
-    def chunks(self, names, chunk_rows):
+    def _dtype(self, name):
+        return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas
+                        if name in s.names])
+
+    def _open(self, f):
         import pyarrow.parquet as pq
 
+        # No pre-buffering and a small read buffer: pages are read as they are decoded,
+        # not a whole column chunk of the row group at once.
+        return pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER,
+                              page_checksum_verification=self.verify_checksums)
+
+    def chunks(self, names, chunk_rows):
+        wanted = list(dict.fromkeys(names))
+        dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in wanted}
         start = 0
-        for f in self.files:
+        for f, schema in zip(self.files, self._schemas):
+            _check_unique(f, names, schema.names)
             file_start = 0
             try:
-                pf = pq.ParquetFile(f)
-                # Row group by row group: ParquetFile.iter_batches keeps what it has read
-                # (its memory grows with the file), read_row_group does not.
+                pf = self._open(f)
+                # One row group at a time, in batches of chunk_rows: iter_batches over the
+                # whole file keeps what it has read (pyarrow 26), one row group does not.
                 for g in range(pf.metadata.num_row_groups):
-                    table = pf.read_row_group(g, columns=list(dict.fromkeys(names)),
-                                              use_threads=True)
-                    for off in range(0, table.num_rows, chunk_rows):
-                        part = table.slice(off, chunk_rows)
-                        cols = tuple(_arrow_to_numpy(part.column(n)) for n in names)
-                        n = part.num_rows
+                    for batch in pf.iter_batches(batch_size=chunk_rows, row_groups=[g],
+                                                 columns=wanted, use_threads=True):
+                        idx = {n: batch.schema.get_field_index(n) for n in wanted}
+                        cols = tuple(_widen(_arrow_to_numpy(batch.column(idx[n])), dtypes[n])
+                                     for n in names)
+                        n = batch.num_rows
+                        batch = None
                         yield Chunk(cols, f, start, file_start)
                         start += n
                         file_start += n
-                    table = part = None
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                _fail(f, f"cannot read Parquet data near row {file_start}: {_one_line(exc)}")
+                text = _one_line(exc)
+                if "checksum" in text.lower():
+                    _fail(f, f"corrupt data page near row {file_start}: {text}; expected the "
+                             "page checksums stored in the file to match (verify_checksums="
+                             "False, --no-verify-checksums, reads it anyway)")
+                _fail(f, f"cannot read Parquet data near row {file_start}: {text}")
             if file_start != pf.metadata.num_rows:
                 _fail(f, f"read {file_start} rows but the footer says {pf.metadata.num_rows}")
+
+
+def _owned(col):
+    """A copy of ``col`` unless it owns its memory (a view of a memory map must not escape)."""
+    return col if col.flags.owndata else np.array(col, copy=True)
 
 
 class FeatherReader(_Reader):
@@ -277,13 +412,12 @@ class FeatherReader(_Reader):
         self.files = _files_of(path, "feather")
         import pyarrow as pa
 
-        schema = None
+        self._schemas = []
         n_rows = 0
         for f in self.files:
             reader, handle = self._open(f)
             try:
-                if schema is None:
-                    schema = reader.schema
+                self._schemas.append(reader.schema)
                 if n_rows is not None and isinstance(reader, pa.ipc.RecordBatchFileReader):
                     n_rows += reader.count_rows()
                 else:
@@ -292,66 +426,140 @@ class FeatherReader(_Reader):
                 _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(exc)}")
             finally:
                 handle.close()
-        self.schema = schema
-        self.columns = list(schema.names)
+        self.schema = self._schemas[0]
+        self.columns = list(self.schema.names)
         self.n_rows = n_rows
 
     @staticmethod
     def _open(f):
+        """(reader, handle): an IPC file over a memory map (reading its footer or counting
+        its rows touches no batch), else an IPC stream over a plain file handle."""
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
         if os.path.getsize(f) == 0:
             _fail(f, "file is empty (0 bytes)")
-        handle = pa.OSFile(f, "rb")
         try:
-            try:
-                return ipc.open_file(handle), handle
-            except Exception:
-                handle.seek(0)
-                return ipc.open_stream(handle), handle
+            handle = pa.memory_map(f, "r")
+        except Exception as exc:
+            _fail(f, f"cannot open: {_one_line(exc)}")
+        try:
+            return ipc.open_file(handle), handle
+        except Exception:
+            handle.close()
+        try:
+            handle = pa.OSFile(f, "rb")
+        except Exception as exc:
+            _fail(f, f"cannot open: {_one_line(exc)}")
+        try:
+            return ipc.open_stream(handle), handle
         except Exception as exc:
             handle.close()
             _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(exc)}")
 
     def check(self, names):
         super().check(names)
-        for f in self.files:
-            reader, handle = self._open(f)
-            try:
-                s = reader.schema
-            finally:
-                handle.close()
+        for f, s in zip(self.files, self._schemas):
             _check_schema(f, names, s)
+
+    def _dtype(self, name):
+        return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas
+                        if name in s.names])
 
     def chunks(self, names, chunk_rows):
         import pyarrow as pa
 
+        dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in names}
         start = 0
-        for f in self.files:
+        for f, schema in zip(self.files, self._schemas):
+            _check_unique(f, names, schema.names)
             reader, handle = self._open(f)
+            stream = not isinstance(reader, pa.ipc.RecordBatchFileReader)
+            handle.close()
+            parts = (self._stream_parts if stream else self._file_parts)(f, names, chunk_rows)
             file_start = 0
-            idx = [reader.schema.get_field_index(n) for n in names]
             try:
-                if isinstance(reader, pa.ipc.RecordBatchFileReader):
-                    batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-                else:
-                    batches = iter(reader)
-                for batch in batches:
-                    for off in range(0, max(batch.num_rows, 1), chunk_rows):
-                        part = batch.slice(off, chunk_rows)
-                        if part.num_rows == 0:
-                            continue
-                        cols = tuple(_arrow_to_numpy(part.column(i)) for i in idx)
-                        yield Chunk(cols, f, start, file_start)
-                        start += part.num_rows
-                        file_start += part.num_rows
+                for part in parts:
+                    cols = tuple(_widen(c, dtypes[n]) for c, n in zip(part, names))
+                    yield Chunk(cols, f, start, file_start)
+                    start += len(cols[0])
+                    file_start += len(cols[0])
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
                 _fail(f, f"cannot read Arrow data near row {file_start}: {_one_line(exc)}")
             finally:
-                handle.close()
+                parts.close()
+
+    @staticmethod
+    def _columns(part, names):
+        idx = [part.schema.get_field_index(n) for n in names]
+        return tuple(_owned(_arrow_to_numpy(part.column(i))) for i in idx)
+
+    def _stream_parts(self, f, names, chunk_rows):
+        """An IPC stream, batch by batch from a file handle (memory: one batch)."""
+        reader, handle = self._open(f)
+        try:
+            for batch in reader:
+                for off in range(0, batch.num_rows, chunk_rows):
+                    yield self._columns(batch.slice(off, chunk_rows), names)
+        finally:
+            handle.close()
+
+    def _file_parts(self, f, names, chunk_rows):
+        """An IPC file, memory-mapped: slices of each batch, no copy of the batch.
+
+        The map is reopened after ``_IPC_MAP_BUDGET`` bytes were read through it, so
+        pages already read leave the resident set. The file's size is checked before
+        each slice: a file cut while it is read is an error, not a SIGBUS, unless the
+        cut falls within the copy of one chunk.
+        """
+        size = os.path.getsize(f)
+        reader, handle = self._open(f)
+        try:
+            n_batches = reader.num_record_batches
+            row = 0
+            touched = 0  # bytes read through the current map
+            for i in range(n_batches):
+                if touched >= _IPC_MAP_BUDGET:
+                    handle.close()
+                    reader, handle = self._open(f)
+                    touched = 0
+                batch = reader.get_batch(i)
+                mapped = _in_map(handle, size, batch, names)
+                for off in range(0, batch.num_rows, chunk_rows):
+                    now = os.path.getsize(f)
+                    if now < size:
+                        _fail(f, f"file shrank while being read: it had {size} bytes, now "
+                                 f"{now}; rows from {row} on cannot be read (expected a file "
+                                 "that does not change while it is scored)")
+                    if mapped and touched >= _IPC_MAP_BUDGET:
+                        batch = None
+                        handle.close()
+                        reader, handle = self._open(f)
+                        batch = reader.get_batch(i)
+                        touched = 0
+                    part = batch.slice(off, chunk_rows)
+                    cols = self._columns(part, names)
+                    touched += sum(c.nbytes for c in cols)
+                    row += part.num_rows
+                    part = None
+                    yield cols
+                batch = None
+        finally:
+            handle.close()
+
+
+def _in_map(handle, size, batch, names):
+    """Whether the columns ``names`` of ``batch`` lie in the memory map (not decompressed)."""
+    handle.seek(0)
+    base = handle.read_buffer(1).address
+    for n in names:
+        col = batch.column(batch.schema.get_field_index(n))
+        for buf in col.buffers():
+            if buf is not None and buf.size and not base <= buf.address < base + size:
+                return False
+    return True
 
 
 class CsvReader(_Reader):
@@ -364,15 +572,30 @@ class CsvReader(_Reader):
         self.schema = self._schema(self.files[0])
         self.columns = list(self.schema.names)
 
-    @staticmethod
-    def _fail_csv(f, exc, file_start):
-        # Single-threaded parsing makes pyarrow number the line: "Row #302: Expected 2
-        # columns, got 3: <text>" (lines counted from 1, the header included).
+    def _fail_csv(self, f, exc, file_start, start):
+        # Single-threaded parsing makes pyarrow number the rows: "Row #302: ..." counts
+        # from 1 with the header as row 1 (blank lines not counted), so data row = # - 2.
         text = _one_line(exc)
         m = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+): ?(.*)", text)
         if m:
             _fail(f, f"CSV line {m.group(1)}: expected {m.group(2)} fields, got {m.group(3)}: "
                      f"{m.group(4)[:80]!r}")
+        m = re.search(r"In CSV column #(\d+): Row #(\d+): CSV conversion error to (\w+): "
+                      r"invalid value '(.*)'", text)
+        if m:
+            k, row, value = int(m.group(1)), int(m.group(2)) - 2, m.group(4)
+            try:
+                name = repr(self._schema(f).names[k])
+            except (ValueError, IndexError):
+                name = f"number {k} (from 0)"
+            if row >= file_start:
+                local = start + row
+                where = (f"at row {local}" if start == 0
+                         else f"at row {local} (row {row} of this file)")
+            else:  # not the numbering expected: name the block instead
+                where = f"in the rows after row {start + file_start}"
+            _fail(f, f"column {name} {where} holds {value[:80]!r}; expected a number (or an "
+                     "empty field, NA, NaN or null for a missing value) (rows counted from 0)")
         _fail(f, f"CSV error after data row {file_start}: {text}")
 
     def _schema(self, f):
@@ -381,7 +604,7 @@ class CsvReader(_Reader):
         try:
             reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(use_threads=False))
         except Exception as exc:
-            self._fail_csv(f, exc, 0)
+            self._fail_csv(f, exc, 0, 0)
         schema = reader.schema
         reader.close()
         return schema
@@ -392,6 +615,9 @@ class CsvReader(_Reader):
             s = self.schema if f == self.files[0] else self._schema(f)
             _check_schema(f, names, s)
 
+    def _dtype(self, name):
+        return np.dtype(np.float64)  # every column asked for is parsed as float64
+
     def chunks(self, names, chunk_rows):
         import pyarrow as pa
         import pyarrow.csv as pcsv
@@ -400,13 +626,15 @@ class CsvReader(_Reader):
         # Rows per block are unknown up front; aim at chunk_rows of ~20-byte lines.
         block = int(min(max(chunk_rows * 24, 1 << 16), 1 << 28))
         for f in self.files:
+            _check_unique(f, names, self.schema.names if f == self.files[0]
+                          else self._schema(f).names)
             file_start = 0
             try:
                 # One parsing thread: pyarrow then numbers the lines of bad rows.
                 reader = pcsv.open_csv(
                     f, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
                     convert_options=pcsv.ConvertOptions(
-                        include_columns=list(names),
+                        include_columns=list(dict.fromkeys(names)),
                         column_types={n: pa.float64() for n in names}))
                 for batch in reader:
                     for off in range(0, batch.num_rows, chunk_rows):
@@ -418,7 +646,7 @@ class CsvReader(_Reader):
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                self._fail_csv(f, exc, file_start)
+                self._fail_csv(f, exc, file_start, start - file_start)
 
 
 class NpyReader(_Reader):
@@ -431,23 +659,25 @@ class NpyReader(_Reader):
         single = not os.path.isdir(path)
         n_rows = None
         for f in files:
-            dtype, shape, fortran, offset = self._header(f)
+            dtype, shape, fortran, offset = self._header(f)  # validated: sizes, columns
             stem = os.path.splitext(os.path.basename(f))[0]
-            if len(shape) == 0 or len(shape) > 2:
-                _fail(f, f"array has shape {shape}; expected 1-D (N,) or 2-D (N, K)")
             if dtype.names is not None:
-                if len(shape) != 1:
-                    _fail(f, f"structured array has shape {shape}; expected 1-D")
-                for name in dtype.names:
-                    col = name if single else f"{stem}:{name}"
-                    self.sources[col] = (f, dtype, offset, shape, fortran, name, None)
+                cols = [((name if single else f"{stem}:{name}"), name, None)
+                        for name in dtype.names]
             elif len(shape) == 1:
-                col = stem
-                self.sources[col] = (f, dtype, offset, shape, fortran, None, None)
+                cols = [(stem, None, None)]
             else:
-                for k in range(shape[1]):
-                    col = str(k) if single else f"{stem}:{k}"
-                    self.sources[col] = (f, dtype, offset, shape, fortran, None, k)
+                cols = [((str(k) if single else f"{stem}:{k}"), None, k)
+                        for k in range(shape[1])]
+            for col, field, k in cols:
+                if col in self.sources:
+                    other = os.path.basename(self.sources[col][0])
+                    _fail(path, f"column {col!r} comes from two files, {other} and "
+                                f"{os.path.basename(f)}; expected one file per column name")
+                self.sources[col] = (f, dtype, offset, shape, fortran, field, k)
+            if len(self.sources) > MAX_COLUMNS:
+                _fail(path, f"the files give {len(self.sources)} columns; at most "
+                            f"{MAX_COLUMNS} are read")
             if n_rows is not None and shape[0] != n_rows:
                 _fail(path, f"column files have different lengths: {os.path.basename(f)} has "
                             f"{shape[0]} rows, an earlier file has {n_rows}")
@@ -457,6 +687,11 @@ class NpyReader(_Reader):
 
     @staticmethod
     def _header(f):
+        """dtype, shape, Fortran order and data offset of an NPY file, checked against its size.
+
+        Sizes are exact Python integers (an int64 product can wrap to 0), and the
+        column count is capped, before anything is built per row or per column.
+        """
         fmt = np.lib.format
         size = os.path.getsize(f)
         if size == 0:
@@ -476,10 +711,24 @@ class NpyReader(_Reader):
         if dtype.hasobject:
             _fail(f, "array holds Python objects; only numeric arrays are read "
                      "(allow_pickle=False)")
-        need = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if size < need:
-            _fail(f, f"file is truncated: the header promises {need} bytes, the file has {size}")
-        return dtype, tuple(int(s) for s in shape), bool(fortran), offset
+        shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            _fail(f, f"header gives a negative dimension in shape {shape}; expected sizes >= 0")
+        if len(shape) == 0 or len(shape) > 2:
+            _fail(f, f"array has shape {shape}; expected 1-D (N,) or 2-D (N, K)")
+        if dtype.names is not None and len(shape) != 1:
+            _fail(f, f"structured array has shape {shape}; expected 1-D")
+        data = math.prod(shape) * dtype.itemsize  # Python ints: no wrap-around
+        if size < offset + data:
+            _fail(f, f"file is truncated: the header promises shape {shape} of {dtype.str}, "
+                     f"{data} bytes of data after its {offset} bytes, expected a file of "
+                     f"{offset + data} bytes; the file has {size}")
+        n_cols = len(dtype.names) if dtype.names is not None else (
+            shape[1] if len(shape) == 2 else 1)
+        if n_cols > MAX_COLUMNS:
+            _fail(f, f"array has {n_cols} columns; at most {MAX_COLUMNS} are read (expected "
+                     "an (N, K) array with K a number of classes)")
+        return dtype, shape, bool(fortran), offset
 
     def check(self, names):
         super().check(names)
@@ -488,48 +737,137 @@ class NpyReader(_Reader):
             dt = dtype[field] if field is not None else dtype
             _check_numpy_type(f, n, dt)
 
-    def _window(self, name, a, b):
-        f, dtype, offset, shape, fortran, field, k = self.sources[name]
-        if len(shape) == 1:
-            mm = np.memmap(f, dtype=dtype, mode="r", offset=offset + a * dtype.itemsize,
-                           shape=(b - a,))
-            col = mm[field] if field is not None else mm
-        elif fortran:
-            base = offset + (k * shape[0] + a) * dtype.itemsize
-            col = np.memmap(f, dtype=dtype, mode="r", offset=base, shape=(b - a,))
-        else:
-            mm = np.memmap(f, dtype=dtype, mode="r", offset=offset + a * shape[1] * dtype.itemsize,
-                           shape=(b - a, shape[1]))
-            col = mm[:, k]
-        out = np.array(col, copy=True)  # own the memory; the window is unmapped when dropped
+    def _dtype(self, name):
+        _, dtype, _, _, _, field, _ = self.sources[name]
+        dt = dtype[field] if field is not None else dtype
+        return np.dtype(np.uint8) if dt == np.bool_ else dt.newbyteorder("=")
+
+    @staticmethod
+    def _pread(fd, f, out, pos, row0, row_bytes, need):
+        """Fill ``out`` (a numpy array) with the file's bytes from ``pos``; a short read is
+        a file truncated since its header was read: one line with the first missing row."""
+        view = memoryview(out).cast("B")
+        got = 0
+        while got < view.nbytes:
+            k = os.preadv(fd, [view[got:]], pos + got)
+            if k == 0:
+                now = os.fstat(fd).st_size
+                _fail(f, f"file is truncated: it now has {now} bytes, so row "
+                         f"{row0 + got // row_bytes} is missing; the header promised "
+                         f"{need} bytes (expected a file that does not change while it is "
+                         "scored)")
+            got += k
+
+    @staticmethod
+    def _native(out):
         if out.dtype.byteorder not in ("=", "|"):
             out = out.astype(out.dtype.newbyteorder("="))
         if out.dtype == np.bool_:
             out = out.view(np.uint8)
         return out
 
+    def _read(self, fds, names, a, b):
+        """Rows a..b of the columns ``names``, with ordinary reads (never a memory map)."""
+        out = {}
+        by_file = {}
+        for n in dict.fromkeys(names):
+            by_file.setdefault(self.sources[n][0], []).append(n)
+        for f, cols in by_file.items():
+            _, dtype, offset, shape, fortran, _, _ = self.sources[cols[0]]
+            fd = fds[f]
+            need = offset + math.prod(shape) * dtype.itemsize
+            isz = dtype.itemsize
+            if len(shape) == 1:  # plain or structured: one read of the window
+                buf = np.empty(b - a, dtype=dtype)
+                self._pread(fd, f, buf, offset + a * isz, a, isz, need)
+                for n in cols:
+                    field = self.sources[n][5]
+                    col = np.ascontiguousarray(buf[field]) if field is not None else buf
+                    out[n] = self._native(col)
+            elif fortran:  # each column is contiguous in the file
+                for n in cols:
+                    k = self.sources[n][6]
+                    col = np.empty(b - a, dtype=dtype)
+                    self._pread(fd, f, col, offset + (k * shape[0] + a) * isz, a, isz, need)
+                    out[n] = self._native(col)
+            else:  # C order: whole rows, in pieces, the columns asked for kept
+                width = shape[1]
+                row_bytes = width * isz
+                res = {n: np.empty(b - a, dtype=dtype) for n in cols}
+                step = max(1, _NPY_PIECE // max(row_bytes, 1))
+                for r in range(a, b, step):
+                    s = min(r + step, b)
+                    piece = np.empty((s - r, width), dtype=dtype)
+                    self._pread(fd, f, piece, offset + r * row_bytes, r, row_bytes, need)
+                    for n in cols:
+                        res[n][r - a:s - a] = piece[:, self.sources[n][6]]
+                for n in cols:
+                    out[n] = self._native(res[n])
+        return tuple(out[n] for n in names)
+
     def chunks(self, names, chunk_rows):
-        f = self.sources[names[0]][0]
-        for a in range(0, self.n_rows, chunk_rows):
-            b = min(a + chunk_rows, self.n_rows)
-            try:
-                cols = tuple(self._window(n, a, b) for n in names)
-            except Exception as exc:  # e.g. the file shrank since the header was read
-                _fail(f, f"cannot read rows {a}..{b}: {_one_line(exc)}")
-            # Errors in the values name the path given (a directory of column files).
-            yield Chunk(cols, self.path, a, a)
+        files = list(dict.fromkeys(self.sources[n][0] for n in names))
+        fds = {}
+        try:
+            for f in files:
+                try:
+                    fds[f] = os.open(f, os.O_RDONLY)
+                except OSError as exc:
+                    _fail_os(f, exc, "open it")
+            for a in range(0, self.n_rows, chunk_rows):
+                b = min(a + chunk_rows, self.n_rows)
+                try:
+                    cols = self._read(fds, names, a, b)
+                except ValueError:
+                    raise
+                except Exception as exc:
+                    _fail(files[0], f"cannot read rows {a}..{b - 1}: {_one_line(exc)}")
+                # Errors in the values name the path given (a directory of column files).
+                yield Chunk(cols, self.path, a, a)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+
+def _check_flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        msg = f"{name} must be True or False; got {value!r}"
+        raise ValueError(msg)
+    return bool(value)
 
 
 _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader,
             "npy": NpyReader}
 
 
-def open_reader(path, format=None):
-    """A reader for ``path`` (file or directory); format from the extension unless given."""
+def open_reader(path, format=None, *, verify_checksums=True):
+    """A reader for ``path`` (file or directory); format from the extension unless given.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A data file, or a directory of data files of one format.
+    format : {"parquet", "feather", "npy", "csv"}, optional
+        Default: from the extension (or the files of a directory).
+    verify_checksums : bool, default True
+        Parquet: check every page against the checksum stored with it (files
+        written with ``write_page_checksum=True``); a mismatch is an error.
+        Other formats carry no page checksums and ignore it.
+
+    Returns
+    -------
+    (reader, format)
+        ``reader.columns``, ``reader.n_rows`` (None if unknown before reading),
+        ``reader.check(names)``, ``reader.dtype(name)`` (the dataset's dtype of
+        a column) and ``reader.chunks(names, chunk_rows)`` (:class:`Chunk` s of
+        at most ``chunk_rows`` rows).
+    """
     path = os.fspath(path)
+    _check_flag("verify_checksums", verify_checksums)
     if format is not None:
         detect_format(path, format)  # checks the choice before touching the file
-    if not os.path.exists(path):
-        _fail(path, "no such file or directory")
+    _stat(path)
     fmt = detect_format(path, format)
+    if fmt == "parquet":
+        return ParquetReader(path, verify_checksums=verify_checksums), fmt
     return _READERS[fmt](path), fmt

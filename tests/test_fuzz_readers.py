@@ -23,6 +23,11 @@ def build(fmt, d):
     if fmt == "parquet":
         f = d / "f.parquet"
         pq.write_table(t, f, row_group_size=600)
+    elif fmt == "parquet-ck":
+        # page checksums, plain values: a flipped value byte is caught only by the checksum
+        f = d / "f.parquet"
+        pq.write_table(t, f, row_group_size=600, write_page_checksum=True, compression="none",
+                       use_dictionary=False)
     elif fmt == "feather":
         f = d / "f.feather"
         with pa.OSFile(str(f), "wb") as sink, ipc.new_file(sink, t.schema) as w:
@@ -55,6 +60,8 @@ def full_read(fmt, f):
     try:
         if fmt == "parquet":
             t = pq.read_table(f, columns=["p", "y"])
+        elif fmt == "parquet-ck":
+            t = pq.ParquetFile(f, page_checksum_verification=True).read(columns=["p", "y"])
         elif fmt in ("feather", "arrows"):
             with pa.OSFile(str(f), "rb") as fh:
                 t = (ipc.open_file(fh) if fmt == "feather" else ipc.open_stream(fh)).read_all()
@@ -82,7 +89,7 @@ def check(fmt, f, chunk_rows):
     prob, label = COLS.get(fmt, ("p", "y"))
     try:
         got = score_file(str(f), prob=prob, label=label, chunk_rows=chunk_rows, format={
-            "arrows": "feather", "npy2d": "npy"}.get(fmt, fmt))
+            "arrows": "feather", "npy2d": "npy", "parquet-ck": "parquet"}.get(fmt, fmt))
     except ValueError as exc:
         msg = str(exc)
         assert msg.startswith(str(f)), msg
@@ -99,7 +106,7 @@ def check(fmt, f, chunk_rows):
     return "ok"
 
 
-FORMATS = ["parquet", "feather", "arrows", "csv", "npy", "npy2d"]
+FORMATS = ["parquet", "parquet-ck", "feather", "arrows", "csv", "npy", "npy2d"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -150,3 +157,20 @@ def test_cli_exit_2_on_damaged_file(tmp_path, capsys):
                  str(out)]) == 2
     err = capsys.readouterr().err
     assert str(g) in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_flipped_values_under_page_checksums_are_all_caught(tmp_path):
+    """With page checksums, changing one stored value (its lowest byte: a silent, in-range
+    change) must be an error for every row tried, in every row group."""
+    f = build("parquet-ck", tmp_path)
+    data = f.read_bytes()
+    y, p = fastcal.simulate(N, sigma=0.5, seed=2, dtype=np.float32)
+    for row in (0, 17, 599, 600, 1234, N - 1):
+        pos = data.find(p[row].tobytes())
+        assert pos > 0
+        bad = bytearray(data)
+        bad[pos] ^= 0x01
+        g = tmp_path / f"v{row}.parquet"
+        g.write_bytes(bytes(bad))
+        assert check("parquet-ck", g, chunk_rows=250) == "error", row
+        os.remove(g)
