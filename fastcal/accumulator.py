@@ -137,6 +137,7 @@ class CalibrationAccumulator:
         self.fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
         self.fine_p = np.zeros(rows, np.float64)
         self._with_logs = True  # False: binned metrics only (no logarithms)
+        self.edge_dtype = None  # float width of the data, fixed by the first update
 
     def _set_classes(self, k):
         self.n_classes = k
@@ -151,6 +152,21 @@ class CalibrationAccumulator:
         if self.logits or self.renormalize:
             dtype = np.float64  # probabilities are computed in float64
         return kernel_edges(self.n_bins, np.dtype(dtype).str), True
+
+    def _bin_dtype(self, dtype):
+        """Fix the dtype whose rounding of k / n_bins the uniform edges use: the
+        first update's. A later chunk of another float width would bin by other
+        edges (0.3 is not float32(0.3)), so it is refused, not mixed in."""
+        if self.edges is not None or self.logits or self.renormalize:
+            return
+        name = np.dtype(dtype).name if np.dtype(dtype).kind == "f" else "float64"
+        if self.edge_dtype is None:
+            self.edge_dtype = name
+        elif name != self.edge_dtype:
+            msg = (f"y_prob is {name} but this accumulator holds {self.edge_dtype} data, binned "
+                   f"by {self.edge_dtype} edges; cast every chunk to one dtype (e.g. "
+                   "astype('float64')) so that all rows share the same bins")
+            raise ValueError(msg)
 
     def update(self, y_true, y_prob, *, start=None):
         """Add one chunk of labels and probabilities; returns self.
@@ -184,6 +200,7 @@ class CalibrationAccumulator:
             msg = f"{batch.kind} input has no CalibrationAccumulator state"
             raise ValueError(msg)
         y, p = batch.y, batch.p
+        self._bin_dtype(p.dtype)
         edges, uniform = self._kernel_edges(p.dtype)
         counts, sums, totals, checks, *fine = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
@@ -201,6 +218,7 @@ class CalibrationAccumulator:
         return self
 
     def _update_multiclass(self, y, p, row0):
+        self._bin_dtype(p.dtype)
         k = p.shape[1]
         if self.n_classes is None:
             if self.n_rows > 0:
@@ -297,6 +315,11 @@ class CalibrationAccumulator:
         if a is not None and b is not None and self.classwise != other.classwise:
             msg = "cannot merge accumulators with and without class-wise state (classwise=)"
             raise ValueError(msg)
+        if None not in (self.edge_dtype, other.edge_dtype) and \
+                self.edge_dtype != other.edge_dtype:
+            msg = (f"cannot merge accumulators of {self.edge_dtype} and {other.edge_dtype} data: "
+                   "their uniform bins have different edges; cast to one dtype")
+            raise ValueError(msg)
         if self.ace_buckets != other.ace_buckets:
             msg = ("cannot merge accumulators with different ACE bucket statistics: "
                    f"ace_buckets={self.ace_buckets} and {other.ace_buckets}")
@@ -322,6 +345,7 @@ class CalibrationAccumulator:
         self.boot_sums += other.boot_sums
         self.fine_counts += other.fine_counts
         self.fine_p += other.fine_p
+        self.edge_dtype = self.edge_dtype or other.edge_dtype
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
         return self
@@ -331,6 +355,12 @@ class CalibrationAccumulator:
         out = self.copy()
         out += other
         return out
+
+    def __radd__(self, other):
+        """``0 + acc`` is a copy of acc, so that ``sum(accumulators)`` works."""
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and other == 0:
+            return self.copy()
+        return NotImplemented
 
     def copy(self):
         out = CalibrationAccumulator.__new__(CalibrationAccumulator)

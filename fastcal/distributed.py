@@ -138,7 +138,7 @@ def _frame_source(df, label, prob):
     return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], reword)
 
 
-def _dataset_source(path, label, prob, rows_per_partition):
+def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True):
     """Partitions of whole row groups. The client reads each file's footer; the
     files, their order, the column checks and the messages are those of
     :func:`fastcal.score_file`."""
@@ -147,8 +147,9 @@ def _dataset_source(path, label, prob, rows_per_partition):
     from .files import _reword
     from .io import Chunk, ParquetReader
 
-    reader = ParquetReader(path)
+    reader = ParquetReader(path, verify_checksums=verify_checksums)
     reader.check([prob, label])
+    prob_dtype = reader.dtype(prob)  # the widest over the files: one rule for binning
     parts, chunks = [], []
     first_row = 0
     for f in reader.files:
@@ -158,7 +159,8 @@ def _dataset_source(path, label, prob, rows_per_partition):
             group.append(g)
             rows += meta.row_group(g).num_rows
             if rows >= rows_per_partition or g == meta.num_row_groups - 1:
-                parts.append((_read_row_groups, f, group, label, prob))
+                parts.append((_read_row_groups, f, group, label, prob, prob_dtype,
+                              verify_checksums))
                 chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
                 group, rows = [], 0
@@ -551,7 +553,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
-                  logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
+                  logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
+                  verify_checksums=True):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -566,6 +569,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     rows_per_partition : int, default 2**22
         Whole row groups of one file are grouped into partitions of about
         this many rows (one row group is never split).
+    verify_checksums : bool, default True
+        As in :func:`fastcal.score_file`.
 
     Returns
     -------
@@ -599,7 +604,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
             or rows_per_partition < 1):
         msg = f"rows_per_partition must be a positive integer; got {rows_per_partition!r}"
         raise ValueError(msg)
-    source = _dataset_source(os.fspath(path), label, prob, rows_per_partition)
+    source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
+                             verify_checksums)
     with _Runner(client, scheduler, workers, timeout) as runner:
         rep = _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,

@@ -163,7 +163,8 @@ def _prob_columns(path, prob, label, available):
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
-               logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
+               logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
+               verify_checksums=True):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -200,6 +201,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         Progress bar on stderr (default: only if stderr is a terminal).
     format : {"parquet", "feather", "npy", "csv"}, optional
         Default: from the extension (or the files of a directory).
+    verify_checksums : bool, default True
+        Parquet: check every data page against the checksum stored in the
+        file (when it has them); a corrupt page is an error, not a score.
     threads : int, optional
         Threads for the fill kernel (default: numba's thread count minus one,
         leaving a core to the reader thread).
@@ -264,7 +268,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
                       renormalize=renormalize).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
-                        progress=progress, format=format)
+                        progress=progress, format=format, verify_checksums=verify_checksums)
     out = score(source, options)
     out.source = source.path
     out.format = source.format
@@ -274,9 +278,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
 class FileSource:
     """A prediction file read in chunks with a reader thread (the driver's source)."""
 
-    def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None):
+    def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
+                 verify_checksums=True):
         self.path = os.fspath(path)
-        self.reader, self.format = open_reader(self.path, format)
+        self.reader, self.format = open_reader(self.path, format,
+                                               verify_checksums=verify_checksums)
         self.prob, self.label = prob, label
         prob_cols = _prob_columns(self.path, prob, label, self.reader.columns)
         self.multi_class = len(prob_cols) > 1

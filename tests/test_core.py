@@ -378,3 +378,31 @@ def test_error_index_is_global_across_updates_and_state_unchanged():
     with pytest.raises(ValueError, match=r"first at index 4\)"):
         acc.update([0, 1], [0.5, np.nan])
     assert acc.n == 3
+
+
+# -- the accumulator protocol ----------------------------------------------------
+
+def test_sum_copy_and_merge_errors():
+    rng = np.random.default_rng(30)
+    p = rng.random(3_000)
+    y = (rng.random(3_000) < p).astype(np.uint8)
+    parts = [fastcal.CalibrationAccumulator(n_bins=8).update(y[a:a + 1000], p[a:a + 1000],
+                                                               start=a)
+             for a in (0, 1000, 2000)]
+    total = sum(parts)
+    whole = fastcal.CalibrationAccumulator(n_bins=8).update(y, p)
+    np.testing.assert_array_equal(total.counts, whole.counts)
+    np.testing.assert_allclose(total.sums, whole.sums, rtol=1e-12)
+    assert parts[0].n == 1000  # sum() copied, never changed its terms
+    c = parts[0].copy()
+    c += parts[1]
+    assert c.n == 2000 and parts[0].n == 1000
+    f32 = fastcal.CalibrationAccumulator(n_bins=8).update(y, p.astype(np.float32))
+    with pytest.raises(ValueError, match="cannot merge accumulators of float64 and float32"):
+        whole + f32
+    with pytest.raises(ValueError, match="y_prob is float32 but this accumulator holds float64"):
+        whole.update(y, p.astype(np.float32))
+    with pytest.raises(ValueError, match="different bins"):
+        whole + fastcal.CalibrationAccumulator(n_bins=9)
+    with pytest.raises(ValueError, match="different ACE bucket statistics"):
+        whole + fastcal.CalibrationAccumulator(n_bins=8, ace_buckets=1 << 14)

@@ -95,3 +95,20 @@ def test_option_reaches_every_entry_point(tmp_path, case):
     assert_same(got_dask, ref)
     if options.get("ci"):
         assert all(np.isfinite(v).all() for v in ref.intervals.values()) or kind != "binary"
+
+
+def test_mixed_dtype_dataset_bins_by_its_widest_dtype(tmp_path):
+    """A Parquet dataset of a float32 and a float64 file is binned by one rule
+    (the widest dtype), by score_file and by Dask alike, like the concatenated
+    float64 columns in memory."""
+    rng = np.random.default_rng(3)
+    root = tmp_path / "ds"
+    root.mkdir()
+    p32 = (rng.integers(0, 10, 500) / 10).astype(np.float32)  # values on edges
+    p64 = rng.random(500)
+    y = (rng.random(1_000) < 0.5).astype(np.uint8)
+    pq.write_table(pa.table({"p": p32, "y": y[:500]}), root / "a.parquet")
+    pq.write_table(pa.table({"p": p64, "y": y[500:]}), root / "b.parquet")
+    ref = fastcal.calibration_report(y, np.concatenate([p32.astype(np.float64), p64]))
+    assert_same(score_file(root, ace=True), ref)
+    assert_same(fd.score_dataset(root, ace=True), ref)
