@@ -230,3 +230,105 @@ def _dtype(x):
         return np.dtype(dt)
     except TypeError:
         return np.dtype(str(dt).replace("torch.", ""))
+
+
+def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, classwise,
+                    with_logs=True, *, tol=None, chunk_rows=CHUNK_ROWS):
+    """GPU version of ``_kernels.multiclass.fill_parallel`` on all rows.
+
+    Returns (counts, sums, totals, ccounts, csums, checks) with the shapes of
+    ``_kernels.multiclass.new_state``. ``P`` is (n, K) probabilities or
+    (``logits``) scores, ``y`` (n,) labels; device or host arrays.
+    """
+    if tol is None:
+        from .multiclass import SUM_TOL as tol
+    kc = _k("_cuda")
+    kcm = _k("cuda_multiclass")
+    cuda = kc.cuda
+    edges = np.ascontiguousarray(edges, np.float64)
+    nb = edges.shape[0] - 1
+    n, K = int(P.shape[0]), int(P.shape[1])
+    eps = 0.0 if eps is None else float(eps)
+    f32 = bool(uniform) and edges[1] != 1.0 / nb
+    d_edges = cuda.to_device(edges)
+    state = km.new_state(nb, K, classwise)
+    kern = kcm.kernel(K)
+    cw_bytes = 8 * 3 * K * nb if classwise else 0
+    cw_shared = cw_bytes <= 16 * 1024
+    for off, (dy, dP) in _chunks((y, P), n, chunk_rows):
+        m = int(dP.shape[0])
+        if m == 0:
+            continue
+        blocks, threads, shared = kc.launch_shape(
+            m, kcm.shared_per_thread(nb), cw_bytes if cw_shared else 0)
+        parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
+                 cuda.device_array((blocks, nb + 1, 3), np.float64),
+                 cuda.device_array((blocks, kcm.N_TOT), np.float64),
+                 cuda.device_array((blocks, kcm.N_CHK), np.int64),
+                 cuda.to_device(np.zeros((blocks, max(3 * K * nb, 1)), np.float64)))
+        kern[blocks, threads, 0, shared](
+            dP, dy, d_edges, bool(uniform), bool(right), f32, eps, bool(logits),
+            bool(renormalize), float(tol), bool(classwise), bool(with_logs), cw_shared, *parts)
+        part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
+        checks = km.new_state(0, 0)[5]
+        for row in part_c:
+            _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
+        if classwise:
+            w = part_w.sum(axis=0)
+            cnt = np.rint(w[:K * nb]).astype(np.int64).reshape(K, nb)
+            lab = np.rint(w[K * nb:2 * K * nb]).astype(np.int64).reshape(K, nb)
+            ccounts = np.stack([cnt, lab], axis=-1)
+            csums = w[2 * K * nb:].reshape(K, nb).copy()
+        else:
+            ccounts, csums = state[3].copy(), state[4].copy()
+        out = (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums,
+               checks)
+        _add_state(state, out, km.N_CHECK_KINDS, off)
+    return state
+
+
+def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
+    """NEES statistics per group on the GPU, for ``GaussianAccumulator``.
+
+    ``errors`` (n, d) and ``covs`` (n, d, d), device or host, rows ordered so
+    that row r belongs to group r mod n_groups (``errors.reshape(-1, d)`` of
+    an accumulator's ``(..., *shape, d)`` input). Returns a dict of host
+    arrays: ``count`` and ``nees_sum`` (n_groups,) over rows with a valid
+    NEES, ``n_bad`` (n_groups,) rows holding NaN or inf, and for each of
+    "nan", "asymmetric", "not_pd" the total count and first flat row index
+    (-1 if none), as ``checks[name] = (count, first)``.
+    """
+    if sym_rtol is None:
+        from .gaussian import SYMMETRY_RTOL as sym_rtol
+    kc = _k("_cuda")
+    kcg = _k("cuda_gaussian")
+    cuda = kc.cuda
+    (de, dc), = [devs for _, devs in _chunks((errors, covs), int(errors.shape[0]), 1 << 62)]
+    n, d = int(de.shape[0]), int(de.shape[1])
+    G = int(n_groups)
+    runs = n // G if G else 0
+    threads = 32 if kc.SIMULATOR else 128
+    target = 64 if kc.SIMULATOR else 132 * 2048
+    S = max(1, min(runs, target // max(G, 1)))
+    blocks = max(1, -(-(S * G) // threads))
+    part_n = cuda.device_array((S, G), np.int64)
+    part_s = cuda.device_array((S, G), np.float64)
+    part_b = cuda.device_array((S, G), np.int64)
+    part_k = cuda.device_array((S, G, 2 * kcg.N_STATUS), np.int64)
+    if n:
+        kcg.kernel(d)[blocks, threads](de, dc, G, float(sym_rtol), part_n, part_s, part_b, part_k)
+        pk = part_k.copy_to_host().reshape(-1, 2 * kcg.N_STATUS)
+        out = {"count": part_n.copy_to_host().sum(axis=0),
+               "nees_sum": part_s.copy_to_host().sum(axis=0),
+               "n_bad": part_b.copy_to_host().sum(axis=0)}
+    else:
+        pk = np.zeros((0, 2 * kcg.N_STATUS), np.int64)
+        out = {"count": np.zeros(G, np.int64), "nees_sum": np.zeros(G),
+               "n_bad": np.zeros(G, np.int64)}
+    checks = {}
+    for j, name in enumerate(("nan", "asymmetric", "not_pd")):
+        firsts = pk[:, kcg.N_STATUS + j]
+        firsts = firsts[firsts >= 0]
+        checks[name] = (int(pk[:, j].sum()), int(firsts.min()) if firsts.size else -1)
+    out["checks"] = checks
+    return out

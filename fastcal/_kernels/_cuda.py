@@ -89,14 +89,14 @@ def search_bin(edges, nb, x, right):
                 lo = mid + 1
             else:
                 hi = mid
-        return max(lo - 1, 0)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if edges[mid] <= x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return min(lo - 1, nb - 1)
+    else:
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if edges[mid] <= x:
+                lo = mid + 1
+            else:
+                hi = mid
+    return min(max(lo - 1, 0), nb - 1)
 
 
 @cuda.jit(device=True, inline=True)

@@ -81,22 +81,23 @@ def _block_reduce(sh, T, tid, nb1, tot, chk, part_i, part_f, part_t, part_c, blk
     for k in range(2 * N_KINDS):
         sh[(N_TOT + k) * T + tid] = np.float64(chk[k])
     cuda.syncthreads()
-    if tid < N_TOT:
-        acc = 0.0
-        for j in range(T):
-            acc += sh[tid * T + j]
-        part_t[blk, tid] = acc
-    elif tid < N_TOT + N_KINDS:
-        k = tid - N_TOT
-        cnt = np.int64(0)
-        first = np.int64(-1)
-        for j in range(T):
-            cnt += np.int64(sh[(N_TOT + k) * T + j])
-            fj = np.int64(sh[(N_TOT + N_KINDS + k) * T + j])
-            if fj >= 0 and (first < 0 or fj < first):
-                first = fj
-        part_c[blk, k] = cnt
-        part_c[blk, N_KINDS + k] = first
+    for r in range(tid, N_TOT + N_KINDS, T):
+        if r < N_TOT:
+            acc = 0.0
+            for j in range(T):
+                acc += sh[r * T + j]
+            part_t[blk, r] = acc
+        else:
+            k = r - N_TOT
+            cnt = np.int64(0)
+            first = np.int64(-1)
+            for j in range(T):
+                cnt += np.int64(sh[(N_TOT + k) * T + j])
+                fj = np.int64(sh[(N_TOT + N_KINDS + k) * T + j])
+                if fj >= 0 and (first < 0 or fj < first):
+                    first = fj
+            part_c[blk, k] = cnt
+            part_c[blk, N_KINDS + k] = first
 
 
 @cuda.jit
