@@ -59,6 +59,8 @@ def is_device_array(x):
     """
     if isinstance(x, np.ndarray):
         return False
+    if type(x).__module__.startswith("numba.cuda.simulator"):
+        return True  # simulator arrays delegate __dlpack_device__ to a host array
     try:
         if hasattr(x, "__cuda_array_interface__"):
             return True
@@ -70,7 +72,7 @@ def is_device_array(x):
             return int(dev()[0]) in _DLPACK_CUDA
         except Exception:
             return False
-    return type(x).__module__.startswith("numba.cuda.simulator")
+    return False
 
 
 def as_device_array(name, x):
@@ -254,7 +256,7 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     state = km.new_state(nb, K, classwise)
     kern = kcm.kernel(K)
     cw_bytes = 8 * 3 * K * nb if classwise else 0
-    cw_shared = cw_bytes <= 16 * 1024
+    cw_shared = bool(classwise) and cw_bytes <= 16 * 1024
     for off, (dy, dP) in _chunks((y, P), n, chunk_rows):
         m = int(dP.shape[0])
         if m == 0:

@@ -24,6 +24,7 @@ from ._cuda import (F64, I64, PACK, PACK2, cuda, exp64, log0, mc_uniform_bin, no
                     search_bin)
 
 SLOTS = 4
+ROWWISE_K = 64  # multiclass.ROWWISE_K
 N_TOT = 5
 N_KINDS = 8   # multiclass.CHECK_* kinds
 N_CHK = 16
@@ -47,6 +48,9 @@ def kernel(K):
 
 def _make(K):
     kf = np.float64(K)
+    # with_logs=False (binned metrics only): the CPU's blocked kernel (K < 64) keeps the
+    # log-softmax of logits in its ECD/NLL sums, the row kernel (K >= 64) zeroes them.
+    zero_logit_logs = K >= ROWWISE_K
 
     @cuda.jit
     def fill(P, y, edges, uniform, right, f32, eps, logits, renorm, tol, classwise, with_logs,
@@ -69,7 +73,7 @@ def _make(K):
         # class-wise state: [count per (k, b)] [label count per (k, b)] [sum p_k per (k, b)]
         cwn = 3 * K * nb
         cw0 = top_slots * T
-        if cw_shared:
+        if classwise and cw_shared:
             for s in range(tid, cwn, T):
                 sh[cw0 + s] = 0.0
         cuda.syncthreads()
@@ -167,7 +171,8 @@ def _make(K):
                 for k in range(K):
                     q = qv[k]
                     sq += q * q
-                    lv[k] = 0.0
+                    if zero_logit_logs or not logits:
+                        lv[k] = 0.0
             elif eps > 0.0:
                 sc = 0.0
                 for k in range(K):
@@ -244,7 +249,7 @@ def _make(K):
                 else:
                     cuda.atomic.add(part_w, (blk, j), 1.0)
         cuda.syncthreads()
-        if cw_shared:
+        if classwise and cw_shared:
             for s in range(tid, cwn, T):
                 part_w[blk, s] = sh[cw0 + s]
         _block_reduce(sh, T, tid, nb1, tot, chk, part_i, part_f, part_t, part_c, blk)
