@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+# tests/test_cuda_gpu.py runs the same cases on a real GPU with FASTCAL_CUDA_CASES=1
+CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
 
 
 def test_simulator_cases_in_subprocess():
-    if SIM:
-        pytest.skip("already running under the simulator")
+    if CASES:
+        pytest.skip("already running the cases (simulator or real GPU)")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -48,7 +50,7 @@ def test_import_fastcal_does_not_import_numba_cuda():
     assert out.stdout.strip() == "False"
 
 
-if SIM:
+if CASES:
     from fastcal import cuda as fc
     from fastcal import multiclass as mc
     from fastcal._kernels import binary as kb
