@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: the real-GPU tests, the GPU benchmarks with
+# torchmetrics on the same GPU and data, a profiler pass over the binary fill,
+# and a summary. Everything lands in $OUT (default ./gpu_out):
+#   env.txt         GPU, driver, package versions
+#   gpu_tests.log   pytest tests/test_cuda_gpu.py (all simulator cases + 1e7-row checks)
+#   bench.log       pytest benchmarks/test_bench_gpu.py
+#   bench_gpu.json  pytest-benchmark's full numbers
+#   ncu.txt         Nsight Compute speed-of-light and occupancy of the binary fill (1e8 rows)
+#   summary.md / summary.json   throughput table and ratios against torchmetrics
+# Sizes: FASTCAL_GPU_BENCH_N (1e9), FASTCAL_GPU_BENCH_MC_N (1e8), FASTCAL_GPU_BENCH_ROUNDS (5).
+# Usage there: bash benchmarks/gpu_run.sh   (python3 must have numba-cuda, torch, torchmetrics,
+# pytest and pytest-benchmark; the workplace image has them).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+unset NUMBA_ENABLE_CUDASIM
+status=0
+
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  "$PY" - <<'PY'
+import numpy, numba, torch, importlib.metadata as md
+print("numpy", numpy.__version__, "numba", numba.__version__, "torch", torch.__version__)
+for name in ("numba-cuda", "numba-cuda-mlir", "torchmetrics", "pytest-benchmark"):
+    try:
+        print(name, md.version(name))
+    except md.PackageNotFoundError:
+        print(name, "not installed")
+import fastcal.cuda as fc
+print("fastcal.cuda.is_available:", fc.is_available())
+PY
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+timeout 900 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 \
+  | tee "$OUT/gpu_tests.log" || status=1
+
+timeout 1500 "$PY" -m pytest -q -rs -p no:cacheprovider benchmarks/test_bench_gpu.py \
+  --benchmark-json="$OUT/bench_gpu.json" --benchmark-columns=min,median,max 2>&1 \
+  | tee "$OUT/bench.log" || status=1
+
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$NCU" ]; then
+  timeout 300 "$NCU" --kernel-name regex:fill_prob --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+    "$PY" - > "$OUT/ncu.txt" 2>&1 <<'PY' || echo "ncu failed (see ncu.txt)"
+import torch
+from fastcal import cuda as fc
+from fastcal.binning import kernel_edges
+n = 100_000_000
+p = torch.rand(n, device="cuda")
+y = (torch.rand(n, device="cuda") < p).to(torch.uint8)
+e = kernel_edges(15, "<f4")
+for _ in range(2):
+    fc.fill_binary(y, p, e, True, False, False, 0.0, True)
+PY
+else
+  echo "ncu not found" > "$OUT/ncu.txt"
+fi
+
+"$PY" - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+path = os.path.join(out, "bench_gpu.json")
+if not os.path.exists(path):
+    sys.exit("no benchmark JSON")
+rows = []
+for b in json.load(open(path))["benchmarks"]:
+    x = b["extra_info"]
+    rows.append({"test": b["name"], "contender": x.get("contender"), "n": x.get("n"),
+                 "device": x.get("device"), "min_s": b["stats"]["min"],
+                 "median_s": b["stats"]["median"], "g_per_s": x.get("g_per_s"),
+                 "ece": x.get("ece"), "abs_error": x.get("abs_error")})
+by = {r["test"]: r for r in rows}
+def ratio(a, b):
+    if a in by and b in by:
+        return by[b]["min_s"] / by[a]["min_s"]
+ratios = {
+    "binary: fastcal / torchmetrics float32": ratio("test_fastcal_binary_full_report",
+                                                    "test_torchmetrics_binary[float32]"),
+    "binary: fastcal / torchmetrics float64": ratio("test_fastcal_binary_full_report",
+                                                    "test_torchmetrics_binary[float64]"),
+    "multi-class K=10: fastcal / torchmetrics": ratio("test_fastcal_multiclass",
+                                                      "test_torchmetrics_multiclass"),
+}
+json.dump({"rows": rows, "speedups": ratios}, open(os.path.join(out, "summary.json"), "w"), indent=1)
+lines = [f"GPU: {rows[0]['device'] if rows else '?'}", "",
+         "| test | contender | N | min s | median s | G pred/s | ECE | abs error vs float64 |",
+         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+for r in rows:
+    fmt = lambda v, f: "" if v is None else format(v, f)
+    lines.append(f"| {r['test']} | {r['contender']} | {r['n']:.3g} | {r['min_s']:.4g} | "
+                 f"{r['median_s']:.4g} | {fmt(r['g_per_s'], '.3g')} | {fmt(r['ece'], '.6g')} | "
+                 f"{fmt(r['abs_error'], '.3g')} |")
+lines += ["", "| speed-up (same GPU, same data, minimum times) | x |", "| --- | ---: |"]
+lines += [f"| {k} | {'' if v is None else format(v, '.1f')} |" for k, v in ratios.items()]
+open(os.path.join(out, "summary.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
+exit $status

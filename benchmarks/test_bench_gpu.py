@@ -1,0 +1,171 @@
+"""GPU scoring against torchmetrics on the same GPU and the same data.
+
+Binary: FASTCAL_GPU_BENCH_N (default 1e9) float32 predictions, uniform p and
+calibrated labels (y ~ Bernoulli(p), uint8), 15 bins, generated on the GPU;
+fastcal's full fill (counts, positives, correct, sum p, ECD sum and variance,
+Brier, NLL and their squares) then the report, against torchmetrics'
+``binary_calibration_error`` on the same tensors in float32 and float64.
+Multi-class: FASTCAL_GPU_BENCH_MC_N (default 1e8) rows of K = 10 softmax
+probabilities (float32) against ``multiclass_calibration_error``.
+
+Every fastcal result is checked against the CPU kernels on a host copy of the
+same data (counts exact, sums to 1e-12) before it counts. Without a GPU (the
+simulator, ``NUMBA_ENABLE_CUDASIM=1``) the same code runs on tiny N with
+host tensors, to keep this file correct. The summary of a run is written by
+``benchmarks/gpu_run.sh`` from pytest-benchmark's JSON.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+tm = pytest.importorskip("torchmetrics.functional.classification")
+
+import fastcal  # noqa: E402
+from fastcal import cuda as fc  # noqa: E402
+from fastcal import multiclass as mc  # noqa: E402
+from fastcal._kernels import binary as kb  # noqa: E402
+from fastcal.binning import kernel_edges  # noqa: E402
+from fastcal.report import CalibrationReport  # noqa: E402
+
+N = int(float(os.environ.get("FASTCAL_GPU_BENCH_N", "1e9")))
+N_MC = int(float(os.environ.get("FASTCAL_GPU_BENCH_MC_N", "1e8")))
+K = 10
+N_BINS = 15
+ROUNDS = int(os.environ.get("FASTCAL_GPU_BENCH_ROUNDS", "5"))
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+pytestmark = pytest.mark.skipif(not fc.is_available(),
+                                reason="no CUDA GPU and not under NUMBA_ENABLE_CUDASIM=1")
+
+
+def _sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
+
+def _on_gpu(t):
+    """What fastcal gets: the torch tensor itself on a GPU, a simulator array otherwise."""
+    if DEV == "cuda":
+        return t
+    from numba import cuda
+    return cuda.to_device(t.numpy())
+
+
+def _race(benchmark, fn, *, n, name, **info):
+    def run():
+        out = fn()
+        _sync()
+        return out
+
+    out = benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=1, iterations=1)
+    best = benchmark.stats.stats.min
+    benchmark.extra_info.update(contender=name, n=n, device=_device_name(),
+                                g_per_s=n / best / 1e9, **info)
+    return out
+
+
+def _device_name():
+    return torch.cuda.get_device_name() if DEV == "cuda" else "numba CUDA simulator (CPU)"
+
+
+@pytest.fixture(scope="module")
+def binary_data():
+    g = torch.Generator(device=DEV).manual_seed(0)
+    p = torch.rand(N, generator=g, device=DEV, dtype=torch.float32)
+    y = (torch.rand(N, generator=g, device=DEV, dtype=torch.float32) < p).to(torch.uint8)
+    return y, p
+
+
+@pytest.fixture(scope="module")
+def binary_cpu_state(binary_data):
+    """The CPU kernels on a host copy: the reference every GPU run must equal."""
+    y, p = (t.cpu().numpy() for t in binary_data)
+    edges = kernel_edges(N_BINS, "<f4")
+    return kb.fill_parallel(p, y, edges, True, False, False, 0.0, True, 16 if N > 10**6 else 1)
+
+
+def _report(state, n_bins=N_BINS):
+    counts, sums, totals, _ = state
+    return CalibrationReport.from_state(
+        counts[:n_bins], sums[:n_bins], totals, edges=fastcal.uniform_edges(n_bins),
+        closed="left", n_omitted=0, observed="frac_pos", strategy="uniform", eps=0.0)
+
+
+def _check_state(gpu, cpu):
+    for g, c in zip(gpu, cpu):
+        if c.dtype.kind in "iu":
+            np.testing.assert_array_equal(g, c)
+        else:
+            np.testing.assert_allclose(g, c, rtol=1e-12, atol=1e-12 * np.abs(c).max())
+
+
+def test_fastcal_binary_full_report(benchmark, binary_data, binary_cpu_state):
+    y, p = binary_data
+    dy, dp = _on_gpu(y), _on_gpu(p)
+    edges = kernel_edges(N_BINS, "<f4")
+
+    def run():
+        return _report(fc.fill_binary(dy, dp, edges, True, False, False, 0.0, True))
+
+    rep = _race(benchmark, run, n=N, name="fastcal GPU report", dtype="float32")
+    _check_state(fc.fill_binary(dy, dp, edges, True, False, False, 0.0, True), binary_cpu_state)
+    want = _report(binary_cpu_state)
+    assert rep.ece == pytest.approx(want.ece, rel=1e-9)
+    assert rep.ecd == pytest.approx(want.ecd, rel=1e-9)
+    benchmark.extra_info.update(ece=float(rep.ece), ecd=float(rep.ecd))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torchmetrics_binary(benchmark, binary_data, binary_cpu_state, dtype):
+    y, p = binary_data
+    pt = p if dtype == "float32" else p.double()
+
+    def run():
+        return tm.binary_calibration_error(pt, y, n_bins=N_BINS, norm="l1")
+
+    val = float(_race(benchmark, run, n=N, name=f"torchmetrics {dtype}", dtype=dtype))
+    want = _report(binary_cpu_state).ece
+    benchmark.extra_info.update(ece=val, ece_float64_reference=float(want),
+                                abs_error=abs(val - float(want)))
+    if dtype == "float64":
+        assert val == pytest.approx(float(want), rel=1e-6, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def mc_data():
+    g = torch.Generator(device=DEV).manual_seed(1)
+    z = torch.randn(N_MC, K, generator=g, device=DEV, dtype=torch.float32) * 2
+    P = torch.softmax(z, dim=1)
+    y = torch.multinomial(P, 1, generator=g).squeeze(1).to(torch.int64)
+    return y, P
+
+
+def test_fastcal_multiclass(benchmark, mc_data):
+    y, P = mc_data
+    dy, dP = _on_gpu(y), _on_gpu(P)
+    edges = kernel_edges(N_BINS, "<f4")
+
+    def run():
+        return fc.fill_multiclass(dy, dP, edges, True, False, 0.0, False, True, True)
+
+    state = _race(benchmark, run, n=N_MC, name="fastcal GPU multi-class", K=K)
+    yh, Ph = y.cpu().numpy(), P.cpu().numpy()
+    cpu = mc.fill(yh, Ph, edges, True, False, 0.0, False, True, True, 16 if N_MC > 10**5 else 1)
+    _check_state(state, cpu)
+    counts, sums = state[0][:N_BINS], state[1][:N_BINS]
+    n = counts[:, 0].sum()
+    ece = np.abs(counts[:, 1] - sums[:, 0]).sum() / n
+    benchmark.extra_info.update(ece=float(ece))
+
+
+def test_torchmetrics_multiclass(benchmark, mc_data):
+    y, P = mc_data
+
+    def run():
+        return tm.multiclass_calibration_error(P, y, num_classes=K, n_bins=N_BINS, norm="l1")
+
+    val = float(_race(benchmark, run, n=N_MC, name="torchmetrics multi-class", K=K))
+    benchmark.extra_info.update(ece=val)

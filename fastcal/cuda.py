@@ -1,0 +1,336 @@
+"""GPU scoring: device detection and host-facing fills with the CPU kernels' state.
+
+Nothing here imports Numba's CUDA target until a fill is asked for:
+``is_device_array`` looks only at attributes, so ``import fastcal`` and
+scoring host data never load ``numba.cuda``.
+
+Every ``fill_*`` returns host numpy arrays with exactly the shapes, dtypes
+and meaning of the matching CPU kernel's result (counts int64 exact, sums
+float64; the ``checks`` array with the CPU's counts and first indices, so
+the same error messages come out). Inputs may be device arrays (anything
+with ``__cuda_array_interface__`` or a CUDA DLPack capsule: torch CUDA
+tensors, CuPy arrays, Numba device arrays), scored in place, or host arrays,
+copied to the device in chunks of ``chunk_rows`` rows.
+"""
+
+import numpy as np
+
+from ._kernels import binary as kb
+from ._kernels import multiclass as km
+
+# DLPack device types that live in GPU memory: kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
+_DLPACK_CUDA = (2, 3, 13)
+# Rows per host-to-device copy when the input is on the host.
+CHUNK_ROWS = 1 << 26
+
+_kernels = {}
+
+
+def _k(name):
+    """The kernel module ``name``, imported (with numba.cuda) on first use."""
+    mod = _kernels.get(name)
+    if mod is None:
+        import importlib
+
+        mod = importlib.import_module(f"fastcal._kernels.{name}")
+        _kernels[name] = mod
+    return mod
+
+
+def is_available():
+    """True if a CUDA GPU (or Numba's simulator, ``NUMBA_ENABLE_CUDASIM=1``) can run the kernels.
+
+    Imports ``numba.cuda``; False (no exception) when it is not installed or
+    finds no driver or device.
+    """
+    try:
+        cuda = _k("_cuda").cuda
+        return bool(cuda.is_available())
+    except Exception:  # no numba-cuda, no driver, no device: all mean "no GPU"
+        return False
+
+
+def is_device_array(x):
+    """True if ``x`` is an array in GPU memory that the kernels can read in place.
+
+    Anything with ``__cuda_array_interface__`` (torch CUDA tensors, CuPy,
+    Numba device arrays), a DLPack producer on a CUDA device, or a device
+    array of Numba's CUDA simulator. Does not import ``numba.cuda``.
+    """
+    if isinstance(x, np.ndarray):
+        return False
+    if type(x).__module__.startswith("numba.cuda.simulator"):
+        return True  # simulator arrays delegate __dlpack_device__ to a host array
+    try:
+        if hasattr(x, "__cuda_array_interface__"):
+            return True
+    except Exception:  # torch raises for CPU tensors on some versions
+        pass
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is not None:
+        try:
+            return int(dev()[0]) in _DLPACK_CUDA
+        except Exception:
+            return False
+    return False
+
+
+def as_device_array(name, x):
+    """A Numba device array viewing ``x`` (no copy); ValueError if ``x`` is not on a GPU.
+
+    torch tensors that require grad are detached first; a DLPack-only
+    producer is viewed through CuPy or torch when one of them is installed.
+    """
+    cuda = _k("_cuda").cuda
+    if type(x).__module__.startswith("numba.cuda"):
+        return x
+    if hasattr(x, "detach") and getattr(x, "requires_grad", False):
+        x = x.detach()
+    try:
+        x.__cuda_array_interface__  # noqa: B018  (raises for non-CUDA torch tensors)
+        return cuda.as_cuda_array(x)
+    except AttributeError:
+        pass
+    if is_device_array(x):
+        for mod in ("cupy", "torch"):
+            try:
+                lib = __import__(mod)
+                return cuda.as_cuda_array(lib.from_dlpack(x))
+            except Exception:
+                continue
+    msg = (f"{name} is a {type(x).__name__}, not an array in GPU memory; expected an object "
+           "with __cuda_array_interface__ or a CUDA DLPack capsule (torch CUDA tensor, "
+           "CuPy array, Numba device array)")
+    raise ValueError(msg)
+
+
+def _merge_checks(checks, part, nk, offset):
+    """Add a chunk's checks (first indices counted from offset) into checks."""
+    for k in range(nk):
+        checks[k] += part[k]
+        f = part[nk + k]
+        if f >= 0:
+            f += offset
+            if checks[nk + k] < 0 or f < checks[nk + k]:
+                checks[nk + k] = f
+
+
+def _chunks(arrays, n, chunk_rows):
+    """Yield (offset, device arrays) for [offset, offset + chunk) of every array.
+
+    Device inputs are sliced (views); host inputs are copied one chunk at a time.
+    """
+    cuda = _k("_cuda").cuda
+    on_dev = [is_device_array(a) for a in arrays]
+    devs = [as_device_array("array", a) if d else np.asarray(a) for a, d in zip(arrays, on_dev)]
+    if all(on_dev):
+        yield 0, devs
+        return
+    step = max(1, int(chunk_rows))
+    for start in range(0, max(n, 1), step):
+        stop = min(n, start + step)
+        out = []
+        for a, d in zip(devs, on_dev):
+            part = a[start:stop]
+            out.append(part if d else cuda.to_device(np.ascontiguousarray(part)))
+        yield start, out
+
+
+def _reduce_binary(parts):
+    """Host sum of the per-block partial results of one launch."""
+    part_i, part_f, part_t, part_c = (a.copy_to_host() for a in parts)
+    counts = part_i.sum(axis=0)
+    sums = part_f.sum(axis=0)
+    totals = part_t.sum(axis=0)
+    checks = kb.new_state(0)[3]
+    for row in part_c:
+        _merge_checks(checks, row, kb.N_CHECK_KINDS, 0)
+    return counts, sums, totals, checks
+
+
+def _binary_launch(kernel, n, nb, args):
+    kc = _k("_cuda")
+    kcb = _k("cuda_binary")
+    cuda = kc.cuda
+    blocks, threads, shared = kc.launch_shape(n, kcb.shared_per_thread(nb))
+    parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
+             cuda.device_array((blocks, nb + 1, 3), np.float64),
+             cuda.device_array((blocks, kcb.N_TOT), np.float64),
+             cuda.device_array((blocks, 2 * kcb.N_KINDS), np.int64))
+    kernel[blocks, threads, 0, shared](*args, *parts)
+    return _reduce_binary(parts)
+
+
+def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows=CHUNK_ROWS):
+    """GPU version of ``_kernels.binary.fill_parallel``: (counts, sums, totals, checks).
+
+    ``y`` and ``p`` are 1-D arrays of equal length (device or host; p float32
+    or float64, y any real or bool dtype). ``edges`` are the kernel edges
+    (``binning.kernel_edges``); ``uniform`` says they are the uniform ones
+    rounded to p's dtype. ``omit`` is accepted for the CPU signature: as on
+    the CPU, invalid rows always go to the trash row and are counted.
+    """
+    del omit  # the CPU kernel records the same checks either way
+    cuda = _k("_cuda").cuda
+    kcb = _k("cuda_binary")
+    edges = np.ascontiguousarray(edges, np.float64)
+    nb = edges.shape[0] - 1
+    n = int(p.shape[0])
+    is32 = np.dtype(str(_dtype(p))).itemsize == 4
+    uniform = bool(uniform) and bool(kb._uniform_ok(edges, is32))
+    eps = 0.0 if eps is None else float(eps)
+    d_edges = cuda.to_device(edges)
+    state = kb.new_state(nb)
+    for off, (dy, dp) in _chunks((y, p), n, chunk_rows):
+        m = int(dp.shape[0])
+        if m == 0:
+            continue
+        out = _binary_launch(kcb.fill_prob, m, nb,
+                             (dp, dy, d_edges, uniform, bool(right), is32, eps, 1.0 - eps,
+                              bool(with_logs)))
+        _add_state(state, out, kb.N_CHECK_KINDS, off)
+    return state
+
+
+def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROWS):
+    """GPU version of ``_kernels.multiclass.fill_binary_logits_range`` on all rows.
+
+    Returns (counts, sums, totals, checks) in the binary layout; check kinds
+    are binary.CHECK_*, with CHECK_RANGE_P counting infinite logits.
+    ``edges`` are float64 kernel edges (logits give float64 probabilities).
+    """
+    cuda = _k("_cuda").cuda
+    kcb = _k("cuda_binary")
+    edges = np.ascontiguousarray(edges, np.float64)
+    nb = edges.shape[0] - 1
+    n = int(z.shape[0])
+    eps = 0.0 if eps is None else float(eps)
+    d_edges = cuda.to_device(edges)
+    state = kb.new_state(nb)
+    for off, (dy, dz) in _chunks((y, z), n, chunk_rows):
+        m = int(dz.shape[0])
+        if m == 0:
+            continue
+        out = _binary_launch(kcb.fill_logit, m, nb,
+                             (dz, dy, d_edges, bool(uniform), bool(right), eps, 1.0 - eps,
+                              eps > 0.0))
+        _add_state(state, out, kb.N_CHECK_KINDS, off)
+    return state
+
+
+def _add_state(state, out, nk, offset):
+    """Add a chunk's state into state (all arrays but the last add; checks merge)."""
+    for a, b in zip(state[:-1], out[:-1]):
+        a += b
+    _merge_checks(state[-1], out[-1], nk, offset)
+
+
+def _dtype(x):
+    """numpy dtype of a host or device array (torch dtypes have no numpy equivalent)."""
+    dt = getattr(x, "dtype", None)
+    try:
+        return np.dtype(dt)
+    except TypeError:
+        return np.dtype(str(dt).replace("torch.", ""))
+
+
+def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, classwise,
+                    with_logs=True, *, tol=None, chunk_rows=CHUNK_ROWS):
+    """GPU version of ``_kernels.multiclass.fill_parallel`` on all rows.
+
+    Returns (counts, sums, totals, ccounts, csums, checks) with the shapes of
+    ``_kernels.multiclass.new_state``. ``P`` is (n, K) probabilities or
+    (``logits``) scores, ``y`` (n,) labels; device or host arrays.
+    """
+    if tol is None:
+        from .multiclass import SUM_TOL as tol
+    kc = _k("_cuda")
+    kcm = _k("cuda_multiclass")
+    cuda = kc.cuda
+    edges = np.ascontiguousarray(edges, np.float64)
+    nb = edges.shape[0] - 1
+    n, K = int(P.shape[0]), int(P.shape[1])
+    eps = 0.0 if eps is None else float(eps)
+    f32 = bool(uniform) and edges[1] != 1.0 / nb
+    d_edges = cuda.to_device(edges)
+    state = km.new_state(nb, K, classwise)
+    kern = kcm.kernel(K)
+    cw_bytes = 8 * 3 * K * nb if classwise else 0
+    cw_shared = bool(classwise) and cw_bytes <= 16 * 1024
+    for off, (dy, dP) in _chunks((y, P), n, chunk_rows):
+        m = int(dP.shape[0])
+        if m == 0:
+            continue
+        blocks, threads, shared = kc.launch_shape(
+            m, kcm.shared_per_thread(nb), cw_bytes if cw_shared else 0)
+        parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
+                 cuda.device_array((blocks, nb + 1, 3), np.float64),
+                 cuda.device_array((blocks, kcm.N_TOT), np.float64),
+                 cuda.device_array((blocks, kcm.N_CHK), np.int64),
+                 cuda.to_device(np.zeros((blocks, max(3 * K * nb, 1)), np.float64)))
+        kern[blocks, threads, 0, shared](
+            dP, dy, d_edges, bool(uniform), bool(right), f32, eps, bool(logits),
+            bool(renormalize), float(tol), bool(classwise), bool(with_logs), cw_shared, *parts)
+        part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
+        checks = km.new_state(0, 0)[5]
+        for row in part_c:
+            _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
+        if classwise:
+            w = part_w.sum(axis=0)
+            cnt = np.rint(w[:K * nb]).astype(np.int64).reshape(K, nb)
+            lab = np.rint(w[K * nb:2 * K * nb]).astype(np.int64).reshape(K, nb)
+            ccounts = np.stack([cnt, lab], axis=-1)
+            csums = w[2 * K * nb:].reshape(K, nb).copy()
+        else:
+            ccounts, csums = state[3].copy(), state[4].copy()
+        out = (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums,
+               checks)
+        _add_state(state, out, km.N_CHECK_KINDS, off)
+    return state
+
+
+def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
+    """NEES statistics per group on the GPU, for ``GaussianAccumulator``.
+
+    ``errors`` (n, d) and ``covs`` (n, d, d), device or host, rows ordered so
+    that row r belongs to group r mod n_groups (``errors.reshape(-1, d)`` of
+    an accumulator's ``(..., *shape, d)`` input). Returns a dict of host
+    arrays: ``count`` and ``nees_sum`` (n_groups,) over rows with a valid
+    NEES, ``n_bad`` (n_groups,) rows holding NaN or inf, and for each of
+    "nan", "asymmetric", "not_pd" the total count and first flat row index
+    (-1 if none), as ``checks[name] = (count, first)``.
+    """
+    if sym_rtol is None:
+        from .gaussian import SYMMETRY_RTOL as sym_rtol
+    kc = _k("_cuda")
+    kcg = _k("cuda_gaussian")
+    cuda = kc.cuda
+    (de, dc), = [devs for _, devs in _chunks((errors, covs), int(errors.shape[0]), 1 << 62)]
+    n, d = int(de.shape[0]), int(de.shape[1])
+    G = int(n_groups)
+    runs = n // G if G else 0
+    threads = 32 if kc.SIMULATOR else 128
+    target = 64 if kc.SIMULATOR else 132 * 2048
+    S = max(1, min(runs, target // max(G, 1)))
+    blocks = max(1, -(-(S * G) // threads))
+    part_n = cuda.device_array((S, G), np.int64)
+    part_s = cuda.device_array((S, G), np.float64)
+    part_b = cuda.device_array((S, G), np.int64)
+    part_k = cuda.device_array((S, G, 2 * kcg.N_STATUS), np.int64)
+    if n:
+        kcg.kernel(d)[blocks, threads](de, dc, G, float(sym_rtol), part_n, part_s, part_b, part_k)
+        pk = part_k.copy_to_host().reshape(-1, 2 * kcg.N_STATUS)
+        out = {"count": part_n.copy_to_host().sum(axis=0),
+               "nees_sum": part_s.copy_to_host().sum(axis=0),
+               "n_bad": part_b.copy_to_host().sum(axis=0)}
+    else:
+        pk = np.zeros((0, 2 * kcg.N_STATUS), np.int64)
+        out = {"count": np.zeros(G, np.int64), "nees_sum": np.zeros(G),
+               "n_bad": np.zeros(G, np.int64)}
+    checks = {}
+    for j, name in enumerate(("nan", "asymmetric", "not_pd")):
+        firsts = pk[:, kcg.N_STATUS + j]
+        firsts = firsts[firsts >= 0]
+        checks[name] = (int(pk[:, j].sum()), int(firsts.min()) if firsts.size else -1)
+    out["checks"] = checks
+    return out

@@ -1,0 +1,113 @@
+"""GPU kernels on a real NVIDIA GPU (skipped, with the reason, where there is none).
+
+``benchmarks/gpu_run.sh`` runs this file on the GPU machine. The main process
+never imports ``numba.cuda``: whether a GPU is there is asked in a
+subprocess, and every case runs in one too, so this file behaves the same
+whatever ran before it (see tests/test_cuda_sim.py on why that matters).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _gpu_reason():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return "NUMBA_ENABLE_CUDASIM=1: this process runs the simulator, not a GPU"
+    if shutil.which("nvidia-smi") is None:
+        return "no NVIDIA driver (nvidia-smi not found)"
+    code = "import fastcal.cuda as fc; print(fc.is_available())"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
+                             text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "numba.cuda did not answer within 300 s"
+    if out.stdout.strip() != "True":
+        return "numba-cuda found no usable GPU: " + (out.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+REASON = _gpu_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+
+def _run(code, timeout=600):
+    out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
+                         text=True, timeout=timeout, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    return out.stdout
+
+
+def test_simulator_cases_on_the_gpu():
+    """Every case of tests/test_cuda_sim.py (edges, bad input, merge...) on the real GPU."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          os.path.join(ROOT, "tests", "test_cuda_sim.py")], cwd=ROOT,
+                         env=_env(FASTCAL_CUDA_CASES="1"), capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+
+
+def test_torch_cuda_tensors_many_blocks_match_cpu():
+    """Zero-copy torch CUDA input, a grid of many blocks, 1e7 rows: same state as the CPU."""
+    _run("""
+import numpy as np, torch
+from fastcal import cuda as fc
+from fastcal import multiclass as mc
+from fastcal._kernels import binary as kb
+from fastcal.binning import kernel_edges
+assert torch.cuda.is_available()
+g = torch.Generator(device="cuda").manual_seed(0)
+n = 10_000_000
+p = torch.rand(n, generator=g, device="cuda")
+y = (torch.rand(n, generator=g, device="cuda") < p).to(torch.uint8)
+p[123_457] = float("nan"); p[9_000_001] = 2.0
+assert fc.is_device_array(p) and fc.as_device_array("p", p).shape == (n,)
+ph, yh = p.cpu().numpy(), y.cpu().numpy()
+for n_bins in (1, 10, 15, 47):
+    for right in (False, True):
+        e = kernel_edges(n_bins, "<f4")
+        gpu = fc.fill_binary(y, p, e, True, right, True, 0.0, True)
+        cpu = kb.fill_parallel(ph, yh, e, True, right, True, 0.0, True, 8)
+        for a, b in zip(gpu, cpu):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            if b.dtype.kind == "i":
+                assert np.array_equal(a, b), (n_bins, right, a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+        assert gpu[3][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 123_457
+# float64 tensors, logits, host chunks
+p64 = p.double().nan_to_num(0.5).clamp(0, 1)
+e = kernel_edges(15, "<f8")
+gpu = fc.fill_binary(y, p64, e, True, False, True, 0.0, True)
+chunked = fc.fill_binary(y.cpu().numpy(), p64.cpu().numpy(), e, True, False, True, 0.0, True,
+                         chunk_rows=3_000_000)
+for a, b in zip(gpu, chunked):
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+z = torch.randn(n, generator=g, device="cuda", dtype=torch.float64) * 3
+gl = fc.fill_binary_logits(y, z, e, True, False, 0.0)
+assert gl[0][:15, 0].sum() == n
+# multi-class, K = 10, 2e6 rows
+P = torch.softmax(torch.randn(2_000_000, 10, generator=g, device="cuda") * 2, dim=1)
+yk = torch.multinomial(P, 1, generator=g).squeeze(1)
+e = kernel_edges(15, "<f4")
+gpu = fc.fill_multiclass(yk, P, e, True, False, 0.0, False, True, True)
+cpu = mc.fill(yk.cpu().numpy(), P.cpu().numpy(), e, True, False, 0.0, False, True, True, 8)
+for a, b in zip(gpu, cpu):
+    if b.dtype.kind == "i":
+        assert np.array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * np.abs(b).max())
+print("ok")
+""")

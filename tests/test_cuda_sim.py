@@ -1,0 +1,235 @@
+"""GPU kernels under Numba's CUDA simulator, compared with the CPU kernels.
+
+Why a subprocess: ``NUMBA_ENABLE_CUDASIM`` is read once, when numba reads its
+configuration, and the first ``import numba.cuda`` then binds either the
+simulator or the real driver for the whole process. Flipping it inside the
+main pytest process would turn ``numba.cuda`` into the simulator for every
+test collected after this file (the real-GPU tests included) or fail if
+something imported ``numba.cuda`` first. So in the main process this file is
+one test that runs itself under ``python -m pytest`` with the variable set;
+there (``NUMBA_ENABLE_CUDASIM=1``) the cases below run, one test each.
+Run them directly with ``NUMBA_ENABLE_CUDASIM=1 pytest tests/test_cuda_sim.py``.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+# tests/test_cuda_gpu.py runs the same cases on a real GPU with FASTCAL_CUDA_CASES=1
+CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
+
+
+def test_simulator_cases_in_subprocess():
+    if CASES:
+        pytest.skip("already running the cases (simulator or real GPU)")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           os.path.abspath(__file__)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout
+
+
+def test_import_fastcal_does_not_import_numba_cuda():
+    code = ("import sys, numpy as np, fastcal, fastcal.cuda as fc; "
+            "assert not fc.is_device_array(np.zeros(3)); "
+            "fastcal.calibration_report(np.array([0, 1]), np.array([0.2, 0.9])); "
+            "print(any(m == 'numba.cuda' or m.startswith('numba.cuda.') or m.startswith('numba_cuda')"
+            " for m in sys.modules))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+if CASES:
+    from fastcal import cuda as fc
+    from fastcal import multiclass as mc
+    from fastcal._kernels import binary as kb
+    from fastcal._kernels import gaussian as kg
+    from fastcal._kernels import multiclass as km
+    from fastcal.accumulator import CalibrationAccumulator, raise_for_checks
+    from fastcal.binning import kernel_edges
+    from numba import cuda
+
+    def _cpu_binary(y, p, edges, uniform, right, eps=0.0, with_logs=True):
+        state = kb.new_state(edges.shape[0] - 1)
+        kb.fill_range(p, y, 0, p.shape[0], edges, uniform, right, True, eps, with_logs, *state)
+        return state
+
+    def _same(gpu, cpu, rtol=1e-12):
+        assert len(gpu) == len(cpu)
+        for g, c in zip(gpu, cpu):
+            assert g.shape == c.shape and g.dtype == c.dtype
+            if c.dtype.kind in "iu":
+                np.testing.assert_array_equal(g, c)
+            else:
+                fin = np.abs(c[np.isfinite(c)])
+                scale = fin.max() if fin.size else 0.0
+                np.testing.assert_allclose(g, c, rtol=rtol, atol=rtol * scale)
+
+    def _edge_values(n_bins, dtype):
+        """Every edge of n_bins bins in dtype, its neighbours, and 0 and 1."""
+        e = kernel_edges(n_bins, np.dtype(dtype).str).astype(dtype)
+        vals = np.concatenate([e, np.nextafter(e, dtype(-1)), np.nextafter(e, dtype(2))])
+        return vals[(vals >= 0) & (vals <= 1)].astype(dtype)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize("right", [False, True])
+    def test_binary_every_edge_matches_cpu(dtype, right):
+        # n_bins 1..20 in one launch each: every stored edge and its two neighbours
+        for n_bins in range(1, 21):
+            p = _edge_values(n_bins, dtype)
+            y = (np.arange(p.shape[0]) % 2).astype(np.int8)
+            edges = kernel_edges(n_bins, np.dtype(dtype).str)
+            gpu = fc.fill_binary(y, p, edges, True, right, False, 0.0, True)
+            _same(gpu, _cpu_binary(y, p, edges, True, right))
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_binary_random_matches_cpu_with_eps_and_edges(dtype):
+        rng = np.random.default_rng(1)
+        p = rng.random(700).astype(dtype)
+        p[:10] = [0, 1, 0.5, 0.1, 0.9, 0, 1, 0.25, 0.75, 1e-30]
+        y = (rng.random(700) < p).astype(np.float64)
+        for edges, uniform in ((kernel_edges(15, np.dtype(dtype).str), True),
+                               (np.array([0.0, 0.05, 0.3, 0.31, 0.8, 1.0]), False)):
+            for eps in (0.0, 1e-6):
+                for right in (False, True):
+                    gpu = fc.fill_binary(y, p, edges, uniform, right, False, eps, True)
+                    _same(gpu, _cpu_binary(y, p, edges, uniform, right, eps))
+        gpu = fc.fill_binary(y, p, edges, False, False, False, 0.0, False)
+        _same(gpu, _cpu_binary(y, p, edges, False, False, 0.0, False))
+
+    def test_binary_bad_input_same_counts_first_index_and_message():
+        rng = np.random.default_rng(2)
+        p = rng.random(300)
+        y = (rng.random(300) < p).astype(np.float64)
+        p[[40, 7, 250]] = np.nan
+        p[[90, 12]] = [1.5, -np.inf]
+        y[[33, 260]] = [2.0, np.nan]
+        edges = kernel_edges(10, "<f8")
+        gpu = fc.fill_binary(y, p, edges, True, False, True, 0.0, True)
+        cpu = _cpu_binary(y, p, edges, True, False)
+        _same(gpu, cpu)
+        assert list(gpu[3]) == [3, 2, 1, 1, 4, 7, 12, 33, 260, 7]
+        msgs = []
+        for checks in (gpu[3], cpu[3]):
+            with pytest.raises(ValueError) as err:
+                raise_for_checks(checks, "raise", 1000)
+            msgs.append(str(err.value))
+        assert msgs[0] == msgs[1] and "first at index 1007" in msgs[0]
+
+    def test_binary_device_input_host_chunks_and_merge_with_cpu_state():
+        rng = np.random.default_rng(3)
+        p = rng.random(500).astype(np.float32)
+        y = (rng.random(500) < p).astype(np.int64)
+        p[321] = np.nan
+        edges = kernel_edges(12, "<f4")
+        d_p, d_y = cuda.to_device(p), cuda.to_device(y)
+        assert fc.is_device_array(d_p) and not fc.is_device_array(p)
+        on_dev = fc.fill_binary(d_y, d_p, edges, True, True, True, 0.0, True)
+        chunked = fc.fill_binary(y, p, edges, True, True, True, 0.0, True, chunk_rows=128)
+        cpu = _cpu_binary(y, p, edges, True, True)
+        _same(on_dev, cpu)
+        _same(chunked, cpu)
+        assert chunked[3][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 321
+        # GPU state of the first half + CPU state of the second = CPU state of all
+        half = fc.fill_binary(y[:250], p[:250], edges, True, True, True, 0.0, True)
+        rest = _cpu_binary(y[250:], p[250:], edges, True, True)
+        acc_g = CalibrationAccumulator(n_bins=12, closed="right", nan_policy="omit")
+        acc_g.counts += half[0] + rest[0]
+        acc_g.sums += half[1] + rest[1]
+        acc_g.totals += half[2] + rest[2]
+        acc_c = CalibrationAccumulator(n_bins=12, closed="right", nan_policy="omit")
+        acc_c.update(y, p)
+        a, b = acc_g.report(), acc_c.report()
+        for name in ("ece", "ecd", "brier", "nll", "mce"):
+            assert np.isclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-15), name
+
+    def test_binary_logits_match_cpu():
+        rng = np.random.default_rng(4)
+        z = rng.normal(scale=4, size=400)
+        z[:6] = [0.0, 40.0, -40.0, 800.0, -800.0, 1e-9]
+        z[50] = np.nan
+        z[51] = np.inf
+        y = (rng.random(400) < 0.5).astype(np.int8)
+        y[60] = 5
+        kinds = np.array([0, 1, 2, 3, 4], np.int64)
+        for n_bins in (1, 2, 7, 10, 20):
+            edges = kernel_edges(n_bins, "<f8")
+            for right in (False, True):
+                for eps in (0.0, 1e-7):
+                    cpu = kb.new_state(n_bins)
+                    km.fill_binary_logits_range(z, y, 0, 400, edges, True, right, eps, *cpu, kinds)
+                    gpu = fc.fill_binary_logits(y, z, edges, True, right, eps)
+                    _same(gpu, cpu)
+
+    @pytest.mark.parametrize("logits", [False, True])
+    def test_multiclass_matches_cpu(logits):
+        rng = np.random.default_rng(5)
+        n, K = 160, 4
+        Z = rng.normal(scale=2, size=(n, K))
+        P = np.exp(Z) / np.exp(Z).sum(axis=1, keepdims=True)
+        y = rng.integers(0, K, n)
+        X = Z if logits else P.astype(np.float32)
+        X[9, 2] = np.nan
+        X[30, 1] = np.inf
+        y[12] = K
+        if not logits:
+            X[40, 0] = -0.2
+            X[41] = [0.5, 0.5, 0.5, 0.5]
+            X[42] = [0.25, 0.25, 0.25, 0.25]  # on the edge 0.25 for 4 or 8 bins
+        else:
+            X[43, 3] = -np.inf
+        for n_bins in (1, 4, 15):
+            dt = "<f8" if logits else "<f4"
+            for edges, uniform in ((kernel_edges(n_bins, dt), True),
+                                   (np.linspace(0, 1, n_bins + 1) ** 2, False)):
+                for right, eps in ((False, 0.0), (True, 1e-4)):
+                    cpu = mc.fill(y, X, edges, uniform, right, eps, logits, False, True, 1)
+                    gpu = fc.fill_multiclass(y, X, edges, uniform, right, eps, logits, False, True)
+                    _same(gpu, cpu)
+        cpu = mc.fill(y, X, edges, uniform, right, 0.0, logits, True, False, 1, False)
+        gpu = fc.fill_multiclass(y, X, edges, uniform, right, 0.0, logits, True, False, False)
+        _same(gpu, cpu)
+        assert gpu[5][km.N_CHECK_KINDS + km.CHECK_NAN_P] == 9
+
+    def test_multiclass_global_classwise_state_and_device_input():
+        rng = np.random.default_rng(6)
+        n, K = 64, 40  # 3 * K * n_bins * 8 bytes > 16 KB: class-wise state in global memory
+        P = rng.dirichlet(np.ones(K), size=n)
+        y = rng.integers(0, K, n)
+        edges = kernel_edges(20, "<f8")
+        cpu = mc.fill(y, P, edges, True, False, 0.0, False, False, True, 1)
+        gpu = fc.fill_multiclass(cuda.to_device(y), cuda.to_device(P), edges, True, False, 0.0,
+                                 False, False, True)
+        _same(gpu, cpu)
+
+    def test_gaussian_matches_cpu_kernel():
+        rng = np.random.default_rng(7)
+        d, G, runs = 3, 5, 30
+        A = rng.normal(size=(runs * G, d, d))
+        C = A @ A.transpose(0, 2, 1) + 0.1 * np.eye(d)
+        E = rng.normal(size=(runs * G, d))
+        E[17, 1] = np.nan
+        C[23, 2, 2] = np.inf
+        C[40, 0, 1] += 0.5
+        C[61] = -np.eye(d)
+        out = fc.fill_gaussian(E, C, G)
+        val = np.empty(runs * G)
+        st = np.empty(runs * G, np.int8)
+        kg.nees_batch(E, C, val, st, 1e-8, 1)
+        ok = (st == kg.STATUS_OK).reshape(-1, G)
+        np.testing.assert_array_equal(out["count"], ok.sum(axis=0))
+        np.testing.assert_allclose(out["nees_sum"],
+                                   np.where(ok, val.reshape(-1, G), 0).sum(axis=0), rtol=1e-13)
+        np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
+        assert out["checks"] == {"nan": (2, 17), "asymmetric": (1, 40), "not_pd": (1, 61)}
