@@ -193,13 +193,13 @@ def test_ukf_bearing_mean_is_correct_across_pi_with_negative_centre_weight():
     Z[:, 0] = 10.0
     Z[:, 1] = wrap_angle(math.pi + np.array([0.0, 0.1, -0.1, 0.05, -0.05, 0.2, -0.2, 0.0, 0.0]))
     zbar = np.empty(2)
-    K.sigma_mean(K.SENSOR_RANGE_BEARING, Wm, Z, zbar)
+    K.sigma_mean(Wm, Z, zbar, (False, True))
     assert zbar[0] == pytest.approx(10.0, abs=1e-14)
     assert zbar[1] == pytest.approx(math.pi, abs=1e-14)
     # The atan2-of-sin/cos mean with these weights is not the unwrapped mean in general;
     # ours matches the weighted mean of the unwrapped angles.
     Z[:, 1] = wrap_angle(math.pi - 0.05 + np.array([0.0, 0.3, -0.1, 0.2, 0.0, 0.1, 0.0, 0.0, 0.0]))
-    K.sigma_mean(K.SENSOR_RANGE_BEARING, Wm, Z, zbar)
+    K.sigma_mean(Wm, Z, zbar, (False, True))
     unwrapped = math.pi - 0.05 + Wm @ np.array([0.0, 0.3, -0.1, 0.2, 0.0, 0.1, 0.0, 0.0, 0.0])
     assert zbar[1] == pytest.approx(wrap_angle(unwrapped), abs=1e-14)
 

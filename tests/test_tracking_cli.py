@@ -59,7 +59,9 @@ def test_plot_is_written_as_png(tmp_path, capsys):
     (["compare", "--sigma-r", "0"], "sigma_r must be > 0"),
     (["compare", "--dt", "-1"], "dt must be > 0"),
     (["compare", "--steps", "ten"], "invalid int value"),
-    (["compare", "--plot", "out.jpg"], "--plot must name a .png file"),
+    (["compare", "--plot", "out.xyz"], "cannot tell the image format from the extension .xyz"),
+    (["compare", "--scenario", "nope"], "--scenario must be one of range-bearing, radar-3d, turn"),
+    (["compare", "--scenario", "turn", "--sigma-r", "1"], "--sigma-r only apply to --scenario range-bearing"),
 ])
 def test_bad_input_exits_2_with_one_line(args, needle, capsys):
     with pytest.raises(SystemExit) as exc:

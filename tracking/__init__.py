@@ -7,16 +7,35 @@ scored for consistency (NEES, Gaussian ECD) with :mod:`fastcal.gaussian`.
 ['ekf', 'ukf']
 """
 
-from tracking.models import ConstantVelocity, PositionSensor, RangeBearingSensor, wrap_angle
+from tracking.models import (
+    ConstantAcceleration,
+    ConstantVelocity,
+    CoordinatedTurn,
+    MotionModel,
+    PositionSensor,
+    RangeBearingElevationSensor,
+    RangeBearingRangeRateSensor,
+    RangeBearingSensor,
+    SensorModel,
+    wrap_angle,
+)
 from tracking.filters import ExtendedKalmanFilter, FilterRun, GaussianState, UnscentedKalmanFilter
+from tracking._factory import kernel_dir
 from tracking.scenario import Scenario, Simulation, simulate
 from tracking.consistency import Consistency, evaluate
 from tracking.compare import compare, format_table, plot_report
 
 __all__ = [
+    "MotionModel",
+    "SensorModel",
     "ConstantVelocity",
+    "ConstantAcceleration",
+    "CoordinatedTurn",
     "RangeBearingSensor",
+    "RangeBearingElevationSensor",
+    "RangeBearingRangeRateSensor",
     "PositionSensor",
+    "kernel_dir",
     "wrap_angle",
     "GaussianState",
     "FilterRun",

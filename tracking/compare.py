@@ -2,15 +2,16 @@
 
 import math
 import os
+import warnings
 
 import numpy as np
 
 from fastcal._atomic import write_atomically
 from tracking.consistency import evaluate
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
-from tracking.scenario import Scenario, simulate
+from tracking.scenario import Scenario, make_scenario, simulate
 
-__all__ = ["compare", "format_table", "plot_report", "write_atomically"]
+__all__ = ["compare", "format_table", "plot_report", "write_atomically", "check_plot_path", "verdict"]
 
 FILTER_NAMES = ("ekf", "ukf")
 
@@ -20,13 +21,30 @@ def _floats(values):
     return [None if not math.isfinite(v) else float(v) for v in np.asarray(values, dtype=float).tolist()]
 
 
+def _float(v):
+    return None if not math.isfinite(v) else float(v)
+
+
+def verdict(mean_anees, bounds):
+    """Where the time-averaged ANEES lies against the per-step band."""
+    lo, hi = bounds
+    if mean_anees is None or not math.isfinite(mean_anees):
+        return "undefined"
+    if mean_anees > hi:
+        return "above (over-confident)"
+    if mean_anees < lo:
+        return "below (under-confident)"
+    return "inside"
+
+
 def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa=None):
     """Run the EKF and the UKF on one scenario draw and score both.
 
     Parameters
     ----------
-    scenario : Scenario, optional
-        Default :class:`tracking.scenario.Scenario()`.
+    scenario : Scenario or str, optional
+        A :class:`tracking.scenario.Scenario` or the name of a built-in one
+        (:func:`tracking.scenario.scenario_names`); default ``Scenario()``.
     alpha : float, default 0.05
         Significance level of the chi-square bands (0.05: 95% bands).
     ukf_alpha, ukf_beta, ukf_kappa : float
@@ -36,27 +54,61 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
     -------
     dict
         JSON-ready report. Contract keys: ``filters`` -> ``ekf``/``ukf`` ->
-        ``anees``, ``ecd``, ``nis`` (lists per step), ``inside_fraction``,
-        ``mean_anees``, ``mean_ecd``, ``rmse``; ``bounds`` -> ``anees``,
-        ``ecd`` ([lo, hi]); ``scenario`` (every parameter used).
+        ``runs``, ``steps``, ``dim``, ``anees``, ``ecd``, ``nis`` (lists per
+        step), ``bounds`` (``anees``, ``ecd``, ``nis``: [lo, hi]),
+        ``inside_fraction``, ``mean_anees``, ``mean_ecd``, ``verdict``, ``rmse``,
+        ``singular_steps``, ``failed_runs``; ``bounds`` (the same bands);
+        ``scenario`` (every parameter used).
+
+    Examples
+    --------
+    >>> from tracking.compare import compare
+    >>> from tracking.scenario import make_scenario
+    >>> rep = compare(make_scenario("radar-3d", runs=20, steps=5))
+    >>> rep["filters"]["ukf"]["dim"], len(rep["filters"]["ukf"]["anees"])
+    (6, 5)
     """
-    sc = Scenario() if scenario is None else scenario
+    if scenario is None:
+        sc = Scenario()
+    elif isinstance(scenario, str):
+        sc = make_scenario(scenario)
+    else:
+        sc = scenario
+    if not isinstance(sc, Scenario):
+        msg = f"scenario must be a tracking.Scenario or a scenario name, got {type(scenario).__name__}"
+        raise ValueError(msg)
     sim = simulate(sc)
     ukf = UnscentedKalmanFilter(sc.motion, sc.sensor, alpha=ukf_alpha, beta=ukf_beta, kappa=ukf_kappa)
     filters = {"ekf": ExtendedKalmanFilter(sc.motion, sc.sensor), "ukf": ukf}
     report = {"filters": {}, "bounds": None, "scenario": None}
+
     for name, flt in filters.items():
-        c = evaluate(flt.run(sim.x0, sim.P0, sim.measurements), sim.truth, alpha=alpha)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # counted in the report instead
+            run = flt.run(sim.x0, sim.P0, sim.measurements)
+        c = evaluate(run, sim.truth, alpha=alpha)
+        bounds = {"anees": list(c.anees_bounds), "ecd": list(c.ecd_bounds), "nis": list(c.nis_bounds)}
+        spread = np.nanpercentile(c.nees, [5, 50, 95], axis=0) if np.isfinite(c.nees).any() else np.full((3, sc.steps), np.nan)
         report["filters"][name] = {
+            "runs": sc.runs,
+            "steps": sc.steps,
+            "dim": int(sim.truth.shape[-1]),
             "anees": _floats(c.anees),
             "ecd": _floats(c.ecd),
             "nis": _floats(c.mean_nis),
+            "nees_p05": _floats(spread[0]),
+            "nees_median": _floats(spread[1]),
+            "nees_p95": _floats(spread[2]),
+            "bounds": bounds,
             "inside_fraction": c.inside_fraction,
-            "mean_anees": c.mean_anees,
-            "mean_ecd": c.mean_ecd,
-            "rmse": c.rmse,
+            "mean_anees": _float(c.mean_anees),
+            "mean_ecd": _float(c.mean_ecd),
+            "verdict": verdict(c.mean_anees, c.anees_bounds),
+            "rmse": _float(c.rmse),
+            "singular_steps": c.singular_steps,
+            "failed_runs": c.failed_runs,
         }
-        report["bounds"] = {"anees": list(c.anees_bounds), "ecd": list(c.ecd_bounds)}
+        report["bounds"] = bounds
     params = sc.as_dict()
     params.update(
         alpha=alpha,
@@ -64,8 +116,9 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
         ukf_alpha=ukf.alpha,
         ukf_beta=ukf.beta,
         ukf_kappa=ukf.kappa,
-        state_dim=4,
-        initial_truth=sc.truth0.tolist(),
+        state_dim=int(sim.truth.shape[-1]),
+        measurement_dim=int(sim.measurements.shape[-1]),
+        initial_truth=np.asarray(sc.truth0).tolist(),
     )
     report["scenario"] = params
     return report
@@ -74,58 +127,92 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
 def format_table(report):
     """Plain-text table: one row per filter."""
     sc = report["scenario"]
+    d = sc["state_dim"]
     lo, hi = report["bounds"]["anees"]
     elo, ehi = report["bounds"]["ecd"]
     level = round(100 * sc["confidence"])
     lines = [
-        f"EKF vs UKF: {sc['runs']} runs x {sc['steps']} steps, seed {sc['seed']}; sensor at "
-        f"({sc['sensor_x']:g}, {sc['sensor_y']:g}), range {sc['range0']:g} m, speed {sc['speed']:g} m/s, "
-        f"sigma_r {sc['sigma_r']:g} m, sigma_theta {sc['sigma_theta_deg']:g} deg",
-        f"{level}% bands per step (d=4): ANEES [{lo:.3f}, {hi:.3f}]   ECD [{elo:.3f}, {ehi:.3f}]   "
-        "(consistent: ANEES 4, ECD 0)",
+        f"EKF vs UKF ({sc['name']}): {sc['runs']} runs x {sc['steps']} steps, seed {sc['seed']}; {sc['description']}",
+        f"{level}% bands per step (d={d}): ANEES [{lo:.3f}, {hi:.3f}]   ECD [{elo:.3f}, {ehi:.3f}]   "
+        f"(consistent: ANEES {d}, ECD 0)",
         "",
         f"{'filter':<8}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}{'pos RMSE [m]':>14}  mean ANEES vs band",
     ]
+    notes = []
     for name in FILTER_NAMES:
         f = report["filters"][name]
-        if f["mean_anees"] > hi:
-            verdict = "above (over-confident)"
-        elif f["mean_anees"] < lo:
-            verdict = "below (under-confident)"
-        else:
-            verdict = "inside"
+        fmt = lambda v, w: f"{'nan':>{w}}" if v is None else f"{v:>{w}.3f}"  # noqa: E731
         lines.append(
-            f"{name.upper():<8}{f['mean_anees']:>12.3f}{f['mean_ecd']:>11.3f}"
-            f"{100 * f['inside_fraction']:>14.0f}%{f['rmse']:>14.3f}  {verdict}"
+            f"{name.upper():<8}{fmt(f['mean_anees'], 12)}{fmt(f['mean_ecd'], 11)}"
+            f"{100 * f['inside_fraction']:>14.0f}%{fmt(f['rmse'], 14)}  {f['verdict']}"
         )
-    return "\n".join(lines)
+        if f.get("singular_steps") or f.get("failed_runs"):
+            notes.append(f"{name.upper()}: {f['singular_steps']} run-steps skipped for singular geometry, "
+                         f"{f['failed_runs']} runs stopped (covariance not positive definite)")
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def check_plot_path(path):
+    """Before computing: matplotlib importable and ``path``'s extension a format it writes.
+
+    Returns the format name; raises ValueError with one line otherwise.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib.figure import Figure
+    except ImportError:
+        msg = "--plot needs matplotlib, which is not installed (pip install 'fastcal[plot]')"
+        raise ValueError(msg) from None
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    supported = Figure().canvas.get_supported_filetypes()
+    if ext not in supported:
+        msg = (
+            f"--plot {os.fspath(path)!r}: cannot tell the image format from the extension "
+            f"{('.' + ext) if ext else '(none)'}; expected one of {', '.join('.' + e for e in sorted(supported))}"
+        )
+        raise ValueError(msg)
+    return ext
+
+
+def _series(values):
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def plot_report(report, path):
-    """Draw ANEES and ECD per step with their bands, one line per filter; write a PNG atomically."""
-    import matplotlib
+    """ANEES per step with its band and an ECD scale (ECD = 0.5 ANEES - d/2), and the mean NIS.
 
-    matplotlib.use("Agg")
+    One line per filter; the image format follows the extension of ``path``;
+    written atomically.
+    """
+    fmt = check_plot_path(path)
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 6), constrained_layout=True)
-    axes = fig.subplots(2, 1, sharex=True)
-    steps = np.arange(1, report["scenario"]["steps"] + 1)
-    level = round(100 * report["scenario"]["confidence"])
-    for ax, key, label, target in ((axes[0], "anees", "ANEES", 4.0), (axes[1], "ecd", "Gaussian ECD", 0.0)):
-        lo, hi = report["bounds"][key]
-        ax.axhspan(lo, hi, color="0.85", label=f"{level}% band")
-        ax.axhline(target, color="0.5", lw=0.8, ls=":")
-        for name, color in zip(FILTER_NAMES, ("tab:red", "tab:blue")):
-            values = np.array([np.nan if v is None else v for v in report["filters"][name][key]])
-            ax.plot(steps, values, color=color, lw=1.4, label=name.upper())
-        ax.set_ylabel(label)
-        ax.legend(loc="upper right", ncol=3, fontsize=8)
-    axes[1].set_xlabel("step")
     sc = report["scenario"]
-    axes[0].set_title(
-        f"EKF vs UKF consistency, {sc['runs']} runs (range-bearing, sigma_r {sc['sigma_r']:g} m, "
-        f"sigma_theta {sc['sigma_theta_deg']:g} deg)",
-        fontsize=10,
-    )
-    return write_atomically(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
+    d = sc["state_dim"]
+    m = sc["measurement_dim"]
+    fig = Figure(figsize=(8, 6.5), constrained_layout=True)
+    ax, ax_nis = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    steps = np.arange(1, sc["steps"] + 1)
+    level = round(100 * sc["confidence"])
+    colors = {"ekf": "tab:red", "ukf": "tab:blue"}
+    lo, hi = report["bounds"]["anees"]
+    ax.axhspan(lo, hi, color="0.85", label=f"{level}% band")
+    ax.axhline(d, color="0.5", lw=0.8, ls=":")
+    for name in FILTER_NAMES:
+        ax.plot(steps, _series(report["filters"][name]["anees"]), color=colors[name], lw=1.4, label=name.upper())
+    ax.set_ylabel(f"ANEES (consistent: {d})")
+    sec = ax.secondary_yaxis("right", functions=(lambda a: 0.5 * a - 0.5 * d, lambda e: 2.0 * e + d))
+    sec.set_ylabel("Gaussian ECD = ANEES/2 - d/2")
+    ax.legend(loc="upper right", ncol=3, fontsize=8)
+    nlo, nhi = report["bounds"]["nis"]
+    ax_nis.axhspan(nlo, nhi, color="0.85", label=f"{level}% band")
+    ax_nis.axhline(m, color="0.5", lw=0.8, ls=":")
+    for name in FILTER_NAMES:
+        ax_nis.plot(steps, _series(report["filters"][name]["nis"]), color=colors[name], lw=1.2, label=name.upper())
+    ax_nis.set_ylabel(f"mean NIS (consistent: {m})")
+    ax_nis.set_xlabel("step")
+    ax_nis.legend(loc="upper right", ncol=3, fontsize=8)
+    ax.set_title(f"EKF vs UKF consistency, {sc['name']}, {sc['runs']} runs", fontsize=10)
+    return write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))

@@ -21,7 +21,12 @@ class Consistency(NamedTuple):
     inside_fraction : fraction of steps whose ANEES lies inside its band (the
         ECD band is the same event, so it holds the same steps).
     mean_anees, mean_ecd : time averages over steps.
-    rmse : position RMSE over all runs and steps (m).
+    rmse : position RMSE over all runs and steps (m); NaN when the position
+        components are not known (pass ``position=`` to :func:`evaluate`).
+    nis_bounds : (lo, hi) chi-square band of the mean NIS at one step (m dof).
+    singular_steps : run-steps whose update was skipped for singular geometry.
+    failed_runs : runs that stopped because a covariance lost positive
+        definiteness; their remaining steps are left out of the averages.
     """
 
     nees: np.ndarray
@@ -35,9 +40,12 @@ class Consistency(NamedTuple):
     mean_anees: float
     mean_ecd: float
     rmse: float
+    nis_bounds: tuple = (np.nan, np.nan)
+    singular_steps: int = 0
+    failed_runs: int = 0
 
 
-def evaluate(run, truth, *, alpha=0.05):
+def evaluate(run, truth, *, alpha=0.05, position=None):
     """Score a :class:`tracking.filters.FilterRun` against the true states.
 
     Parameters
@@ -49,6 +57,9 @@ def evaluate(run, truth, *, alpha=0.05):
         True states.
     alpha : float, default 0.05
         Significance level of the bands.
+    position : tuple of int, optional
+        State indices of the positions, for the RMSE; default ``run.position``
+        (set by the filters from the motion model's ``position_indices``).
 
     Returns
     -------
@@ -58,8 +69,8 @@ def evaluate(run, truth, *, alpha=0.05):
     -----
     NEES per run and step is ``e^T P^-1 e`` (paper eq. 11), ANEES its mean over
     runs, and the Gaussian ECD ``0.5 ANEES - d/2`` (eq. 10); all come from one
-    :class:`fastcal.gaussian.GaussianAccumulator` per time step. The position
-    RMSE uses state components 0 and 2 (x and y of ``[x, vx, y, vy]``).
+    :class:`fastcal.gaussian.GaussianAccumulator` per time step. Steps of runs
+    that failed (NaN estimates, see ``FilterRun.status``) are left out.
 
     Examples
     --------
@@ -76,9 +87,12 @@ def evaluate(run, truth, *, alpha=0.05):
         msg = f"truth has shape {truth.shape}; expected the filter means' shape {run.means.shape}"
         raise ValueError(msg)
     R, T, d = truth.shape
+    if not np.isfinite(truth).all():
+        msg = "truth contains NaN or inf; expected finite true states"
+        raise ValueError(msg)
     errors = truth - run.means
-    per_run = nees(errors, run.covs)
-    per_step = GaussianAccumulator(d, shape=(T,)).update(errors, run.covs).result()
+    per_run = nees(errors, run.covs, nan_policy="propagate")
+    per_step = GaussianAccumulator(d, shape=(T,)).update(errors, run.covs, nan_policy="omit").result()
     m = run.innovations.shape[-1]
     nis = nees(run.innovations, run.innovation_covs, nan_policy="propagate")
     nis_step = GaussianAccumulator(m, shape=(T,)).update(
@@ -86,8 +100,23 @@ def evaluate(run, truth, *, alpha=0.05):
     ).result()
     a_lo, a_hi = anees_bounds(R, d, alpha=alpha)
     e_lo, e_hi = ecd_bounds(R, d, alpha=alpha)
+    n_lo, n_hi = anees_bounds(R, m, alpha=alpha)
     inside = (per_step.anees >= a_lo) & (per_step.anees <= a_hi)
-    rmse = float(np.sqrt(np.mean(errors[..., 0] ** 2 + errors[..., 2] ** 2)))
+    if position is None:
+        position = getattr(run, "position", None)
+    if position is None:
+        rmse = float("nan")
+    else:
+        position = tuple(int(i) for i in position)
+        if not position or any(not 0 <= i < d for i in position):
+            msg = f"position {position} must be state indices in [0, {d})"
+            raise ValueError(msg)
+        sq = np.sum(errors[..., list(position)] ** 2, axis=-1)
+        ok = np.isfinite(sq)
+        rmse = float(np.sqrt(np.mean(sq[ok]))) if ok.any() else float("nan")
+    status = getattr(run, "status", None)
+    singular = int(np.count_nonzero(status == 2)) if status is not None else 0
+    failed = int(np.count_nonzero((status == 3).any(axis=1))) if status is not None else 0
     return Consistency(
         nees=per_run,
         nis=nis,
@@ -97,7 +126,10 @@ def evaluate(run, truth, *, alpha=0.05):
         anees_bounds=(a_lo, a_hi),
         ecd_bounds=(e_lo, e_hi),
         inside_fraction=float(inside.mean()),
-        mean_anees=float(per_step.anees.mean()),
-        mean_ecd=float(per_step.ecd.mean()),
+        mean_anees=float(np.nanmean(per_step.anees)) if np.isfinite(per_step.anees).any() else float("nan"),
+        mean_ecd=float(np.nanmean(per_step.ecd)) if np.isfinite(per_step.ecd).any() else float("nan"),
         rmse=rmse,
+        nis_bounds=(n_lo, n_hi),
+        singular_steps=singular,
+        failed_runs=failed,
     )

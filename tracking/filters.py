@@ -1,13 +1,17 @@
 """Extended and unscented Kalman filters, one state at a time or batched over Monte Carlo runs.
 
-Filters are small objects holding a motion model and a sensor; they return new
-states and never mutate their inputs. :meth:`run` hands whole batches shaped
-``(runs, steps, dim)`` to one compiled kernel (:func:`tracking._kernels.run_batch`),
-parallel over runs, with no Python per step.
+Filters are small objects holding a motion model and a sensor model (any objects
+following the protocols of :mod:`tracking.models`); they return new states and
+never mutate their inputs. :meth:`run` hands whole batches shaped
+``(runs, steps, dim)`` to one compiled kernel, generated once per model pair
+(:mod:`tracking._factory`), parallel over runs, with no Python per step.
 
 Both filters use a Joseph-form covariance update, keep covariances symmetric and
 solve with Cholesky factors (no explicit inverse). A measurement holding a NaN
-means "no detection": predict only.
+means "no detection": predict only. Singular geometry (``h`` or its Jacobian not
+finite at the prediction, e.g. the target on the sensor) skips that update; a
+covariance that stops being positive definite ends the run (NaN from there on).
+Both are reported per run and step in :attr:`FilterRun.status`, never raised.
 """
 
 from typing import NamedTuple
@@ -17,10 +21,19 @@ import numbers
 import numba
 import numpy as np
 
-from tracking import _kernels as _k
-from tracking.models import ConstantVelocity
+import warnings
 
-__all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter"]
+from tracking._factory import kernel_for
+
+__all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
+           "OK", "MISSED", "SINGULAR", "FAILED"]
+
+# Status codes of FilterRun.status (the kernel's codes).
+OK = 0
+MISSED = 1
+SINGULAR = 2
+FAILED = 3
+STATUS_NAMES = {OK: "ok", MISSED: "missed", SINGULAR: "singular geometry", FAILED: "failed"}
 
 
 class GaussianState(NamedTuple):
@@ -37,12 +50,26 @@ class FilterRun(NamedTuple):
     covs : (runs, steps, n, n) posterior covariances.
     innovations : (runs, steps, m) measurement residuals ``z - zhat`` (NaN if missed).
     innovation_covs : (runs, steps, m, m) innovation covariances ``S`` (NaN if missed).
+    status : (runs, steps) int8, per run and step: ``OK`` (0) updated, ``MISSED`` (1)
+        no measurement (predict only), ``SINGULAR`` (2) ``h`` or its Jacobian not
+        finite at the prediction (predict only), ``FAILED`` (3) a covariance stopped
+        being positive definite (this step and the rest of the run are NaN).
+    position : tuple of int or None
+        State indices of the positions (from the motion model), for the RMSE.
     """
 
     means: np.ndarray
     covs: np.ndarray
     innovations: np.ndarray
     innovation_covs: np.ndarray
+    status: np.ndarray = None
+    position: tuple = None
+
+    @property
+    def failed(self):
+        """(runs,) first step at which the run failed, or -1."""
+        bad = self.status == FAILED
+        return np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
 
 
 def _as_float(name, value):
@@ -88,70 +115,213 @@ def _check_spd(name, covs):
         raise ValueError(msg)
 
 
+def _is_jit(fn):
+    return callable(fn) and hasattr(fn, "py_func") and hasattr(fn, "compile")
+
+
+def _missing_attrs(obj, names):
+    return [n for n in names if not hasattr(obj, n)]
+
+
+class _MotionSpec(NamedTuple):
+    n: int
+    dt: float
+    Q: np.ndarray
+    params: np.ndarray
+    f: object
+    F: object
+    linear: bool
+    position: tuple
+
+
+class _SensorSpec(NamedTuple):
+    m: int
+    R: np.ndarray
+    params: np.ndarray
+    h: object
+    H: object
+    angles: tuple
+    reads: tuple
+
+
+def _params(owner, value):
+    p = _as_float(f"{owner}.params", value)
+    if p.ndim != 1:
+        msg = f"{owner}.params has shape {p.shape}; expected a 1-D array of floats"
+        raise ValueError(msg)
+    return np.require(p, dtype=np.float64, requirements=["C", "W"])
+
+
+def _dim(owner, value):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        msg = f"{owner}.ndim must be an integer >= 1, got {value!r}"
+        raise ValueError(msg)
+    return int(value)
+
+
+def motion_spec(motion):
+    """Check a motion model against the protocol of :mod:`tracking.models`."""
+    need = ("ndim", "dt", "Q", "params", "f_jit")
+    missing = _missing_attrs(motion, need)
+    if missing:
+        msg = (
+            f"motion ({type(motion).__name__}) has no {', '.join(missing)}; expected a motion model "
+            f"with {', '.join(need)} (and optionally F_jit, linear, position_indices), see tracking.models"
+        )
+        raise ValueError(msg)
+    n = _dim("motion", motion.ndim)
+    dt = motion.dt
+    if not isinstance(dt, numbers.Real) or isinstance(dt, bool) or not (math.isfinite(dt) and dt > 0):
+        msg = f"motion.dt must be a finite number > 0, got {dt!r}"
+        raise ValueError(msg)
+    Q = _as_float("motion.Q", motion.Q)
+    if Q.shape != (n, n):
+        msg = f"motion.Q has shape {Q.shape}; expected ({n}, {n}) for a state of dimension {n}"
+        raise ValueError(msg)
+    if not np.isfinite(Q).all() or np.abs(Q - Q.T).max() > 1e-10 * max(np.abs(Q).max(), 1e-300):
+        msg = "motion.Q must be a finite symmetric matrix"
+        raise ValueError(msg)
+    f = motion.f_jit
+    F = getattr(motion, "F_jit", None)
+    for name, fn in (("f_jit", f), ("F_jit", F)):
+        if fn is not None and not _is_jit(fn):
+            msg = f"motion.{name} must be a numba @njit function f(x, dt, p, out), got {type(fn).__name__}"
+            raise ValueError(msg)
+    position = getattr(motion, "position_indices", None)
+    if position is not None:
+        position = tuple(int(i) for i in position)
+        if any(not 0 <= i < n for i in position):
+            msg = f"motion.position_indices {position} must lie in [0, {n})"
+            raise ValueError(msg)
+    return _MotionSpec(n, float(dt), np.ascontiguousarray(Q), _params("motion", motion.params),
+                       f, F, bool(getattr(motion, "linear", False)), position)
+
+
+def sensor_spec(sensor, n):
+    """Check a sensor model against the protocol of :mod:`tracking.models` for a state of dimension ``n``."""
+    need = ("ndim", "R", "params", "h_jit")
+    missing = _missing_attrs(sensor, need)
+    if missing:
+        msg = (
+            f"sensor ({type(sensor).__name__}) has no {', '.join(missing)}; expected a sensor model "
+            f"with {', '.join(need)} (and optionally H_jit, angles, reads), see tracking.models"
+        )
+        raise ValueError(msg)
+    m = _dim("sensor", sensor.ndim)
+    R = _as_float("sensor.R", sensor.R)
+    if R.shape != (m, m):
+        msg = f"sensor.R has shape {R.shape}; expected ({m}, {m}) for a measurement of dimension {m}"
+        raise ValueError(msg)
+    _check_spd("sensor.R", R)
+    h = sensor.h_jit
+    H = getattr(sensor, "H_jit", None)
+    for name, fn in (("h_jit", h), ("H_jit", H)):
+        if fn is not None and not _is_jit(fn):
+            msg = f"sensor.{name} must be a numba @njit function h(x, p, out), got {type(fn).__name__}"
+            raise ValueError(msg)
+    angles = tuple(getattr(sensor, "angles", ()) or ())
+    if any(not isinstance(a, numbers.Integral) or not 0 <= a < m for a in angles):
+        msg = f"sensor.angles {angles!r} must be measurement indices in [0, {m})"
+        raise ValueError(msg)
+    reads = getattr(sensor, "reads", None)
+    reads = tuple(range(n)) if reads is None else tuple(int(j) for j in reads)
+    if not reads or any(not 0 <= j < n for j in reads) or len(set(reads)) != len(reads):
+        msg = f"sensor.reads {reads!r} must be different state indices in [0, {n}) for a state of dimension {n}"
+        raise ValueError(msg)
+    return _SensorSpec(m, np.ascontiguousarray(R), _params("sensor", sensor.params), h, H,
+                       tuple(i in angles for i in range(m)), reads)
+
+
 class _KalmanFilter:
     _use_ukf = False
 
     def __init__(self, motion, sensor):
-        if not isinstance(motion, ConstantVelocity):
-            msg = f"motion must be a tracking.models.ConstantVelocity, got {type(motion).__name__}"
-            raise ValueError(msg)
-        if not hasattr(sensor, "kind") or not hasattr(sensor, "params"):
-            msg = f"sensor must be a tracking.models sensor (RangeBearingSensor, PositionSensor), got {type(sensor).__name__}"
-            raise ValueError(msg)
         self.motion = motion
         self.sensor = sensor
-        self._F, self._Q = motion._matrices()
-        self._sp = sensor.params
-        self._R = sensor.R
+        self._ms = motion_spec(motion)
+        self._ss = sensor_spec(sensor, self._ms.n)
+        ms, ss = self._ms, self._ss
+        self._kernel = kernel_for(ms.f, ms.F, ss.h, ss.H, n=ms.n, m=ss.m, reads=ss.reads,
+                                  angles=ss.angles, linear=ms.linear, ukf=self._use_ukf)
+
+    @property
+    def dim_x(self):
+        """State dimension ``n``."""
+        return self._ms.n
+
+    @property
+    def dim_z(self):
+        """Measurement dimension ``m``."""
+        return self._ss.m
 
     # Unscented weights; the EKF kernel ignores them.
     def _weights(self):
-        n_sig = 2 * self.motion.ndim + 1
+        n_sig = 2 * self._ms.n + 1
         return np.zeros(n_sig), np.zeros(n_sig), 0.0
 
     def predict(self, state):
-        """Return the predicted :class:`GaussianState` one period ahead."""
+        """Return the predicted :class:`GaussianState` one period ahead.
+
+        Raises ``numpy.linalg.LinAlgError`` if the UKF cannot factor the covariance.
+        """
         x, P = self._check_state(state)
-        xp = np.empty(4)
-        Pp = np.empty((4, 4))
-        _k.predict(x, P, self.motion.dt, self._Q, xp, Pp, np.empty((4, 4)))
-        return GaussianState(xp, Pp)
+        n, m = self._ms.n, self._ss.m
+        out, status = self._run_kernel(x[None], P[None], np.full((1, 1, m), np.nan))
+        if status[0, 0] == FAILED:
+            msg = f"{type(self).__name__}.predict failed: the covariance is not positive definite"
+            raise np.linalg.LinAlgError(msg)
+        return GaussianState(out.means[0, 0].reshape(n), out.covs[0, 0].reshape(n, n))
 
     def update(self, state, z):
-        """Return the posterior :class:`GaussianState` after measurement ``z`` (NaN: no update)."""
+        """Return the posterior :class:`GaussianState` after measurement ``z`` (NaN: no update).
+
+        Raises ``numpy.linalg.LinAlgError`` (naming the reason) when the update is
+        impossible: singular geometry or a covariance that is not positive definite.
+        """
         x, P = self._check_state(state)
+        m = self._ss.m
         z = _as_float("z", z)
-        if z.shape != (2,):
-            msg = f"z has shape {z.shape}; expected (2,)"
+        if z.shape != (m,):
+            msg = f"z has shape {z.shape}; expected ({m},)"
             raise ValueError(msg)
         if np.isnan(z).any():
             return GaussianState(x.copy(), P.copy())
-        out, failed = self._run_kernel(x[None], P[None], z[None, None], skip_first_predict=True)
-        if failed[0] >= 0:
-            msg = f"{type(self).__name__}.update failed: the innovation covariance is not positive definite"
+        out, status = self._run_kernel(x[None], P[None], z[None, None], skip_first_predict=True)
+        code = int(status[0, 0])
+        if code == FAILED:
+            msg = f"{type(self).__name__}.update failed: a covariance is not positive definite"
+            raise np.linalg.LinAlgError(msg)
+        if code == SINGULAR:
+            msg = (
+                f"{type(self).__name__}.update failed: singular geometry, h or its Jacobian is not "
+                "finite at the prediction (e.g. the target on the sensor)"
+            )
             raise np.linalg.LinAlgError(msg)
         return GaussianState(out.means[0, 0], out.covs[0, 0])
 
     def _run_kernel(self, x0, P0, zs, *, skip_first_predict=False):
         runs, steps, _ = zs.shape
-        means = np.empty((runs, steps, 4))
-        covs = np.empty((runs, steps, 4, 4))
-        innov = np.empty((runs, steps, 2))
-        innov_covs = np.empty((runs, steps, 2, 2))
-        failed = np.empty(runs, dtype=np.int64)
+        n, m = self._ms.n, self._ss.m
+        means = np.empty((runs, steps, n))
+        covs = np.empty((runs, steps, n, n))
+        innov = np.empty((runs, steps, m))
+        innov_covs = np.empty((runs, steps, m, m))
+        status = np.empty((runs, steps), dtype=np.int8)
         Wm, Wc, scale = self._weights()
-        _k.run_batch(
-            self._use_ukf, _kernel_array(x0), _kernel_array(P0), _kernel_array(zs),
-            self.motion.dt, self._Q, self.sensor.kind, self._sp, self._R, Wm, Wc, scale,
-            means, covs, innov, innov_covs, failed, numba.get_num_threads(), skip_first_predict,
+        ms, ss = self._ms, self._ss
+        self._kernel(
+            _kernel_array(x0), _kernel_array(P0), _kernel_array(zs),
+            ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
+            means, covs, innov, innov_covs, status, numba.get_num_threads(), skip_first_predict,
         )
-        return FilterRun(means, covs, innov, innov_covs), failed
+        return FilterRun(means, covs, innov, innov_covs, status, ms.position), status
 
     def _check_state(self, state):
+        n = self._ms.n
         x = _as_float("state.mean", state[0])
         P = _as_float("state.cov", state[1])
-        if x.shape != (4,) or P.shape != (4, 4):
-            msg = f"state has mean shape {x.shape} and cov shape {P.shape}; expected (4,) and (4, 4)"
+        if x.shape != (n,) or P.shape != (n, n):
+            msg = f"state has mean shape {x.shape} and cov shape {P.shape}; expected ({n},) and ({n}, {n})"
             raise ValueError(msg)
         _check_spd("state.cov", P)
         return np.ascontiguousarray(x), np.ascontiguousarray(P)
@@ -161,60 +331,70 @@ class _KalmanFilter:
 
         Parameters
         ----------
-        x0 : array_like, shape (runs, 4) or (4,)
+        x0 : array_like, shape (runs, n) or (n,)
             Initial estimates (before the first prediction).
-        P0 : array_like, shape (runs, 4, 4) or (4, 4)
+        P0 : array_like, shape (runs, n, n) or (n, n)
             Initial covariances, symmetric positive definite.
-        measurements : array_like, shape (runs, steps, 2) or (steps, 2)
+        measurements : array_like, shape (runs, steps, m) or (steps, m)
             Measurement ``k`` follows the ``k``-th prediction; NaN means missed.
 
         Returns
         -------
         FilterRun
-            Posterior means (runs, steps, 4), covariances (runs, steps, 4, 4),
-            innovations (runs, steps, 2) and innovation covariances (runs, steps, 2, 2).
+            Posterior means (runs, steps, n), covariances (runs, steps, n, n),
+            innovations (runs, steps, m), innovation covariances (runs, steps, m, m)
+            and the status of every run and step.
 
         Raises
         ------
         ValueError
             On shape mismatches or a non-SPD initial covariance.
-        numpy.linalg.LinAlgError
-            If a covariance loses positive definiteness during filtering.
+
+        Warns
+        -----
+        RuntimeWarning
+            When some steps had singular geometry or a run failed (see ``status``);
+            the filter never raises for these.
         """
+        n, m = self._ms.n, self._ss.m
         zs = _as_float("measurements", measurements)
         if zs.ndim == 2:
             zs = zs[None]
-        if zs.ndim != 3 or zs.shape[-1] != 2:
-            msg = f"measurements has shape {np.shape(measurements)}; expected (runs, steps, 2) or (steps, 2)"
+        if zs.ndim != 3 or zs.shape[-1] != m:
+            msg = f"measurements has shape {np.shape(measurements)}; expected (runs, steps, {m}) or (steps, {m})"
             raise ValueError(msg)
         runs, steps, _ = zs.shape
         x0 = _as_float("x0", x0)
-        if x0.shape == (4,):
-            x0 = np.broadcast_to(x0, (runs, 4))
-        if x0.shape != (runs, 4):
-            msg = f"x0 has shape {x0.shape}; expected ({runs}, 4) or (4,) to match measurements {zs.shape}"
+        if x0.shape == (n,):
+            x0 = np.broadcast_to(x0, (runs, n))
+        if x0.shape != (runs, n):
+            msg = f"x0 has shape {x0.shape}; expected ({runs}, {n}) or ({n},) to match measurements {zs.shape}"
             raise ValueError(msg)
         if not np.isfinite(x0).all():
             msg = "x0 contains NaN or inf; expected finite initial estimates"
             raise ValueError(msg)
         P0 = _as_float("P0", P0)
-        if P0.shape == (4, 4):
+        if P0.shape == (n, n):
             _check_spd("P0", P0)
-            P0 = np.broadcast_to(P0, (runs, 4, 4))
-        elif P0.shape == (runs, 4, 4):
+            P0 = np.broadcast_to(P0, (runs, n, n))
+        elif P0.shape == (runs, n, n):
             _check_spd("P0", P0)
         else:
-            msg = f"P0 has shape {P0.shape}; expected ({runs}, 4, 4) or (4, 4)"
+            msg = f"P0 has shape {P0.shape}; expected ({runs}, {n}, {n}) or ({n}, {n})"
             raise ValueError(msg)
-        out, failed = self._run_kernel(x0, P0, zs)
-        bad = np.flatnonzero(failed >= 0)
-        if bad.size:
-            r = int(bad[0])
-            msg = (
-                f"{type(self).__name__}: a covariance lost positive definiteness in run {r} at step "
-                f"{int(failed[r])} ({bad.size} of {runs} runs affected)"
-            )
-            raise np.linalg.LinAlgError(msg)
+        out, status = self._run_kernel(x0, P0, zs)
+        for code, what in ((SINGULAR, "singular geometry (update skipped)"),
+                           (FAILED, "a covariance lost positive definiteness (rest of the run is NaN)")):
+            hit = status == code
+            if code == FAILED:
+                hit = hit & (np.cumsum(hit, axis=1) == 1)  # count each failed run once
+            if hit.any():
+                r, k = (int(v[0]) for v in np.nonzero(hit))
+                msg = (
+                    f"{type(self).__name__}: {what} at {int(hit.sum())} run-steps, first in run {r} "
+                    f"at step {k}; see FilterRun.status"
+                )
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
         return out
 
 
@@ -223,14 +403,16 @@ class ExtendedKalmanFilter(_KalmanFilter):
 
     Parameters
     ----------
-    motion : ConstantVelocity
-    sensor : RangeBearingSensor or PositionSensor
+    motion : motion model
+        Any object following the motion protocol of :mod:`tracking.models`.
+    sensor : sensor model
+        Any object following the sensor protocol of :mod:`tracking.models`.
 
     Notes
     -----
-    Predict ``x = F x``, ``P = F P F^T + Q``; update with the Jacobian ``H`` at the
-    prediction: ``S = H P H^T + R``, ``K = P H^T S^-1`` (Cholesky solve),
-    ``x += K (z - h(x))`` (bearing wrapped), ``P = (I-KH) P (I-KH)^T + K R K^T``.
+    Predict ``x = f(x)``, ``P = F P F^T + Q`` with ``F`` the Jacobian of ``f`` at the
+    previous estimate; update with the Jacobian ``H`` at the prediction: ``S = H P H^T + R``, ``K = P H^T S^-1`` (Cholesky solve),
+    ``x += K (z - h(x))`` (angles wrapped), ``P = (I-KH) P (I-KH)^T + K R K^T``.
 
     Examples
     --------
@@ -249,8 +431,8 @@ class UnscentedKalmanFilter(_KalmanFilter):
 
     Parameters
     ----------
-    motion : ConstantVelocity
-    sensor : RangeBearingSensor or PositionSensor
+    motion : motion model
+    sensor : sensor model
     alpha : float, default 1.0
         Spread of the sigma points, > 0.
     beta : float, default 2.0
@@ -263,9 +445,10 @@ class UnscentedKalmanFilter(_KalmanFilter):
     -----
     ``lambda = alpha^2 (n + kappa) - n``; weights ``Wm_0 = lambda / (n + lambda)``,
     ``Wc_0 = Wm_0 + 1 - alpha^2 + beta``, ``W_i = 1 / (2 (n + lambda))``. The
-    prediction is linear and shared with the EKF (the unscented transform of a
-    linear map is exact). The update redraws sigma points from the prediction;
-    the bearing mean is a weighted mean of wrapped differences about the centre
+    prediction sends sigma points through ``f`` (for a motion model marked
+    ``linear`` it is ``F P F^T + Q``, which the unscented transform of a linear map
+    equals exactly). The update redraws sigma points from the prediction; an
+    angle's mean is a weighted mean of wrapped differences about the centre
     sigma point. The covariance update ``P - K Pxz^T - Pxz K^T + K S K^T`` is the
     Joseph form written with cross-covariances.
 
@@ -283,7 +466,7 @@ class UnscentedKalmanFilter(_KalmanFilter):
 
     def __init__(self, motion, sensor, *, alpha=1.0, beta=2.0, kappa=None):
         super().__init__(motion, sensor)
-        n = motion.ndim
+        n = self._ms.n
         if kappa is None:
             kappa = 3.0 - n
         for name, value in (("alpha", alpha), ("beta", beta), ("kappa", kappa)):
@@ -301,7 +484,7 @@ class UnscentedKalmanFilter(_KalmanFilter):
         self.kappa = float(kappa)
 
     def _weights(self):
-        n = self.motion.ndim
+        n = self._ms.n
         lam = self.alpha ** 2 * (n + self.kappa) - n
         Wm = np.full(2 * n + 1, 0.5 / (n + lam))
         Wc = Wm.copy()

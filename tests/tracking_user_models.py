@@ -1,0 +1,41 @@
+"""A user's own model pair for the tests, at module level so its kernel is cached on disk."""
+
+import numpy as np
+from numba import njit
+
+from tracking.models import MotionModel, SensorModel
+
+
+@njit(error_model="numpy")
+def drift_f(x, dt, p, out):
+    # [x, vx] with a velocity that decays at rate p[0] (nonlinear only through exp, linear in x)
+    a = np.exp(-p[0] * dt)
+    out[0] = x[0] + (1.0 - a) / p[0] * x[1]
+    out[1] = a * x[1]
+
+
+@njit(error_model="numpy")
+def log_range_h(x, p, out):
+    # log of the distance to a sensor at p[0] on the line, plus the position itself
+    out[0] = np.log(np.sqrt((x[0] - p[0]) ** 2 + 1.0))
+    out[1] = x[0]
+
+
+class Drift(MotionModel):
+    ndim = 2
+    dt = 0.5
+    params = np.array([0.3])
+    f_jit = staticmethod(drift_f)  # no F_jit: central differences
+    position_indices = (0,)
+
+    @property
+    def Q(self):
+        return np.diag([1e-3, 1e-2])
+
+
+class LogRange(SensorModel):
+    ndim = 2
+    R = np.diag([0.01, 0.25])
+    params = np.array([3.0])
+    h_jit = staticmethod(log_range_h)  # no H_jit: central differences
+    reads = (0,)
