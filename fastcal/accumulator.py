@@ -267,6 +267,87 @@ class CalibrationAccumulator:
         self.n_rows += z.shape[0]
         return self
 
+    def update_device(self, y_true, y_prob, *, start=None):
+        """``update`` for predictions in GPU memory, filled there (fastcal.cuda).
+
+        ``y_prob`` (and ``y_true``, or a host array) may be a torch CUDA tensor,
+        a CuPy array or a Numba device array: the fill reads them in place and
+        the state is the CPU's, so it merges, pickles and reports the same. The
+        same checks give the same messages (the offending rows are copied to the
+        host only to word them). ACE's bucket statistics and bootstrap
+        replicates, when kept, are filled from a host copy (no GPU kernel yet).
+        """
+        from . import cuda
+
+        row0 = self.n_rows if start is None else _check_start(start)
+        def on_device(name, x):  # host arrays are streamed to the GPU by the fill
+            return cuda.as_device_array(name, x) if cuda.is_device_array(x) else \
+                v.to_array(name, x)
+
+        p, y = on_device("y_prob", y_prob), on_device("y_true", y_true)
+        if p.ndim not in (1, 2) or y.ndim != 1 or y.shape[0] != p.shape[0]:
+            msg = (f"y_true must be 1-D and y_prob 1-D or (n, K) with the same number of rows; "
+                   f"got shapes {tuple(y.shape)} and {tuple(p.shape)}")
+            raise ValueError(msg)
+        dtype = cuda._dtype(p)
+        self._bin_dtype(dtype)
+        right = self.closed == "right"
+        n = int(p.shape[0])
+
+        def host():
+            return tuple(a.copy_to_host() if hasattr(a, "copy_to_host") else a for a in (y, p))
+
+        if p.ndim == 2:
+            k = int(p.shape[1])
+            if self.n_classes not in (None, k) or (self.n_classes is None and self.n_rows):
+                msg = f"y_prob has {k} columns, which does not match this accumulator's state"
+                raise ValueError(msg)
+            edges, uniform = self._kernel_edges(dtype)
+            counts, sums, totals, ccounts, csums, checks = cuda.fill_multiclass(
+                y, p, edges, uniform, right, self.eps, self.logits, self.renormalize,
+                self.classwise, self._with_logs)
+            if checks[: km.N_CHECK_KINDS].any():
+                yh, ph = host()
+                mc.raise_for_checks(checks, self.nan_policy, yh, ph, self.logits,
+                                    self.renormalize, row0)
+            if self.n_classes is None:
+                self._set_classes(k)
+            self.class_counts += ccounts
+            self.class_sums += csums
+            omitted = int(checks[km.CHECK_OMITTED])
+        else:
+            if self.logits:
+                edges, uniform = self._kernel_edges(np.float64)
+                counts, sums, totals, checks = cuda.fill_binary_logits(
+                    y, p, edges, uniform, right, self.eps)
+            else:
+                edges, uniform = self._kernel_edges(dtype)
+                counts, sums, totals, checks = cuda.fill_binary(
+                    y, p, edges, uniform, right, self.nan_policy == "omit", self.eps,
+                    self._with_logs)
+            if self.logits and checks[kb.CHECK_RANGE_P] > 0:
+                first = int(checks[kb.N_CHECK_KINDS + kb.CHECK_RANGE_P]) + row0
+                msg = (f"y_prob (logits) contains {checks[kb.CHECK_RANGE_P]} infinite values "
+                       f"(first at index {first}); logits must be finite")
+                raise ValueError(msg)
+            raise_for_checks(checks, self.nan_policy, row0)
+            omitted = int(checks[kb.CHECK_OMITTED])
+        if self.ace_buckets or self.n_boot:
+            yh, ph = host()
+            if p.ndim == 1 and not self.logits:
+                if self.ace_buckets:
+                    kem.bucket_stats(ph, yh, self.nan_policy == "omit", self.fine_counts,
+                                     self.fine_p)
+                self._fill_boot(yh, ph, row0)
+            else:
+                self._add_ranked(yh, ph, row0)
+        self.counts += counts
+        self.sums += sums
+        self.totals += totals
+        self.n_omitted += omitted
+        self.n_rows += n
+        return self
+
     def _add_ranked(self, y, p, row0):
         """For validated logits or (n, K) rows: ACE's bucket statistics and the
         bootstrap replicates, over the values that binary probabilities have

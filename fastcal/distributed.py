@@ -194,8 +194,9 @@ def _fill_part(index, options, start, loader, *args):
     y, p = loader(*args)
     acc = options.accumulator()
     n = int(np.shape(p)[0])
+    update = acc.update_device if options.device == "cuda" else acc.update
     try:
-        acc.update(y, p, start=start)
+        update(y, p, start=start)
     except ValueError:
         # Located and reported with its global row once all offsets are known.
         return _Filled(None, n, bad=index)
@@ -405,7 +406,7 @@ _OPTIONS_DOC = """
         With strategy="uniform", also compute ACE (equal-mass ECE), exactly,
         from one more pass over the data. Off by default so that a plain run
         reads the data once, as :func:`fastcal.score_file`.
-    logits, renormalize, ci, n_boot, seed
+    logits, renormalize, ci, n_boot, seed, device
         As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
         serves every entry point). Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
@@ -435,7 +436,7 @@ _OPTIONS_DOC = """
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
-               logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
+               logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -493,13 +494,13 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed)
+                      seed=seed, device=device)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
-                    workers=None, timeout=10.0, logits=False, renormalize=False, ci=None, n_boot=200, seed=0):
+                    workers=None, timeout=10.0, logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -546,14 +547,14 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed)
+                      seed=seed, device=device)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   closed="left", strategy="uniform", observed="frac_pos", nan_policy="raise",
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
-                  logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
+                  logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
@@ -611,7 +612,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                      threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed)
+                      seed=seed, device=device)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

@@ -164,7 +164,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
-               verify_checksums=True):
+               verify_checksums=True, device=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -204,6 +204,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     verify_checksums : bool, default True
         Parquet: check every data page against the checksum stored in the
         file (when it has them); a corrupt page is an error, not a score.
+    device : {None, "cpu", "cuda"}, default None
+        "cuda": every chunk is copied to the GPU and filled there (the
+        ``cuda`` extra); the state and report are the CPU's.
     threads : int, optional
         Threads for the fill kernel (default: numba's thread count minus one,
         leaving a core to the reader thread).
@@ -266,7 +269,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize).checked()
+                      renormalize=renormalize, device=device).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
     out = score(source, options)
@@ -300,11 +303,12 @@ class FileSource:
         bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
         chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
         self.n_chunks = 0
+        update = acc.update_device if opts.device == "cuda" else acc.update
         try:
             for chunk in chunks:
                 p_col, y_col = _chunk_arrays(chunk, self.multi_class)
                 try:
-                    acc.update(y_col, p_col)
+                    update(y_col, p_col)
                 except ValueError as exc:
                     raise ValueError(_reword(exc, chunk, self.prob, self.label)) from None
                 bar.update(p_col.shape[0])

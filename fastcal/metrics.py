@@ -15,7 +15,7 @@ def _arrays(y_true, y_prob, **options):
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
-                       renormalize=False):
+                       renormalize=False, device=None):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -68,6 +68,14 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     renormalize : bool, default False
         (n, K) only: divide rows by their sum instead of rejecting rows that
         do not sum to 1 within 1e-5.
+    device : {None, "cpu", "cuda"}, default None
+        Where the fill runs: None where the data is (a torch CUDA tensor,
+        CuPy or Numba device array is scored on its GPU without a host copy);
+        "cuda" streams host data to the GPU; "cpu" copies device data to the
+        host. Needs the ``cuda`` extra for the GPU. The state, and so the
+        report, is the same on either. ACE, equal-mass bins and bootstrap
+        replicates of device data are computed from a host copy (no GPU
+        kernel for them yet); pass ``ace=False`` for a GPU-only report.
 
     Returns
     -------
@@ -110,7 +118,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize)
+                      renormalize=renormalize, device=device)
     return score(ArraySource(y_true, y_prob), options)
 
 

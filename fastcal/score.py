@@ -50,11 +50,14 @@ class Options:
     logits: bool = False
     renormalize: bool = False
     classwise: bool = True  # K classes: keep the class-wise state
+    device: str = None  # None: where the data is; "cpu"; "cuda"
     with_logs: bool = True  # False: binned metrics only (ece/esce/mce), no logarithms
 
     def checked(self):
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
         v.check_choice("observed", self.observed, v.OBSERVED)
+        if self.device is not None:
+            v.check_choice("device", self.device, ("cpu", "cuda"))
         if self.strategy == "quantile" and self.edges is not None:
             msg = "edges cannot be combined with strategy='quantile'"
             raise ValueError(msg)
@@ -141,6 +144,15 @@ class ArraySource:
         self.y_prob = y_prob
 
     def fill(self, opts):
+        from . import cuda
+
+        on_gpu = cuda.is_device_array(self.y_prob)
+        if opts.device == "cuda" or (opts.device is None and on_gpu):
+            return self._fill_device(opts, on_gpu)
+        if on_gpu:  # device="cpu": copy to the host first
+            self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
+            if cuda.is_device_array(self.y_true):
+                self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
         self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
         if self.batch.n == 0:
             raise ValueError(self.empty)
@@ -149,7 +161,28 @@ class ArraySource:
         self.threads = acc.threads
         return acc, acc.n_rows
 
+    def _fill_device(self, opts, on_gpu):
+        """The fill on the GPU (fastcal.cuda); host data is streamed to it in chunks."""
+        from . import cuda
+
+        p = self.y_prob if on_gpu else v.to_array("y_prob", self.y_prob)
+        if int(p.shape[0]) == 0:
+            raise ValueError(self.empty)
+        acc = opts.accumulator()
+        acc.update_device(self.y_true, p)
+        self.threads = acc.threads
+        self.batch = None
+        self.device_pair = (self.y_true, p)
+        return acc, acc.n_rows
+
     def parts(self, pair):
+        if self.batch is None:  # device data: the equal-mass passes run on a host copy
+            from . import cuda
+
+            y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
+                    else v.to_array(n, a) for n, a in zip(("y_true", "y_prob"),
+                                                          self.device_pair))
+            self.batch = resolve(y, p, logits=pair["logits"])
         y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
         return em.ArrayParts(y, x, v.check_threads(self.threads))
 

@@ -233,3 +233,84 @@ if CASES:
                                    np.where(ok, val.reshape(-1, G), 0).sum(axis=0), rtol=1e-13)
         np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
         assert out["checks"] == {"nan": (2, 17), "asymmetric": (1, 40), "not_pd": (1, 61)}
+
+    # -- the public entry point: calibration_report(device arrays) --------------------
+
+    def _same_report(got, ref):
+        for name in ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll"):
+            np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12,
+                                       atol=1e-15, err_msg=name)
+        np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_calibration_report_of_device_arrays_equals_cpu(dtype):
+        import fastcal
+
+        rng = np.random.default_rng(11)
+        p = rng.random(3_000).astype(dtype)
+        p[:40] = (np.arange(40) % 11 / 10).astype(dtype)  # values on edges
+        y = (rng.random(3_000) < p).astype(np.uint8)
+        ref = fastcal.calibration_report(y, p, n_bins=10, ci=0.9, n_boot=10)
+        got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p), n_bins=10,
+                                         ci=0.9, n_boot=10)
+        _same_report(got, ref)
+        np.testing.assert_allclose(got.intervals["ece"], ref.intervals["ece"], rtol=1e-12)
+        # host data streamed to the GPU, and the merged state of both devices
+        got = fastcal.calibration_report(y, p, n_bins=10, device="cuda")
+        _same_report(got, fastcal.calibration_report(y, p, n_bins=10))
+        a = CalibrationAccumulator(n_bins=10).update_device(cuda.to_device(y[:1000]),
+                                                            cuda.to_device(p[:1000]))
+        b = CalibrationAccumulator(n_bins=10).update(y[1000:], p[1000:], start=1000)
+        whole = CalibrationAccumulator(n_bins=10).update(y, p)
+        np.testing.assert_array_equal((a + b).counts, whole.counts)
+
+    def test_calibration_report_of_device_logits_and_classes_equals_cpu():
+        import fastcal
+
+        rng = np.random.default_rng(12)
+        z = rng.normal(size=(800, 3)) * 2
+        y = rng.integers(0, 3, 800)
+        for arr, kw in ((z, dict(logits=True)), (np.exp(z) / np.exp(z).sum(1, keepdims=True),
+                                                 {})):
+            ref = fastcal.calibration_report(y, arr, **kw)
+            _same_report(fastcal.calibration_report(cuda.to_device(y), cuda.to_device(arr),
+                                                    **kw), ref)
+        yb = (y == 0).astype(np.uint8)
+        ref = fastcal.calibration_report(yb, z[:, 0], logits=True)
+        got = fastcal.calibration_report(cuda.to_device(yb), cuda.to_device(z[:, 0].copy()),
+                                         logits=True)
+        _same_report(got, ref)
+
+    def test_device_bad_input_gives_the_cpu_message():
+        import fastcal
+
+        p = np.array([0.1, 0.5, 1.5, 0.2, 2.0])
+        y = np.array([0, 1, 1, 0, 1], np.uint8)
+        with pytest.raises(ValueError) as cpu:
+            fastcal.calibration_report(y, p)
+        with pytest.raises(ValueError) as gpu:
+            fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p))
+        assert str(gpu.value) == str(cpu.value)
+        assert "2 values outside [0, 1]" in str(gpu.value) and "index 2" in str(gpu.value)
+
+    def test_score_file_and_dask_on_the_gpu_equal_cpu(tmp_path):
+        import dask.array as da
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        import fastcal
+        from fastcal.distributed import score_dask
+        from fastcal.files import score_file
+
+        rng = np.random.default_rng(13)
+        p = rng.random(2_000)
+        y = (rng.random(2_000) < p).astype(np.uint8)
+        pq.write_table(pa.table({"p": p, "y": y}), tmp_path / "f.parquet", row_group_size=300)
+        ref = fastcal.calibration_report(y, p)
+        _same_report(score_file(tmp_path / "f.parquet", device="cuda", ace=True,
+                                chunk_rows=256), ref)
+        import dask
+
+        with dask.config.set(scheduler="synchronous"):  # the simulator runs one kernel at a time
+            _same_report(score_dask(da.from_array(y, chunks=500), da.from_array(p, chunks=500),
+                                    device="cuda", ace=True), ref)
