@@ -30,7 +30,7 @@ _CHILD = """
 import resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy, pyarrow, pyarrow.parquet, pyarrow.ipc  # before the baseline
-from fastcal.io import open_reader
+from fastcal.sources.io import open_reader
 path, names, chunk_rows, mode = sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]), sys.argv[5]
 kw = {"verify_checksums": mode != "nocheck"}
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

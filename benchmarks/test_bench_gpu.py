@@ -25,9 +25,9 @@ tm = pytest.importorskip("torchmetrics.functional.classification")
 
 import fastcal  # noqa: E402
 from fastcal import cuda as fc  # noqa: E402
-from fastcal import multiclass as mc  # noqa: E402
+from fastcal.accumulators import classes as mc  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
-from fastcal.binning import kernel_edges  # noqa: E402
+from fastcal.accumulators.binning import kernel_edges  # noqa: E402
 from fastcal.report import CalibrationReport  # noqa: E402
 
 N = int(float(os.environ.get("FASTCAL_GPU_BENCH_N", "1e9")))

@@ -5,16 +5,16 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 (:class:`CalibrationReport`).
 """
 
-from .accumulator import CalibrationAccumulator
-from .binning import uniform_edges
-from .files import score_file
-from .gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
-from .metrics import (ace, brier_score, calibration_report, classwise_ece, ecd, ece, esce,
+from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.binning import uniform_edges
+from fastcal.files import score_file
+from fastcal.gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
+from fastcal.metrics import (ace, brier_score, calibration_report, classwise_ece, ecd, ece, esce,
                       log_loss, mce)
-from .multiclass_report import MulticlassReport
-from .report import CalibrationReport
-from .simulate import simulate
-from .stats import chi2_nees_test, ecd_test, ece_test
+from fastcal.multiclass_report import MulticlassReport
+from fastcal.report import CalibrationReport
+from fastcal.simulate import simulate
+from fastcal.stats import chi2_nees_test, ecd_test, ece_test
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """`python -m fastcal` is the `fastcal` command."""
 
-from .cli import main
+from fastcal.cli import main
 
 raise SystemExit(main())

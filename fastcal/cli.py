@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from . import _atomic
+from fastcal import _atomic
 
 EXIT_OK = 0
 EXIT_BAD = 2
@@ -27,7 +27,7 @@ class _Fail(Exception):
 
 
 def _version():
-    from . import __version__
+    from fastcal import __version__
 
     return __version__
 
@@ -166,8 +166,8 @@ def _report_text(rep, elapsed):
 
 
 def _cmd_score(args):
-    from .files import score_file
-    from .report import CalibrationReport
+    from fastcal.files import score_file
+    from fastcal.report import CalibrationReport
 
     if args.plot and not hasattr(CalibrationReport, "plot"):
         raise _Fail("--plot: plotting is not available in this fastcal (CalibrationReport.plot "
@@ -212,7 +212,7 @@ def _cmd_score(args):
 
 def _score_on_dask(args):
     """``--scheduler`` / ``--workers``: the same report, computed by Dask workers."""
-    from .io import detect_format
+    from fastcal.sources.io import detect_format
 
     if args.scheduler is not None and args.workers is not None:
         raise _Fail("pass --scheduler or --workers, not both")
@@ -224,7 +224,7 @@ def _score_on_dask(args):
     if fmt != "parquet":
         raise _Fail(f"{args.path}: --scheduler and --workers read Parquet only; got {fmt}")
     try:
-        from .distributed import ROWS_PER_PARTITION, score_dataset
+        from fastcal.distributed import ROWS_PER_PARTITION, score_dataset
     except ImportError as exc:
         raise _Fail(f"--scheduler/--workers need Dask: pip install 'fastcal[dask]' ({exc})")
     return score_dataset(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
@@ -255,7 +255,7 @@ def _chunks(n, sigma, seed, dtype, chunk_rows):
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
-    from .simulate import simulate
+    from fastcal.simulate import simulate
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         ahead = deque()
@@ -278,7 +278,7 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     """
     import numpy as np
 
-    from .progress import Progress
+    from fastcal.progress import Progress
 
     if format not in SIM_FORMATS:
         msg = f"format must be one of {', '.join(SIM_FORMATS)}; got {format!r}"

@@ -15,8 +15,8 @@ copied to the device in chunks of ``chunk_rows`` rows.
 
 import numpy as np
 
-from ._kernels import binary as kb
-from ._kernels import multiclass as km
+from fastcal._kernels import binary as kb
+from fastcal._kernels import multiclass as km
 
 # DLPack device types that live in GPU memory: kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 3, 13)
@@ -243,7 +243,7 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     (``logits``) scores, ``y`` (n,) labels; device or host arrays.
     """
     if tol is None:
-        from .multiclass import SUM_TOL as tol
+        from fastcal.accumulators.classes import SUM_TOL as tol
     kc = _k("_cuda")
     kcm = _k("cuda_multiclass")
     cuda = kc.cuda
@@ -301,7 +301,7 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
     (-1 if none), as ``checks[name] = (count, first)``.
     """
     if sym_rtol is None:
-        from .gaussian import SYMMETRY_RTOL as sym_rtol
+        from fastcal.gaussian import SYMMETRY_RTOL as sym_rtol
     kc = _k("_cuda")
     kcg = _k("cuda_gaussian")
     cuda = kc.cuda

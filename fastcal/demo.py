@@ -8,8 +8,8 @@ import os
 import tempfile
 import time
 
-from .cli import simulate_file
-from .files import score_file
+from fastcal.cli import simulate_file
+from fastcal.files import score_file
 
 
 def main(argv=None):

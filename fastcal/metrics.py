@@ -1,10 +1,10 @@
 """Public metric functions. Each validates once, fills once, and reads the report."""
 
-from . import soft
-from ._kernels import binary as kb
-from .batch import is_soft
-from .binning import uniform_edges
-from .score import ArraySource, Options, fill_arrays, score
+from fastcal import soft
+from fastcal._kernels import binary as kb
+from fastcal.inputs.batch import is_soft
+from fastcal.accumulators.binning import uniform_edges
+from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
 def _arrays(y_true, y_prob, **options):

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ._atomic import write_atomically
+from fastcal._atomic import write_atomically
 
 OVER_COLOUR = "#c0392b"   # ECD > 0: over-confident
 UNDER_COLOUR = "#2471a3"  # ECD < 0: under-confident

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _validation as v
-from . import stats as _stats
+from fastcal.inputs import validation as v
+from fastcal import stats as _stats
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
@@ -222,7 +222,7 @@ class CalibrationReport:
 
     def plot(self, path=None, **kwargs):
         """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.plot.reliability_diagram`."""
-        from .plot import reliability_diagram
+        from fastcal.plot import reliability_diagram
 
         return reliability_diagram(self, path, **kwargs)
 

@@ -4,7 +4,7 @@ A source fills accumulators from its chunks (in memory, from a file with a
 reader thread, or one per Dask partition merged in a tree) and returns the
 merged state; the driver checks it, reads the report off it and, only when
 ACE or equal-mass bins are asked for, runs the one equal-mass algorithm
-(:mod:`fastcal.equal_mass`) over the source's parts. An option added to
+(:mod:`fastcal.accumulators.equal_mass`) over the source's parts. An option added to
 ``Options`` therefore reaches every entry point at once.
 
 A source provides:
@@ -12,19 +12,19 @@ A source provides:
 - ``fill(options) -> (accumulator, n_rows)``: one pass; errors name the row
   the way the source counts rows (array index, file and global row,
   partition);
-- ``parts(pair) -> parts``: the data again as parts of fastcal.equal_mass,
+- ``parts(pair) -> parts``: the data again as parts of fastcal.accumulators.equal_mass,
   ranked by ``equal_mass.ranking_pair(**pair)``;
 - ``empty``: the message for input without rows.
 """
 
 from dataclasses import dataclass, replace
 
-from . import _validation as v
-from . import equal_mass as em
-from .accumulator import CalibrationAccumulator
-from .batch import resolve
-from .report import CalibrationReport
-from .stats import check_ci, check_count, check_seed
+from fastcal.inputs import validation as v
+from fastcal.accumulators import equal_mass as em
+from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.sources.arrays import ArraySource
+from fastcal.report import CalibrationReport
+from fastcal.stats import check_ci, check_count, check_seed
 
 
 @dataclass(frozen=True)
@@ -129,62 +129,6 @@ def score(source, options):
 
 def _pair(acc):
     return dict(logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
-
-
-class ArraySource:
-    """Arrays in memory: one chunk (the kernels run it on all threads), and
-    thread slices as the parts of the equal-mass passes."""
-
-    prefix = ""  # what error messages start with
-    what = "y_prob"  # how messages name the probabilities
-    empty = "y_true and y_prob are empty; need at least one sample"
-
-    def __init__(self, y_true, y_prob):
-        self.y_true = y_true
-        self.y_prob = y_prob
-
-    def fill(self, opts):
-        from . import cuda
-
-        on_gpu = cuda.is_device_array(self.y_prob)
-        if opts.device == "cuda" or (opts.device is None and on_gpu):
-            return self._fill_device(opts, on_gpu)
-        if on_gpu:  # device="cpu": copy to the host first
-            self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
-            if cuda.is_device_array(self.y_true):
-                self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
-        self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
-        if self.batch.n == 0:
-            raise ValueError(self.empty)
-        acc = opts.accumulator()
-        acc.update_batch(self.batch)
-        self.threads = acc.threads
-        return acc, acc.n_rows
-
-    def _fill_device(self, opts, on_gpu):
-        """The fill on the GPU (fastcal.cuda); host data is streamed to it in chunks."""
-        from . import cuda
-
-        p = self.y_prob if on_gpu else v.to_array("y_prob", self.y_prob)
-        if int(p.shape[0]) == 0:
-            raise ValueError(self.empty)
-        acc = opts.accumulator()
-        acc.update_device(self.y_true, p)
-        self.threads = acc.threads
-        self.batch = None
-        self.device_pair = (self.y_true, p)
-        return acc, acc.n_rows
-
-    def parts(self, pair):
-        if self.batch is None:  # device data: the equal-mass passes run on a host copy
-            from . import cuda
-
-            y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
-                    else v.to_array(n, a) for n, a in zip(("y_true", "y_prob"),
-                                                          self.device_pair))
-            self.batch = resolve(y, p, logits=pair["logits"])
-        y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
-        return em.ArrayParts(y, x, v.check_threads(self.threads))
 
 
 def fill_arrays(y_true, y_prob, options):

@@ -26,8 +26,8 @@ True
 import numpy as np
 from sklearn.metrics import make_scorer
 
-from . import _validation as v
-from .metrics import ecd, ece
+from fastcal.inputs import validation as v
+from fastcal.metrics import ecd, ece
 
 __all__ = ["abs_ecd", "ece_score", "make_ecd_scorer", "make_ece_scorer", "ecd_scorer",
            "ece_scorer"]

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validation as v
-from . import multiclass as mc
-from ._kernels import multiclass as km
+from fastcal.inputs import validation as v
+from fastcal.accumulators import classes as mc
+from fastcal._kernels import multiclass as km
 
 
 @dataclass
@@ -59,7 +59,7 @@ class SoftLabelReport:
     sums: dict
 
     def to_dict(self):
-        from .report import _clean
+        from fastcal.report import _clean
 
         out = {k: _clean(getattr(self, k)) for k in (
             "n", "n_omitted", "entce", "entce_signed", "rankcs", "distce", "brier", "nll", "ecd",

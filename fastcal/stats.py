@@ -59,8 +59,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import special
 
-from . import _validation as v
-from ._kernels import bootstrap as kboot
+from fastcal.inputs import validation as v
+from fastcal._kernels import bootstrap as kboot
 
 ALTERNATIVES = ("two-sided", "over", "under")
 METHODS = ("auto", "normal", "exact", "simulate")
@@ -206,7 +206,7 @@ class ECDTestResult:
     n_resamples: int = 0
 
     def to_dict(self):
-        from .report import _clean
+        from fastcal.report import _clean
 
         return {k: _clean(x) for k, x in asdict(self).items()}
 
@@ -264,7 +264,7 @@ def null_resample(y, p, *, edges=None, eps=0.0, n_resamples=999, seed=0, threads
     if edges is None:
         edges = np.array([0.0, 1.0])
     nb = edges.shape[0] - 1
-    from .binning import is_uniform
+    from fastcal.accumulators.binning import is_uniform
 
     n_threads = v.check_threads(threads)
     pos = np.zeros((n_resamples, nb), np.int64)
@@ -330,7 +330,7 @@ def ecd_test(y_true, y_prob, *, alpha=0.05, alternative="two-sided", method="aut
     >>> fastcal.ecd_test(y, p, alternative="over").verdict
     'over-confident'
     """
-    from .score import Options, fill_arrays
+    from fastcal.score import Options, fill_arrays
 
     alpha = check_alpha(alpha)
     v.check_choice("alternative", alternative, ALTERNATIVES)
@@ -400,7 +400,7 @@ class ECETestResult:
     n_resamples: int
 
     def to_dict(self):
-        from .report import _clean
+        from fastcal.report import _clean
 
         return {k: _clean(x) for k, x in asdict(self).items()}
 
@@ -447,7 +447,7 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
     >>> fastcal.ece_test(y, p, n_resamples=199).verdict
     'miscalibrated'
     """
-    from .score import Options, fill_arrays
+    from fastcal.score import Options, fill_arrays
 
     alpha = check_alpha(alpha)
     n_resamples = check_count("n_resamples", n_resamples, 1)

@@ -64,9 +64,9 @@ def test_torch_cuda_tensors_many_blocks_match_cpu():
     _run("""
 import numpy as np, torch
 from fastcal import cuda as fc
-from fastcal import multiclass as mc
+from fastcal.accumulators import classes as mc
 from fastcal._kernels import binary as kb
-from fastcal.binning import kernel_edges
+from fastcal.accumulators.binning import kernel_edges
 assert torch.cuda.is_available()
 g = torch.Generator(device="cuda").manual_seed(0)
 n = 10_000_000

@@ -52,12 +52,12 @@ def test_import_fastcal_does_not_import_numba_cuda():
 
 if CASES:
     from fastcal import cuda as fc
-    from fastcal import multiclass as mc
+    from fastcal.accumulators import classes as mc
     from fastcal._kernels import binary as kb
     from fastcal._kernels import gaussian as kg
     from fastcal._kernels import multiclass as km
-    from fastcal.accumulator import CalibrationAccumulator, raise_for_checks
-    from fastcal.binning import kernel_edges
+    from fastcal.accumulators.calibration import CalibrationAccumulator, raise_for_checks
+    from fastcal.accumulators.binning import kernel_edges
     from numba import cuda
 
     def _cpu_binary(y, p, edges, uniform, right, eps=0.0, with_logs=True):

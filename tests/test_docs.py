@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["fastcal.metrics", "fastcal.accumulator", "fastcal.simulate",
+@pytest.mark.parametrize("name", ["fastcal.metrics", "fastcal.accumulators.calibration", "fastcal.simulate",
                                   "fastcal.distributed"])
 def test_docstring_examples(name):
     # import_module: fastcal.simulate the attribute is the function, not the module

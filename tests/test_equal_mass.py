@@ -1,9 +1,9 @@
-"""The one equal-mass algorithm (fastcal.equal_mass) against the stable sort."""
+"""The one equal-mass algorithm (fastcal.accumulators.equal_mass) against the stable sort."""
 
 import numpy as np
 import pytest
 
-from fastcal import equal_mass as em
+from fastcal.accumulators import equal_mass as em
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
 
@@ -166,7 +166,7 @@ def test_ace_from_bucket_statistics_equals_the_stable_sort(name, n_bins, monkeyp
 def test_fill_gives_the_bucket_statistics_of_ace(dtype):
     """The statistics fused into the binary fill equal the standalone kernel's,
     invalid and omitted rows excluded."""
-    from fastcal.binning import kernel_edges
+    from fastcal.accumulators.binning import kernel_edges
 
     n = 20_000
     rng = np.random.default_rng(9)

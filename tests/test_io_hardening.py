@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastcal
-from fastcal import io as fio
+from fastcal.sources import io as fio
 from fastcal.files import score_file
-from fastcal.io import open_reader
+from fastcal.sources.io import open_reader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,7 +48,7 @@ _HEADER_SCRIPT = textwrap.dedent("""
     # A runaway allocation must fail here, not exhaust the machine.
     resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))
     sys.path.insert(0, sys.argv[1])
-    from fastcal.io import open_reader
+    from fastcal.sources.io import open_reader
     out = []
     for f in sys.argv[2:]:
         try:

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from fastcal.gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, nees
-from fastcal.io import open_reader
+from fastcal.sources.io import open_reader
 
 __all__ = ["score_file", "format_score", "plot_score", "resolve_columns"]
 

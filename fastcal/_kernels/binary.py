@@ -236,7 +236,7 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     B = fine_counts.shape[0] - 1 (a power of two; p = 1 in the last bucket),
     the rows, positives and correct thresholded labels (fine_counts[b]) and
     the sum of p (fine_p[b]); invalid rows go to row B. These bucket
-    statistics are what ACE needs (fastcal.equal_mass); B = 0 turns them off.
+    statistics are what ACE needs (fastcal.accumulators.equal_mass); B = 0 turns them off.
     """
     nb = edges.shape[0] - 1
     lo = eps

@@ -1,6 +1,6 @@
 """Kernels of the exact equal-mass (ACE, strategy="quantile") algorithm.
 
-Only @njit functions over arrays and scalars (fastcal.equal_mass drives them).
+Only @njit functions over arrays and scalars (fastcal.accumulators.equal_mass drives them).
 Equal-mass group g holds the rows of ranks [g n // G, (g + 1) n // G) in the
 stable order by (value, row). Three kinds of pass, each over one part of the
 data (a thread's slice, a file chunk or a Dask partition) and mergeable:

@@ -57,7 +57,7 @@ def check_threads(threads):
 def _as_array(name, x):
     """x as a NumPy array: pandas, polars, pyarrow and torch objects without a copy
     where their layout allows (see fastcal.inputs); non-native byte order converted."""
-    from .inputs import to_numpy
+    from fastcal.inputs.convert import to_numpy
 
     arr = to_numpy(name, x)
     if not arr.dtype.isnative:

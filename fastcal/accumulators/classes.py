@@ -9,9 +9,8 @@ import numbers
 
 import numpy as np
 
-from . import _validation as v
-from ._kernels import binary as kb
-from ._kernels import multiclass as km
+from fastcal.inputs import validation as v
+from fastcal._kernels import multiclass as km
 
 # Rows of y_prob must sum to 1 within this (absolute) tolerance unless
 # renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.

@@ -2,15 +2,15 @@
 
 import numpy as np
 
-from . import _validation as v
-from . import multiclass as mc
-from ._kernels import binary as kb
-from ._kernels import multiclass as km
-from ._kernels import bootstrap as kboot
-from ._kernels import equal_mass as kem
-from . import equal_mass as em
-from .batch import resolve
-from .binning import kernel_edges, uniform_edges
+from fastcal.inputs import validation as v
+from fastcal.accumulators import classes as mc
+from fastcal._kernels import binary as kb
+from fastcal._kernels import multiclass as km
+from fastcal._kernels import bootstrap as kboot
+from fastcal._kernels import equal_mass as kem
+from fastcal.accumulators import equal_mass as em
+from fastcal.inputs.batch import resolve
+from fastcal.accumulators.binning import kernel_edges, uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
@@ -69,7 +69,7 @@ class CalibrationAccumulator:
         the rows, positives, correct labels and sum of x, x being p, the
         sigmoid of a logit or a K-class row's confidence: the statistics
         that ACE is read from with one more pass over the data
-        (:func:`fastcal.equal_mass.ace`). For binary probabilities they are
+        (:func:`fastcal.accumulators.equal_mass.ace`). For binary probabilities they are
         filled by the same compiled pass.
 
     Notes
@@ -105,7 +105,7 @@ class CalibrationAccumulator:
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0):
-        from .stats import check_count, check_seed
+        from fastcal.stats import check_count, check_seed
 
         self.closed = v.check_choice("closed", closed, v.CLOSED)
         self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
@@ -190,7 +190,7 @@ class CalibrationAccumulator:
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
-        """``update`` with a batch already resolved by :func:`fastcal.batch.resolve`."""
+        """``update`` with a batch already resolved by :func:`fastcal.inputs.batch.resolve`."""
         row0 = self.n_rows if start is None else _check_start(start)
         if batch.kind == "multiclass":
             return self._update_multiclass(batch.y, batch.p, row0)
@@ -277,7 +277,7 @@ class CalibrationAccumulator:
         host only to word them). ACE's bucket statistics and bootstrap
         replicates, when kept, are filled from a host copy (no GPU kernel yet).
         """
-        from . import cuda
+        from fastcal import cuda
 
         row0 = self.n_rows if start is None else _check_start(start)
         def on_device(name, x):  # host arrays are streamed to the GPU by the fill
@@ -479,8 +479,8 @@ class CalibrationAccumulator:
         adds confidence intervals: analytic for ECD, Brier and NLL, bootstrap
         for ECE, ESCE and MCE (NaN unless ``n_boot > 0``).
         """
-        from .report import CalibrationReport
-        from .stats import check_ci
+        from fastcal.report import CalibrationReport
+        from fastcal.stats import check_ci
 
         ci = check_ci(ci)
         if self.n_classes is not None:
@@ -501,7 +501,7 @@ class CalibrationAccumulator:
         return rep
 
     def _report_multiclass(self):
-        from .multiclass_report import MulticlassReport
+        from fastcal.multiclass_report import MulticlassReport
 
         edges = self.report_edges()
         per_class = per_bin = None

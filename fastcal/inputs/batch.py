@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validation as v
-from . import multiclass as mc
+from fastcal.inputs import validation as v
+from fastcal.accumulators import classes as mc
 
 KINDS = ("binary", "logits", "multiclass", "soft")
 

@@ -38,9 +38,9 @@ been made.
 
 import numpy as np
 
-from ._kernels import binary as kb
-from ._kernels import equal_mass as kem
-from ._kernels import multiclass as km
+from fastcal._kernels import binary as kb
+from fastcal._kernels import equal_mass as kem
+from fastcal._kernels import multiclass as km
 
 GATHER_MAX = 1 << 18      # a range with more rows is split, not gathered
 GATHER_BUDGET = 1 << 22   # keys gathered in one pass, all ranges together

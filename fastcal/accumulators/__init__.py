@@ -1,0 +1,1 @@
+"""Accumulators: mergeable per-bin state filled by the kernels, and the equal-mass algorithm."""

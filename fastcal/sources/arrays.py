@@ -1,0 +1,59 @@
+"""Arrays in memory as a source of the driver (NumPy and friends, or GPU arrays)."""
+
+from fastcal.accumulators import equal_mass as em
+from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve
+
+
+class ArraySource:
+    """Arrays in memory: one chunk (the kernels run it on all threads), and
+    thread slices as the parts of the equal-mass passes."""
+
+    prefix = ""  # what error messages start with
+    what = "y_prob"  # how messages name the probabilities
+    empty = "y_true and y_prob are empty; need at least one sample"
+
+    def __init__(self, y_true, y_prob):
+        self.y_true = y_true
+        self.y_prob = y_prob
+
+    def fill(self, opts):
+        from fastcal import cuda
+
+        on_gpu = cuda.is_device_array(self.y_prob)
+        if opts.device == "cuda" or (opts.device is None and on_gpu):
+            return self._fill_device(opts, on_gpu)
+        if on_gpu:  # device="cpu": copy to the host first
+            self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
+            if cuda.is_device_array(self.y_true):
+                self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
+        self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
+        if self.batch.n == 0:
+            raise ValueError(self.empty)
+        acc = opts.accumulator()
+        acc.update_batch(self.batch)
+        self.threads = acc.threads
+        return acc, acc.n_rows
+
+    def _fill_device(self, opts, on_gpu):
+        """The fill on the GPU (fastcal.cuda); host data is streamed to it in chunks."""
+        p = self.y_prob if on_gpu else v.to_array("y_prob", self.y_prob)
+        if int(p.shape[0]) == 0:
+            raise ValueError(self.empty)
+        acc = opts.accumulator()
+        acc.update_device(self.y_true, p)
+        self.threads = acc.threads
+        self.batch = None
+        self.device_pair = (self.y_true, p)
+        return acc, acc.n_rows
+
+    def parts(self, pair):
+        if self.batch is None:  # device data: the equal-mass passes run on a host copy
+            from fastcal import cuda
+
+            y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
+                    else v.to_array(n, a) for n, a in zip(("y_true", "y_prob"),
+                                                          self.device_pair))
+            self.batch = resolve(y, p, logits=pair["logits"])
+        y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
+        return em.ArrayParts(y, x, v.check_threads(self.threads))

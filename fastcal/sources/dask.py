@@ -1,0 +1,299 @@
+"""Dask collections as a source of the driver: one accumulator per partition, on the workers.
+
+Dask is imported inside the functions, so importing this module never needs it.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fastcal.accumulators import classes as mc
+from fastcal.accumulators import equal_mass as em
+from fastcal.inputs import validation as v
+
+ROWS_PER_PARTITION = 1 << 22
+
+
+@dataclass
+class _Source:
+    """The partitions of one input: loaders for tasks, and how to name a partition.
+
+    ``parts[k]`` is a tuple ``(loader, *args)``; ``loader(*args)`` runs on a
+    worker and returns the numpy pair (y_true, y_prob) of partition k. Delayed
+    objects among the args are computed by Dask first. ``reword(k, text)``
+    turns the single-process message about partition k into the final one.
+    """
+
+    parts: list
+    reword: object
+    multi: bool = False  # (N, K) probabilities
+    offsets: object = None  # global row of each partition's first row, if known
+
+
+def _pair(y, p):
+    return y, p
+
+
+def _frame_columns(frame, label, prob):
+    cols = list(frame.columns)
+    asked = (label, prob)
+    for name in dict.fromkeys(asked):
+        # The partition holds the columns selected as [label, prob]; a name the
+        # dataframe holds k times comes k times per selection.
+        k = cols.count(name) // asked.count(name)
+        if k > 1:
+            msg = (f"the dataframe has column {name!r} {k} times; expected each column name "
+                   "once (rename the duplicates)")
+            raise ValueError(msg)
+    return frame[label].to_numpy(), frame[prob].to_numpy()
+
+
+def _read_row_groups(path, row_groups, label, prob, prob_dtype=None, verify_checksums=True):
+    """Columns (label, prob) of some row groups of one file; ``prob_dtype`` is the
+    dataset's dtype of ``prob`` (``ParquetReader.dtype``), to which a narrower
+    file is widened so that every partition is binned alike."""
+    import pyarrow.parquet as pq
+
+    from fastcal.sources.io import _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
+
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=verify_checksums)
+    except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        _fail(path, f"not a readable Parquet file: {_one_line(exc)}")
+    _check_unique(path, [label, prob], pf.schema_arrow.names)
+    try:
+        table = pf.read_row_groups(row_groups, columns=list(dict.fromkeys([label, prob])))
+    except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
+                    f"{_one_line(exc)}")
+    p = _widen(_arrow_to_numpy(table.column(prob)), prob_dtype)
+    return _arrow_to_numpy(table.column(label)), p
+
+
+def _array_source(y_true, y_prob):
+    import dask.array as da
+
+    if not isinstance(y_true, da.Array) or not isinstance(y_prob, da.Array):
+        msg = (f"y_true and y_prob must be dask arrays; got {type(y_true).__name__} and "
+               f"{type(y_prob).__name__} (use score_dataframe for a dask dataframe)")
+        raise ValueError(msg)
+    if y_prob.ndim not in (1, 2):
+        msg = f"y_prob must be 1-D or (N, K); got shape {y_prob.shape}"
+        raise ValueError(msg)
+    if y_true.ndim != 1:
+        msg = f"y_true must be 1-D with one label per sample; got shape {y_true.shape}"
+        raise ValueError(msg)
+    if any(np.isnan(c) for c in y_prob.chunks[0]) or any(np.isnan(c) for c in y_true.chunks[0]):
+        msg = ("y_true and y_prob have unknown chunk sizes; call .compute_chunk_sizes() first "
+               "so that partitions can be aligned")
+        raise ValueError(msg)
+    if y_true.shape[0] != y_prob.shape[0]:
+        msg = f"y_true and y_prob have different lengths: {y_true.shape[0]} and {y_prob.shape[0]}"
+        raise ValueError(msg)
+    if y_prob.ndim == 2 and len(y_prob.chunks[1]) > 1:
+        y_prob = y_prob.rechunk({1: -1})  # one block holds all K classes of its rows
+    if y_true.chunks[0] != y_prob.chunks[0]:
+        y_true = y_true.rechunk({0: y_prob.chunks[0]})
+    yb = y_true.to_delayed().ravel()
+    pb = y_prob.to_delayed().ravel()
+    starts = np.concatenate([[0], np.cumsum(y_prob.chunks[0])]).astype(np.int64)
+
+    def reword(k, text):
+        return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
+
+    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
+                   multi=y_prob.ndim == 2, offsets=[int(a) for a in starts[:-1]])
+
+
+def _frame_source(df, label, prob):
+    missing = [c for c in (label, prob) if c not in df.columns]
+    if missing:
+        msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
+               f"{list(df.columns)} (pass label= and prob= to name them)")
+        raise ValueError(msg)
+    parts = df[[label, prob]].to_delayed()
+
+    def reword(k, text):
+        return f"{text} [in partition {k} of {len(parts)}]"
+
+    return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], reword)
+
+
+def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True):
+    """Partitions of whole row groups. The client reads each file's footer; the
+    files, their order, the column checks and the messages are those of
+    :func:`fastcal.score_file`."""
+    import pyarrow.parquet as pq
+
+    from fastcal.sources.files import _reword
+    from fastcal.sources.io import Chunk, ParquetReader
+
+    reader = ParquetReader(path, verify_checksums=verify_checksums)
+    reader.check([prob, label])
+    prob_dtype = reader.dtype(prob)  # the widest over the files: one rule for binning
+    parts, chunks = [], []
+    first_row = 0
+    for f in reader.files:
+        meta = pq.ParquetFile(f).metadata
+        group, rows, start = [], 0, 0
+        for g in range(meta.num_row_groups):
+            group.append(g)
+            rows += meta.row_group(g).num_rows
+            if rows >= rows_per_partition or g == meta.num_row_groups - 1:
+                parts.append((_read_row_groups, f, group, label, prob, prob_dtype,
+                              verify_checksums))
+                chunks.append(Chunk((), f, first_row + start, start))
+                start += rows
+                group, rows = [], 0
+        first_row += meta.num_rows
+
+    def reword(k, text):
+        return _reword(ValueError(text), chunks[k], prob, label)
+
+    return _Source(parts, reword, offsets=[c.start for c in chunks])
+
+
+def _length(loader, *args):
+    return int(np.shape(loader(*args)[1])[0])
+
+
+# ---------------------------------------------------------------------------
+# Pass 1: fill one accumulator per partition, merge in order
+# ---------------------------------------------------------------------------
+
+@dataclass
+class _Filled:
+    """State of a contiguous run of partitions."""
+
+    acc: object        # CalibrationAccumulator, None once a partition failed
+    n_rows: int        # rows of the run, bad and omitted rows included
+    bad: int = -1      # first partition of the run whose update raised
+    bad_offset: int = 0  # rows before that partition within the run
+
+
+def _fill_part(index, options, start, loader, *args):
+    y, p = loader(*args)
+    acc = options.accumulator()
+    n = int(np.shape(p)[0])
+    update = acc.update_device if options.device == "cuda" else acc.update
+    try:
+        update(y, p, start=start)
+    except ValueError:
+        # Located and reported with its global row once all offsets are known.
+        return _Filled(None, n, bad=index)
+    return _Filled(acc, n)
+
+
+def _merge_filled(*runs):
+    out = runs[0]
+    for r in runs[1:]:
+        if out.bad >= 0:
+            out = _Filled(None, out.n_rows + r.n_rows, out.bad, out.bad_offset)
+        elif r.bad >= 0:
+            out = _Filled(None, out.n_rows + r.n_rows, r.bad, out.n_rows + r.bad_offset)
+        else:
+            out = _Filled(out.acc + r.acc, out.n_rows + r.n_rows)
+    return out
+
+
+def _message(options, offset, loader, *args):
+    """Re-run the failing partition's update with its global offset: the message
+    of the single-process path, rows counted from the first row of all data."""
+    y, p = loader(*args)
+    acc = options.accumulator()
+    try:
+        acc.update(y, p, start=offset)
+    except ValueError as exc:
+        return str(exc)
+    return "the partition raised on its first read but not on the second"
+
+
+def _tree(tasks, merge, split_every):
+    """Merge delayed results in a tree, keeping partition order."""
+    import dask
+
+    level = list(tasks)
+    while len(level) > 1:
+        level = [dask.delayed(merge, pure=True)(*level[i:i + split_every])
+                 for i in range(0, len(level), split_every)]
+    return level[0]
+
+
+# ---------------------------------------------------------------------------
+# Equal-mass bins: the partitions as parts of fastcal.accumulators.equal_mass
+# ---------------------------------------------------------------------------
+
+class _DaskParts:
+    """Every pass of fastcal.accumulators.equal_mass is one task per partition, results in
+    partition order (the tie counters of equal values need that order)."""
+
+    def __init__(self, source, runner, pair):
+        self.source = source
+        self.runner = runner
+        self.pair = pair  # options of em.ranking_pair
+        self.n_parts = len(source.parts)
+        self.passes = 1
+
+    def map(self, fn, common, per_part=None, combine=None):
+        import dask
+
+        task = dask.delayed(_on_part, pure=True)
+        tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, *part)
+                 for k, part in enumerate(self.source.parts)]
+        self.passes += 1
+        return em.fold(self.runner.compute(tasks), combine)
+
+
+def _on_part(fn, common, extra, pair, loader, *args):
+    y, p = loader(*args)
+    y, p = mc.check_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
+    y, x = em.ranking_pair(y, p, **pair)
+    return fn(y, x, *common, *extra)
+
+
+class DaskSource:
+    """Dask partitions as the driver's source: one accumulator per partition on
+    the workers, merged in a tree in partition order."""
+
+    prefix = ""
+    what = "y_prob"
+    empty = "y_true and y_prob are empty; need at least one sample"
+
+    def __init__(self, source, runner, split_every):
+        if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
+            msg = f"split_every must be an integer >= 2; got {split_every!r}"
+            raise ValueError(msg)
+        if not source.parts:
+            msg = "the input has no partitions; need at least one sample"
+            raise ValueError(msg)
+        self.source = source
+        self.runner = runner
+        self.split_every = split_every
+
+    def fill(self, opts):
+        import dask
+
+        opts.accumulator()  # checks the options on the client
+        offsets = self.source.offsets
+        if offsets is None and opts.ci is not None and opts.n_boot:
+            # bootstrap weights hang on global rows: one light pass for the lengths
+            task = dask.delayed(_length, pure=True)
+            lengths = self.runner.compute([task(*part) for part in self.source.parts])
+            offsets = [int(a) for a in np.concatenate([[0], np.cumsum(lengths)[:-1]])]
+        if offsets is None:
+            offsets = [None] * len(self.source.parts)
+        fill = dask.delayed(_fill_part, pure=True)
+        tasks = [fill(k, opts, offsets[k], *part) for k, part in enumerate(self.source.parts)]
+        run = self.runner.compute(_tree(tasks, _merge_filled, self.split_every))
+        if run.bad >= 0:
+            offset = offsets[run.bad] if offsets[run.bad] is not None else run.bad_offset
+            text = self.runner.compute(dask.delayed(_message, pure=True)(
+                opts, offset, *self.source.parts[run.bad]))
+            msg = self.source.reword(run.bad, text)
+            raise ValueError(msg)
+        return run.acc, run.n_rows
+
+    def parts(self, pair):
+        return _DaskParts(self.source, self.runner, pair)
+
+

@@ -1,0 +1,207 @@
+"""Files as a source of the driver: chunks read by a thread, rows named by file and global row."""
+
+import os
+import queue
+import re
+import threading
+
+import numpy as np
+
+from fastcal.accumulators import classes as mc
+from fastcal.accumulators import equal_mass as em
+from fastcal.inputs import validation as v
+from fastcal.progress import Progress
+from fastcal.sources.io import open_reader
+
+
+class _ChunkError:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+_END = object()
+
+
+def _threaded(make_iter, depth=2):
+    """Iterate ``make_iter()`` in a reader thread, at most ``depth`` chunks ahead.
+
+    pyarrow decodes without the GIL, so reading the next chunk overlaps with
+    scoring the current one. Errors in the reader are raised in the caller.
+    """
+    q = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run():
+        try:
+            for item in make_iter():
+                if not put(item):
+                    return
+            put(_END)
+        except BaseException as exc:  # handed to the caller, not lost in the thread
+            put(_ChunkError(exc))
+
+    t = threading.Thread(target=run, name="fastcal-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, _ChunkError):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        t.join()
+
+
+def _where(chunk, global_row):
+    """'at row R' with the file's own row number when a directory has several files."""
+    local = global_row - chunk.start + chunk.file_start
+    if local != global_row:
+        return f"at row {global_row} (row {local} of this file)"
+    return f"at row {global_row}"
+
+
+def _reword(exc, chunk, prob, label):
+    """The core's message about arrays, reworded for a file: file, column names, row."""
+    text = str(exc)
+    text = text.replace("y_prob", f"column {prob!r}").replace("y_true", f"column {label!r}")
+    text = re.sub(r"at index (\d+)", lambda m: _where(chunk, int(m.group(1))), text)
+    text = text.replace("pass nan_policy='omit'", "use nan_policy='omit' (--nan-policy omit)")
+    return f"{chunk.file}: {text} (rows counted from 0)"
+
+
+class _FileParts:
+    """The chunks of a file as the parts of fastcal.accumulators.equal_mass: every pass reads
+    the file again (with the reader thread), in the same chunks."""
+
+    def __init__(self, reader, names, chunk_rows, multi_class, options, progress, path):
+        self.reader = reader
+        self.names = names
+        self.chunk_rows = chunk_rows
+        self.multi_class = multi_class
+        self.options = options
+        self.progress = progress
+        self.path = path
+        self.n_parts = None
+        self.passes = 1
+
+    def map(self, fn, common, per_part=None, combine=None):
+        self.passes += 1
+        label = f"{os.path.basename(self.path)} pass {self.passes}"
+        bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
+        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        results = []
+        acc = None
+        k = 0
+        try:
+            for chunk in chunks:
+                p, y = _chunk_arrays(chunk, self.multi_class)
+                y, x = em.ranking_pair(*_checked(y, p), **self.options)
+                r = fn(y, x, *common, *(per_part[k] if per_part else ()))
+                if combine is None:
+                    results.append(r)
+                else:
+                    acc = combine(acc, r)
+                bar.update(p.shape[0])
+                k += 1
+        finally:
+            chunks.close()
+            bar.close()
+        if self.n_parts is not None and k != self.n_parts:
+            msg = f"{self.path}: the file changed between passes ({self.n_parts} chunks, then {k})"
+            raise ValueError(msg)
+        self.n_parts = k
+        return results if combine is None else acc
+
+
+def _chunk_arrays(chunk, multi_class):
+    """(probabilities, labels) of a chunk: (rows, K) for K class columns."""
+    if multi_class:
+        return np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
+    return chunk.columns  # p is (rows, K) for a fixed-size-list column
+
+
+def _checked(y, p):
+    if p.ndim == 2:
+        return mc.check_pair(y, p, False)
+    return v.check_pair(y, p)
+
+
+def _prob_columns(path, prob, label, available):
+    """The probability column names: one (binary) or K (a list, or every match of 'prefix*')."""
+    if isinstance(prob, str) and prob.endswith("*"):
+        prefix = prob[:-1]
+        cols = [c for c in available if c.startswith(prefix) and c != label]
+        if len(cols) < 2:
+            msg = (f"{path}: prob={prob!r} matches {len(cols)} column(s) {cols}; a prefix needs "
+                   f"at least 2 class columns; the file has columns: {list(available)}")
+            raise ValueError(msg)
+        return cols
+    if isinstance(prob, str):
+        return [prob]
+    cols = list(prob)
+    if len(cols) < 2:
+        msg = f"prob lists {len(cols)} column(s); give one name (binary) or at least 2 (classes)"
+        raise ValueError(msg)
+    if len(set(cols)) != len(cols) or label in cols:
+        msg = f"prob lists a column twice or the label column: {cols}"
+        raise ValueError(msg)
+    return cols
+
+
+class FileSource:
+    """A prediction file read in chunks with a reader thread (the driver's source)."""
+
+    def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
+                 verify_checksums=True):
+        self.path = os.fspath(path)
+        self.reader, self.format = open_reader(self.path, format,
+                                               verify_checksums=verify_checksums)
+        self.prob, self.label = prob, label
+        prob_cols = _prob_columns(self.path, prob, label, self.reader.columns)
+        self.multi_class = len(prob_cols) > 1
+        self.names = (*prob_cols, label)
+        self.reader.check(self.names)
+        self.chunk_rows = chunk_rows
+        self.progress = progress
+        self.prefix = f"{self.path}: "
+        self.what = repr(prob)
+        self.empty = f"{self.path}: no data rows"
+
+    def fill(self, opts):
+        acc = opts.accumulator()
+        label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
+        bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
+        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        self.n_chunks = 0
+        update = acc.update_device if opts.device == "cuda" else acc.update
+        try:
+            for chunk in chunks:
+                p_col, y_col = _chunk_arrays(chunk, self.multi_class)
+                try:
+                    update(y_col, p_col)
+                except ValueError as exc:
+                    raise ValueError(_reword(exc, chunk, self.prob, self.label)) from None
+                bar.update(p_col.shape[0])
+                self.n_chunks += 1
+        finally:
+            chunks.close()  # stops the reader thread now, also on error
+            bar.close()
+        return acc, acc.n_rows
+
+    def parts(self, pair):
+        parts = _FileParts(self.reader, self.names, self.chunk_rows, self.multi_class, pair,
+                           self.progress, self.path)
+        parts.n_parts = self.n_chunks
+        return parts
