@@ -212,12 +212,32 @@ class CalibrationReport:
             verdict=_stats.verdict(p_over, p_under, p_two, alpha=alpha, alternative=alternative),
             alpha=float(alpha), alternative=alternative, method="normal")
 
+    def bin_test(self, *, alpha=0.05):
+        """Test of miscalibration in any direction from the per-bin z (max |z|, Sidak).
+
+        The net ECD test can miss an S-shaped miscalibration whose over- and
+        under-confident bins cancel; this one cannot. Returns a
+        :class:`fastcal.stats.BinTestResult`; see :func:`fastcal.stats.bin_test`.
+        """
+        return _stats.bin_test(self.bins["ecd_z"], alpha=alpha)
+
+    @property
+    def overall_verdict(self):
+        """Net ECD verdict and per-bin verdict at alpha = 0.05, in one line.
+
+        For example "no net over- or under-confidence; miscalibrated:
+        over-confident in bins 1, 10, under-confident in bins 2-9". A model
+        is consistent with calibration only when both parts say so.
+        """
+        return _stats.overall_verdict(self.verdict, self.bin_test())
+
     def set_intervals(self, ci, boot_counts=None, boot_sums=None):
         """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
         self.ci_level = _stats.check_ci(ci)
         self.intervals = _stats.report_intervals(
             self.sums, self.n, self.ci_level, boot_counts, boot_sums, self.observed,
-            point={"ece": self.ece, "esce": self.esce, "mce": self.mce})
+            point={"ece": self.ece, "esce": self.esce, "mce": self.mce},
+            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)
         return self
 
     def plot(self, path=None, **kwargs):
@@ -247,6 +267,8 @@ class CalibrationReport:
             "alpha": 0.05,
             "verdict": self.verdict,
         }
+        out["bin_test"] = self.bin_test().to_dict()
+        out["verdict"] = self.overall_verdict
         if self.intervals:
             out["ci"] = {"level": self.ci_level}
             out["ci"].update({k: [_clean(a), _clean(b)] for k, (a, b) in self.intervals.items()})
@@ -293,6 +315,11 @@ class CalibrationReport:
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
+        b = self.bin_test()
+        if b.n_bins:
+            tail += (f"\nPer-bin test (max |z| = {b.max_abs_z:.2f} over {b.n_bins} bins, Sidak "
+                     f"p = {_pcell(b.p_value)}): {b.verdict} (alpha = 0.05)")
+        tail += f"\nVerdict: {self.overall_verdict}"
         if self.intervals:
             lvl = f"{100 * self.ci_level:g}%"
             parts = [f"{name.upper() if name != 'brier' else 'Brier'} [{cell(a) or 'n/a'}, "
