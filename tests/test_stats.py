@@ -627,3 +627,30 @@ def test_clip_interval_never_drops_an_in_range_value():
     assert math.isnan(lo) and math.isnan(hi)
     assert stats.ECD_MIN == pytest.approx(min((q - 1) * math.log(q / (1 - q))
                                               for q in np.linspace(0.5, 0.99, 200_001)), abs=1e-12)
+
+
+# -- certain and wrong predictions (issue 12, defect 16) ----------------------------
+
+def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
+    y = np.array([1, 0, 1, 0, 1, 1])
+    p = np.array([0.0, 1.0, 0.7, 0.2, 0.9, 1.0])
+    rep = fastcal.calibration_report(y, p, n_bins=5, ace=False)
+    assert math.isinf(rep.ecd) and math.isinf(rep.nll) and math.isinf(rep.ecd_z)
+    assert rep.certain_wrong_bins == [1, 5] and rep.n_certain_wrong is None
+    note = rep.certain_wrong_note()
+    assert note.startswith("At least one row is certain and wrong in bins 1, 5")
+    assert "--eps" in note and "eps=" in note
+    assert note in rep.to_markdown()
+    d = json.loads(rep.to_json())
+    assert d["certain_wrong"]["bins"] == [1, 5] and d["certain_wrong"]["n"] is None
+    # the count, when a caller (fastcal score) fills it
+    from fastcal.report import count_certain_wrong
+
+    assert count_certain_wrong(y, p, start=100) == (2, 100)
+    rep.n_certain_wrong, rep.first_certain_wrong_row = count_certain_wrong(y, p)
+    assert rep.certain_wrong_note().startswith("2 rows are certain and wrong (first at row 0)")
+    assert json.loads(rep.to_json())["certain_wrong"]["n"] == 2
+    # eps gives a finite score and no note; a certain and right prediction is no fault
+    assert fastcal.calibration_report(y, p, n_bins=5, ace=False, eps=1e-6).certain_wrong_note() == ""
+    ok = fastcal.calibration_report([0, 1, 1], [0.0, 1.0, 0.6], n_bins=5, ace=False)
+    assert ok.certain_wrong_note() == "" and "certain_wrong" not in ok.to_dict()
