@@ -82,24 +82,124 @@ class _Runner:
         return dask.compute(obj)[0]
 
 
+def _one_line_reason(exc):
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+async def _probe(address):
+    """Open a comm to ``address``, ask for its identity, close; the caller bounds the time.
+
+    distributed's own ``connect`` bounds the TCP connection but not the
+    handshake that follows, so a peer that accepts and never answers would
+    block it for ever; the caller wraps this in ``asyncio.wait_for``.
+    """
+    from distributed.comm import connect as comm_connect
+
+    comm = None
+    try:
+        comm = await comm_connect(address, timeout=None)
+        await comm.write({"op": "identity", "reply": True})
+        info = await comm.read()
+    finally:
+        if comm is not None:
+            comm.abort()
+    if not isinstance(info, dict) or info.get("type") != "Scheduler":
+        kind = info.get("type") if isinstance(info, dict) else type(info).__name__
+        msg = f"the peer answered but is not a Dask scheduler (type {kind!r})"
+        raise ConnectionError(msg)
+    return info
+
+
+def _in_thread(fn, timeout):
+    """Run ``fn()`` in a daemon thread; (done, result, exception) after at most ``timeout`` s."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # handed back to the caller
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, name="fastcal-connect", daemon=True)
+    t.start()
+    t.join(max(timeout, 0.0))
+    return not t.is_alive(), box.get("result"), box.get("exc")
+
+
 def connect(address, *, timeout=10.0):
-    """A ``distributed.Client`` on the scheduler at ``address``.
+    """A ``distributed.Client`` on the scheduler at ``address``, within ``timeout`` seconds.
+
+    The limit holds for the whole handshake: the TCP connection, the comm
+    handshake and the client's registration. A peer that accepts the
+    connection and never answers, or answers with something that is not a
+    Dask scheduler, gives a ``ConnectionError`` after at most ``timeout``
+    seconds (plus about a second to close the half-made client, which is
+    closed, never left running).
+
+    Parameters
+    ----------
+    address : str
+        ``tcp://host:port`` (any scheme distributed knows).
+    timeout : float, default 10
+        Seconds, > 0.
+
+    Returns
+    -------
+    distributed.Client
+        Not set as the default client; close it when done.
 
     Raises
     ------
+    ValueError
+        ``timeout`` is not a positive number.
     ConnectionError
-        One line, when the scheduler cannot be reached within ``timeout``
-        seconds (instead of Dask's default of retrying for 30 s or more).
+        One line, when the scheduler cannot be reached or does not complete
+        the handshake within ``timeout`` seconds (instead of Dask's default
+        of retrying for 30 s or more, or waiting for ever on a silent peer).
     """
+    import asyncio
+    import math
+    import time
+
     from distributed import Client
 
-    try:
-        return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not (timeout > 0 and math.isfinite(timeout)):
+        msg = f"timeout must be a positive number of seconds; got {timeout!r}"
+        raise ValueError(msg)
+    deadline = time.monotonic() + timeout
+
+    def fail(reason):
         msg = (f"could not reach the Dask scheduler at {address!r} within {timeout:g} s "
                f"({reason})")
-        raise ConnectionError(msg) from None
+        return ConnectionError(msg)
+
+    def probe():
+        return asyncio.run(asyncio.wait_for(_probe(address), timeout))
+
+    done, _, exc = _in_thread(probe, timeout + 1.0)
+    if not done or isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        raise fail("no Dask handshake: nothing listening there, or a peer that does not "
+                   "answer") from None
+    if isinstance(exc, ConnectionError):
+        raise fail(_one_line_reason(exc)) from None
+    if exc is not None:  # bytes that are not Dask's protocol
+        raise fail(f"the peer does not speak Dask's protocol: {_one_line_reason(exc)}") from None
+
+    before = set(Client._instances)
+    left = max(deadline - time.monotonic(), 0.1)
+    done, client, exc = _in_thread(
+        lambda: Client(address, timeout=left, set_as_default=False), left + 0.5)
+    if done and exc is None:
+        return client
+    for c in set(Client._instances) - before:  # the half-made client, if any
+        _in_thread(lambda c=c: c.close(timeout=1), 2.0)
+    if not done or isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        raise fail("no answer to the client's registration") from None
+    raise fail(_one_line_reason(exc)) from None
 
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ window and nothing leaks between calls. PNG files are written atomically
 """
 
 import os
+import textwrap
 
 import numpy as np
 
@@ -65,8 +66,11 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
        bins have height 0);
     3. the mean ECD per bin (eq. 15) as bars, red when over-confident
        (ECD > 0), blue when under-confident, each labelled with the bin's
-       z-score sum T_i / sqrt(sum Var_i); the title gives the overall z and
-       the verdict at alpha = 0.05.
+       z-score sum T_i / sqrt(sum Var_i); the title gives the net z and
+       ``report.overall_verdict`` at alpha = 0.05 (the net ECD test and the
+       per-bin test). A bin whose ECD is infinite (a prediction of exactly 0
+       or 1 that was wrong) is drawn hatched, beyond the tallest finite bar,
+       and labelled "inf".
 
     Parameters
     ----------
@@ -161,23 +165,30 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     # 3. per-bin ECD
     ecd = np.asarray(b["ecd"], dtype=np.float64)
     height = np.where(full, ecd, 0.0)
-    finite = height[np.isfinite(height)]
-    top = max(float(np.max(np.abs(finite))) if finite.size else 0.0, 1e-6)
-    # an infinite bin (a certain prediction that was wrong) is drawn at the panel's edge
-    shown = np.where(np.isfinite(height), height, top)
+    finite = np.isfinite(height)
+    top = max(float(np.max(np.abs(height[finite]))) if finite.any() else 0.0, 1e-6)
+    # an infinite bin (a certain prediction that was wrong) is not a number to draw:
+    # it gets a hatched bar beyond every finite one, to the panel's edge, marked "inf"
+    shown = np.where(finite, height, np.copysign(1.3 * top, height))
     colours = [OVER_COLOUR if h > 0 else UNDER_COLOUR for h in shown]
-    ax_ecd.bar(centre, shown, width=width, color=colours, edgecolor="0.3", lw=0.5)
+    bars = ax_ecd.bar(centre, shown, width=width, color=colours, edgecolor="0.3", lw=0.5)
+    for bar, ok in zip(bars, finite):
+        if not ok:
+            bar.set_hatch("///")
+            bar.set_label("infinite ECD")
     ax_ecd.axhline(0.0, color="black", lw=0.8)
-    for x, h, z in zip(centre[full], shown[full], np.asarray(b["ecd_z"])[full]):
-        ax_ecd.annotate(f"{z:+.1f}", (x, h), xytext=(0, 2 if h >= 0 else -2),
+    for x, h, z, ok in zip(centre[full], shown[full], np.asarray(b["ecd_z"])[full], finite[full]):
+        text = f"{z:+.1f}" if ok else "inf"
+        ax_ecd.annotate(text, (x, h), xytext=(0, 2 if h >= 0 else -2),
                         textcoords="offset points", ha="center",
                         va="bottom" if h >= 0 else "top", fontsize=7)
-    ax_ecd.set_ylim(-1.35 * top, 1.35 * top)
+    ax_ecd.set_ylim(-1.45 * top, 1.45 * top)
     ax_ecd.set_ylabel("ECD per bin")
     ax_ecd.set_xlabel("mean predicted probability")
     t = report.ecd_test()
-    ax_ecd.set_title(f"z per bin on the bars (red over-, blue under-confident); "
-                     f"overall z = {t.z:+.2f}: {t.verdict}", fontsize=8)
+    head = (f"z per bin on the bars (red over-, blue under-confident); net z = {t.z:+.2f}; "
+            f"{report.overall_verdict}")
+    ax_ecd.set_title("\n".join(textwrap.wrap(head, 110)), fontsize=8)
     if path is not None:
         save_atomic(fig, path, dpi=dpi)
     return fig

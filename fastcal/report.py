@@ -29,6 +29,18 @@ def _clean(x):
     return x
 
 
+def count_certain_wrong(y, p, start=0):
+    """(count, first global row or None) of rows with p == 1 - y in {0, 1} (binary).
+
+    NaN rows never count. ``start`` is the global row of ``y[0]``.
+    """
+    y = np.asarray(y)
+    p = np.asarray(p)
+    bad = ((p == 0.0) & (y == 1)) | ((p == 1.0) & (y == 0))
+    idx = np.flatnonzero(bad)
+    return int(idx.size), (int(idx[0]) + int(start) if idx.size else None)
+
+
 def _zcell(z):
     z = float(z)
     return "" if math.isnan(z) else f"{z:+.2f}"
@@ -81,7 +93,14 @@ class CalibrationReport:
         Confidence level of ``intervals`` (NaN when none were asked for).
     intervals : dict
         Metric name -> (lo, hi) for ece, esce, mce (Poisson bootstrap) and
-        ecd, brier, nll (t-intervals); empty when none were asked for.
+        ecd, brier, nll (t-intervals), each clipped to its metric's range;
+        empty when none were asked for.
+    n_certain_wrong, first_certain_wrong_row : int or None
+        Rows predicted with certainty and wrong (p exactly 0 with y = 1, or
+        exactly 1 with y = 0), which make ECD, NLL and z +inf, and the
+        global row of the first. None when not counted (the per-bin sums
+        only tell that there is at least one, and in which bins:
+        :attr:`certain_wrong_bins`); ``fastcal score`` fills them.
     """
 
     n: int
@@ -103,6 +122,8 @@ class CalibrationReport:
     sums: dict = field(default_factory=dict, repr=False)
     ci_level: float = float("nan")
     intervals: dict = field(default_factory=dict)
+    n_certain_wrong: object = None
+    first_certain_wrong_row: object = None
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
@@ -168,6 +189,37 @@ class CalibrationReport:
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
                    observed=observed, eps=float(eps), sums=raw)
 
+    # -- certain and wrong predictions ---------------------------------------
+
+    @property
+    def certain_wrong_bins(self):
+        """1-based bins whose ECD is +inf: they hold a certain prediction that was wrong.
+
+        With the default binning that is bin 1 (p = 0, y = 1) and the last
+        bin (p = 1, y = 0). Empty when ECD is finite (for example with eps).
+        """
+        e = np.asarray(self.bins["ecd"], dtype=np.float64)
+        return [int(i) + 1 for i in np.flatnonzero(np.isposinf(e))]
+
+    def certain_wrong_note(self):
+        """One sentence on certain-and-wrong rows, or "" when there are none."""
+        bins = self.certain_wrong_bins
+        if not bins and not self.n_certain_wrong:
+            return ""
+        if self.n_certain_wrong is None:
+            who = "At least one row is"
+        else:
+            k = int(self.n_certain_wrong)
+            who = f"{k} row{'s are' if k != 1 else ' is'}"
+        first = ("" if self.first_certain_wrong_row is None
+                 else f" (first at row {int(self.first_certain_wrong_row)})")
+        where = (f" in bin{'s' if len(bins) > 1 else ''} {_stats._bin_ranges(bins)}"
+                 if bins else "")
+        return (f"{who} certain and wrong{first}{where}: p exactly 0 with y = 1 or exactly 1 "
+                f"with y = 0, impossible under calibration, so ECD, NLL and z are +inf by "
+                f"definition. Clip p with eps (--eps 1e-6 on the command line, eps=1e-6 in "
+                f"Python) for a finite score.")
+
     # -- the ECD test and intervals ----------------------------------------
 
     @property
@@ -212,12 +264,32 @@ class CalibrationReport:
             verdict=_stats.verdict(p_over, p_under, p_two, alpha=alpha, alternative=alternative),
             alpha=float(alpha), alternative=alternative, method="normal")
 
+    def bin_test(self, *, alpha=0.05):
+        """Test of miscalibration in any direction from the per-bin z (max |z|, Sidak).
+
+        The net ECD test can miss an S-shaped miscalibration whose over- and
+        under-confident bins cancel; this one cannot. Returns a
+        :class:`fastcal.stats.BinTestResult`; see :func:`fastcal.stats.bin_test`.
+        """
+        return _stats.bin_test(self.bins["ecd_z"], alpha=alpha)
+
+    @property
+    def overall_verdict(self):
+        """Net ECD verdict and per-bin verdict at alpha = 0.05, in one line.
+
+        For example "no net over- or under-confidence; miscalibrated:
+        over-confident in bins 1, 10, under-confident in bins 2-9". A model
+        is consistent with calibration only when both parts say so.
+        """
+        return _stats.overall_verdict(self.verdict, self.bin_test())
+
     def set_intervals(self, ci, boot_counts=None, boot_sums=None):
         """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
         self.ci_level = _stats.check_ci(ci)
         self.intervals = _stats.report_intervals(
             self.sums, self.n, self.ci_level, boot_counts, boot_sums, self.observed,
-            point={"ece": self.ece, "esce": self.esce, "mce": self.mce})
+            point={"ece": self.ece, "esce": self.esce, "mce": self.mce},
+            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)
         return self
 
     def plot(self, path=None, **kwargs):
@@ -247,6 +319,17 @@ class CalibrationReport:
             "alpha": 0.05,
             "verdict": self.verdict,
         }
+        out["bin_test"] = self.bin_test().to_dict()
+        out["verdict"] = self.overall_verdict
+        note = self.certain_wrong_note()
+        if note:
+            out["certain_wrong"] = {
+                "n": None if self.n_certain_wrong is None else int(self.n_certain_wrong),
+                "first_row": (None if self.first_certain_wrong_row is None
+                              else int(self.first_certain_wrong_row)),
+                "bins": self.certain_wrong_bins,
+                "note": note,
+            }
         if self.intervals:
             out["ci"] = {"level": self.ci_level}
             out["ci"].update({k: [_clean(a), _clean(b)] for k, (a, b) in self.intervals.items()})
@@ -293,6 +376,14 @@ class CalibrationReport:
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
+        b = self.bin_test()
+        if b.n_bins:
+            tail += (f"\nPer-bin test (max |z| = {b.max_abs_z:.2f} over {b.n_bins} bins, Sidak "
+                     f"p = {_pcell(b.p_value)}): {b.verdict} (alpha = 0.05)")
+        note = self.certain_wrong_note()
+        if note:
+            tail += f"\n{note}"
+        tail += f"\nVerdict: {self.overall_verdict}"
         if self.intervals:
             lvl = f"{100 * self.ci_level:g}%"
             parts = [f"{name.upper() if name != 'brier' else 'Brier'} [{cell(a) or 'n/a'}, "

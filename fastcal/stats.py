@@ -211,6 +211,174 @@ class ECDTestResult:
         return {k: _clean(x) for k, x in asdict(self).items()}
 
 
+# -- the per-bin test: miscalibration in any direction --------------------------
+
+def _bin_ranges(bins):
+    """1-based bin numbers as compact ranges: [1, 2, 3, 5] -> "1-3, 5"."""
+    parts = []
+    start = prev = None
+    for b in bins:
+        if start is None:
+            start = prev = b
+        elif b == prev + 1:
+            prev = b
+        else:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = b
+    if start is not None:
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ", ".join(parts)
+
+
+@dataclass
+class BinTestResult:
+    """Outcome of :func:`bin_test`: which bins are miscalibrated, in which direction.
+
+    Attributes
+    ----------
+    n_bins : int
+        Non-empty bins tested (k).
+    max_abs_z : float
+        Largest |z| over those bins.
+    p_value : float
+        Sidak-adjusted p-value of the largest |z|: 1 - (1 - p_min)^k, where
+        p_min = 2 (1 - Phi(max |z|)).
+    critical_z : float
+        |z| above which the most extreme bin is flagged at ``alpha``.
+    over_bins, under_bins : list of int
+        1-based numbers of the bins flagged over-confident (z > 0) and
+        under-confident (z < 0) by the Holm-Sidak step-down procedure.
+    verdict : str
+        "miscalibrated: over-confident in bins 1, 10, under-confident in
+        bins 2-9", "no bin miscalibrated", or "undefined (no samples)".
+    alpha : float
+    """
+
+    n_bins: int
+    max_abs_z: float
+    p_value: float
+    critical_z: float
+    over_bins: list
+    under_bins: list
+    verdict: str
+    alpha: float
+
+    def to_dict(self):
+        from .report import _clean
+
+        out = {k: _clean(x) for k, x in asdict(self).items()}
+        out["over_bins"] = [int(b) for b in self.over_bins]
+        out["under_bins"] = [int(b) for b in self.under_bins]
+        return out
+
+
+def _sidak(alpha, k):
+    """Per-test level 1 - (1 - alpha)^(1/k), without cancellation."""
+    return -np.expm1(np.log1p(-alpha) / k)
+
+
+def bin_test(bin_z, *, alpha=0.05):
+    """Test of miscalibration in any direction from the per-bin ECD z-scores.
+
+    The net ECD test (:func:`ecd_test`, ``report.ecd_z``) sums the ECD terms
+    of all rows, so over-confidence in some bins and under-confidence in
+    others can cancel: an S-shaped reliability curve can pass it. This test
+    looks at every non-empty bin on its own. Under perfect calibration the
+    bins' z = sum_{i in b} T_i / sqrt(sum_{i in b} V_i) are independent (the
+    bins hold disjoint rows, and the labels are independent given p) and each
+    approximately N(0, 1).
+
+    The statistic is max_b |z_b| over the k non-empty bins, with the Sidak
+    correction: p = 1 - (1 - p_min)^k, p_min = 2 (1 - Phi(max |z_b|)), which
+    is the exact law of the maximum of k independent |N(0, 1)| (so its size
+    is alpha up to the normal approximation of each bin). The bins named in
+    the verdict come from the Holm-Sidak step-down procedure, which controls
+    the family-wise error rate at alpha: under calibration, the chance that
+    any bin is named is at most alpha. A max-|z| test was chosen over a
+    chi-square of the sum of z_b^2 because its rejection comes with the bins
+    that cause it, so the verdict can say where and in which direction the
+    model is miscalibrated; the chi-square is more powerful against many
+    small deviations, the max against a few large ones.
+
+    Parameters
+    ----------
+    bin_z : array-like of shape (n_bins,)
+        Per-bin z (``report.bins["ecd_z"]``); NaN marks an empty bin, which
+        is skipped. +-inf (a wrong certain prediction, or a non-zero sum of
+        terms with zero null variance) is impossible under calibration and
+        always flagged.
+    alpha : float, default 0.05
+        Family-wise level.
+
+    Returns
+    -------
+    BinTestResult
+
+    Raises
+    ------
+    ValueError
+        alpha not in (0, 1).
+
+    Notes
+    -----
+    Each bin uses the normal approximation of :func:`ecd_test`: for a bin
+    with few rows or extreme p the null law of its sum is skewed and its tail
+    probability is too small (the test is then anticonservative); use
+    :func:`ece_test` or :func:`ecd_test` on in-memory data for small n.
+
+    Examples
+    --------
+    >>> r = bin_test([3.5, -0.4, float("nan"), -4.1, 0.9])
+    >>> r.over_bins, r.under_bins, r.verdict
+    ([1], [4], 'miscalibrated: over-confident in bin 1, under-confident in bin 4')
+    """
+    alpha = check_alpha(alpha)
+    z = np.asarray(bin_z, dtype=np.float64).ravel()
+    tested = np.flatnonzero(~np.isnan(z))
+    k = int(tested.size)
+    if k == 0:
+        return BinTestResult(0, float("nan"), float("nan"), float("nan"), [], [],
+                             "undefined (no samples)", alpha)
+    az = np.abs(z[tested])
+    p_each = 2.0 * special.ndtr(-az)
+    order = np.argsort(p_each, kind="stable")
+    max_abs = float(az[order[0]])
+    p_value = float(-np.expm1(k * np.log1p(-p_each[order[0]])))
+    critical = float(-special.ndtri(_sidak(alpha, k) / 2.0))
+    flagged = []
+    for j, idx in enumerate(order):  # Holm-Sidak step-down
+        if p_each[idx] < _sidak(alpha, k - j):
+            flagged.append(int(tested[idx]))
+        else:
+            break
+    flagged.sort()
+    over = [b + 1 for b in flagged if z[b] > 0]
+    under = [b + 1 for b in flagged if z[b] < 0]
+    if not flagged:
+        text = "no bin miscalibrated"
+    else:
+        parts = []
+        for name, bins in ((OVER, over), (UNDER, under)):
+            if bins:
+                parts.append(f"{name} in bin{'s' if len(bins) > 1 else ''} {_bin_ranges(bins)}")
+        text = f"{MISCALIBRATED}: " + ", ".join(parts)
+    return BinTestResult(k, max_abs, p_value, critical, over, under, text, alpha)
+
+
+def overall_verdict(ecd_verdict, bin_result):
+    """The net ECD verdict and the per-bin verdict in one line.
+
+    "no net over- or under-confidence; miscalibrated: over-confident in bins
+    1, 10, under-confident in bins 2-9", "net over-confident; no bin
+    miscalibrated", ...
+    """
+    net = {OVER: "net over-confident", UNDER: "net under-confident",
+           CONSISTENT: "no net over- or under-confidence"}.get(ecd_verdict)
+    if net is None:
+        return ecd_verdict
+    return f"{net}; {bin_result.verdict}"
+
+
 def _terms(p, eps):
     """ECD outcomes per sample under the null: logit L (of clipped p), T for y=1 and y=0."""
     q = np.clip(p.astype(np.float64), eps, 1.0 - eps)
@@ -567,9 +735,9 @@ def basic_interval(estimate, values, ci):
     the first-order bias of the replicates, which matters for ECE: its
     replicates are biased upward by about as much as the estimate itself, so
     percentile intervals sit too high (measured: 7% coverage at sigma = 0.5,
-    N = 10,000, against 94% for this interval). The lower end of an ECE or
-    MCE interval may be below 0: the data are then consistent with a
-    calibrated bin structure.
+    N = 10,000, against 94% for this interval). The raw lower end of an
+    ECE or MCE interval may fall below 0; :func:`report_intervals` clips
+    every interval to its metric's range (:data:`RANGES`).
     """
     vals = np.asarray(values, dtype=np.float64)
     vals = vals[np.isfinite(vals)]
@@ -579,8 +747,38 @@ def basic_interval(estimate, values, ci):
     return float(2.0 * estimate - hi), float(2.0 * estimate - lo)
 
 
-def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos", point=None):
+# The range of each metric, for binary reports: ECE and MCE are mean or maximum
+# |frac_pos - conf| in [0, 1]; ESCE is their signed form; Brier a mean of (p - y)^2;
+# NLL of -log p >= 0; ECD a mean of (p - y) logit(p), whose single-datum minimum is
+# -0.27846... at p = 0.78219 (section IV-D), with no upper bound.
+ECD_MIN = -0.2784645427610737
+RANGES = {"ece": (0.0, 1.0), "mce": (0.0, 1.0), "esce": (-1.0, 1.0), "brier": (0.0, 1.0),
+          "nll": (0.0, np.inf), "ecd": (ECD_MIN, np.inf)}
+# K classes (top-label bins): Brier sums K squares (at most 2); the eq.-12 ECD of a
+# row is bounded below by a K-dependent constant, so only its NLL-like bounds hold.
+MULTICLASS_RANGES = dict(RANGES, brier=(0.0, 2.0), ecd=(-np.inf, np.inf))
+
+
+def clip_interval(interval, bounds):
+    """(lo, hi) clipped to bounds (lo_min, hi_max); NaN stays NaN.
+
+    A true value always lies in its metric's range, so clipping never
+    removes a covered value: coverage is unchanged and the interval is
+    shorter. An interval wholly outside the range collapses onto its edge.
+    """
+    lo, hi = interval
+    a, b = bounds
+    return (float(min(max(lo, a), b)) if not np.isnan(lo) else lo,
+            float(max(min(hi, b), a)) if not np.isnan(hi) else hi)
+
+
+def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos", point=None,
+                     ranges=None):
     """All intervals of a report: analytic for ECD, Brier, NLL; bootstrap for ECE, ESCE, MCE.
+
+    Every interval is clipped to its metric's range (``ranges``, default
+    :data:`RANGES`; see :func:`clip_interval`): ECE and MCE never go below
+    0, Brier stays in [0, 1], NLL >= 0, ESCE in [-1, 1], binary ECD >= -0.2785.
 
     ``point`` maps "ece", "esce", "mce" to the report's estimates (needed by
     the basic bootstrap interval). Without bootstrap replicates the binned
@@ -608,8 +806,10 @@ def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos",
         vals = bootstrap_values(bcounts, bsums, observed)
         for name in ("ece", "esce", "mce"):
             out[name] = basic_interval(point[name], vals[name], ci)
-    return out
+    ranges = RANGES if ranges is None else ranges
+    return {k: clip_interval(x, ranges.get(k, (-np.inf, np.inf))) for k, x in out.items()}
 
 
-__all__ = ["ECDTestResult", "ECETestResult", "chi2_nees_test", "ecd_test", "ece_test",
-           "mean_interval", "null_skewness", "verdict", "z_from_sums"]
+__all__ = ["BinTestResult", "ECDTestResult", "ECETestResult", "bin_test", "chi2_nees_test",
+           "clip_interval", "ecd_test", "ece_test", "mean_interval", "null_skewness", "overall_verdict", "verdict",
+           "z_from_sums"]

@@ -53,7 +53,7 @@ def test_reliability_diagram_png_and_axes(tmp_path, n_bins):
     # per-bin z written on the ECD bars
     texts = [t.get_text() for t in ax["ecd"].texts]
     assert texts == [f"{z:+.1f}" for z in rep.bins["ecd_z"]]
-    assert rep.verdict in ax["ecd"].get_title()
+    assert rep.overall_verdict in ax["ecd"].get_title().replace("\n", " ")
     # reliability: the diagonal and one point per bin at (conf, frac_pos)
     lines = ax["reliability"].get_lines()
     diag = [ln for ln in lines if ln.get_label() == "perfect calibration"][0]
@@ -91,7 +91,13 @@ def test_infinite_bin_is_drawn_at_the_edge():
     ax = axes_by_label(rep.plot())
     heights = [b.get_height() for b in ax["ecd"].patches]
     assert all(math.isfinite(h) for h in heights)
-    assert heights[4] == max(heights) > 0
+    # not drawn as the tallest finite bar: beyond it, hatched, labelled inf
+    finite = [h for h, e in zip(heights, rep.bins["ecd"]) if math.isfinite(e)]
+    assert heights[4] > 1.2 * max(abs(h) for h in finite) > 0
+    assert ax["ecd"].patches[4].get_hatch() == "///"
+    assert [b.get_hatch() for b in ax["ecd"].patches[:4]] == [None] * 4
+    assert "inf" in [t.get_text() for t in ax["ecd"].texts]
+    assert ax["ecd"].get_ylim()[1] > heights[4]
 
 
 def test_failed_save_leaves_nothing_and_keeps_the_old_file(tmp_path):

@@ -512,3 +512,145 @@ def test_docstring_examples_run(name):
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
 
+
+
+# -- the per-bin test: miscalibration in any direction (issue 12, defect 13) ---------
+
+def s_shaped(rng, n, k=0.3, pivot=2.7317):
+    """Labels from true log-odds u ~ U(-5, 5); reported log-odds u (1 + k (|u| - pivot)).
+
+    Under-confident for |u| < pivot, over-confident beyond: an S-shaped
+    reliability curve whose population ECD is 0 (pivot 2.7317 is the root of
+    the ECD integral over u, found numerically): the net test cannot see it.
+    """
+    u = rng.uniform(-5.0, 5.0, n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-u))).astype(np.uint8)
+    return y, 1.0 / (1.0 + np.exp(-u * (1.0 + k * (np.abs(u) - pivot))))
+
+
+def test_bin_test_matches_a_hand_computed_holm_sidak():
+    z = [3.5, -0.4, float("nan"), -2.6, 0.9, -2.9]
+    r = stats.bin_test(z, alpha=0.05)
+    assert r.n_bins == 5 and r.max_abs_z == 3.5
+    p = [2 * normal_sf(abs(x)) for x in (3.5, -0.4, -2.6, 0.9, -2.9)]
+    assert r.p_value == pytest.approx(1 - (1 - min(p)) ** 5, rel=1e-12)
+    assert r.critical_z == pytest.approx(sps.norm.isf((1 - 0.95 ** (1 / 5)) / 2), rel=1e-12)
+    # step-down: 3.5 (p 4.7e-4 < 1 - .95^(1/5) = .0102), 2.9 (p .0037 < .0127),
+    # 2.6 (p .0093 < .0170), then 0.9 (p .37 > .0253) stops
+    assert r.over_bins == [1] and r.under_bins == [4, 6]
+    assert r.verdict == "miscalibrated: over-confident in bin 1, under-confident in bins 4, 6"
+    assert stats.bin_test([1.0, -1.5, 0.2]).verdict == "no bin miscalibrated"
+    assert stats.bin_test([np.nan, np.nan]).verdict == "undefined (no samples)"
+    inf = stats.bin_test([np.inf, 0.1, -3.6, -3.7, -3.8, 0.0])
+    assert inf.over_bins == [1] and inf.under_bins == [3, 4, 5] and inf.p_value == 0.0
+    assert "under-confident in bins 3-5" in inf.verdict
+    with pytest.raises(ValueError, match="alpha must be"):
+        stats.bin_test([1.0], alpha=1.5)
+
+
+def test_bin_test_size_under_calibration_is_alpha_over_2000_seeds():
+    """sigma = 0, N = 10,000, 10 bins: the family-wise rejection rate is 5% +/- 1.5%."""
+    rng = np.random.default_rng(20240502)
+    rejected = 0
+    for _ in range(8):
+        y, p = paper_sim(rng, 250, 10_000, 0.0)
+        for s in range(250):
+            rep = CalibrationAccumulator().update(y[s], p[s]).report()
+            rejected += rep.bin_test().verdict != "no bin miscalibrated"
+    assert abs(rejected / 2000 - 0.05) <= 0.015, rejected
+
+
+def test_bin_test_finds_an_s_shape_that_the_net_ecd_test_misses():
+    rng = np.random.default_rng(5)
+    net = per_bin = outer_over = middle_under = 0
+    for _ in range(200):
+        rep = CalibrationAccumulator().update(*s_shaped(rng, 10_000)).report()
+        b = rep.bin_test()
+        net += rep.verdict != "consistent with calibration"
+        per_bin += b.verdict.startswith("miscalibrated")
+        outer_over += b.over_bins == [1, 10]
+        middle_under += set(b.under_bins) >= {3, 4, 7, 8}
+    assert net <= 60  # the net test mostly misses it (the issue's complaint)
+    assert per_bin >= 196 and outer_over >= 180 and middle_under >= 180
+
+
+def test_every_report_carries_both_verdicts():
+    rng = np.random.default_rng(6)
+    rep = fastcal.calibration_report(*s_shaped(rng, 200_000), ace=False)
+    want = ("no net over- or under-confidence; miscalibrated: over-confident in bins 1, 10, "
+            "under-confident in bins 2-9")
+    assert rep.verdict == "consistent with calibration"  # the net test alone, unchanged
+    assert rep.overall_verdict == want
+    d = json.loads(rep.to_json())
+    assert d["verdict"] == want and d["ecd_test"]["verdict"] == "consistent with calibration"
+    assert d["bin_test"]["over_bins"] == [1, 10] and d["bin_test"]["under_bins"] == list(range(2, 10))
+    assert d["bin_test"]["p_value"] < 1e-10 and d["bin_test"]["n_bins"] == 10
+    md = rep.to_markdown()
+    assert md.rstrip().endswith(f"Verdict: {want}") and "Per-bin test (max |z| = " in md
+
+
+# -- intervals respect each metric's range (issue 12, defect 15) ------------------
+
+def test_intervals_stay_inside_each_metrics_range():
+    lows = []
+    for s in range(20):  # near calibration, small n: raw MCE / ECE lower ends go below 0
+        y, p = fastcal.simulate(300, seed=s)
+        rep = fastcal.calibration_report(y, p, ci=0.95, n_boot=200, seed=s, ace=False)
+        for k, (lo, hi) in rep.intervals.items():
+            a, b = stats.RANGES[k]
+            assert a <= lo <= hi <= b, (s, k, lo, hi)
+        lows.append(rep.intervals["mce"][0])
+        # the raw basic interval is what was clipped, and it did go negative somewhere
+    assert min(lows) == 0.0
+    # Brier and NLL t-intervals of a nearly perfect model with one bad miss
+    y = np.ones(50, np.uint8)
+    p = np.full(50, 0.99)
+    p[0] = 0.01
+    rep = fastcal.calibration_report(y, p, ci=0.95, n_boot=0, ace=False)
+    raw = stats.mean_interval(rep.sums["sum_brier"], rep.sums["sum_brier_sq"], 50, 0.95)
+    assert raw[0] < 0  # what the unclipped t-interval gives
+    assert rep.intervals["brier"] == (0.0, pytest.approx(raw[1], rel=1e-12))
+    assert rep.intervals["nll"][0] >= 0.0 and rep.intervals["ecd"][0] >= stats.ECD_MIN
+    # K classes: Brier may reach 2, and the range is applied there too
+    yk = np.array([0, 1, 2] * 20)
+    pk = np.tile([[0.98, 0.01, 0.01], [0.01, 0.98, 0.01], [0.01, 0.01, 0.98]], (20, 1))
+    pk[0] = [0.01, 0.98, 0.01]
+    mrep = fastcal.calibration_report(yk, pk, ci=0.95, n_boot=50, ace=False)
+    assert mrep.intervals["brier"][0] == 0.0 and not mrep.intervals["mce"][0] < 0.0
+
+
+def test_clip_interval_never_drops_an_in_range_value():
+    assert stats.clip_interval((-0.1275, 0.3653), (0.0, 1.0)) == (0.0, 0.3653)
+    assert stats.clip_interval((-0.3, -0.1), (0.0, 1.0)) == (0.0, 0.0)
+    assert stats.clip_interval((0.2, 1.4), (0.0, 1.0)) == (0.2, 1.0)
+    lo, hi = stats.clip_interval((float("nan"), float("nan")), (0.0, 1.0))
+    assert math.isnan(lo) and math.isnan(hi)
+    assert stats.ECD_MIN == pytest.approx(min((q - 1) * math.log(q / (1 - q))
+                                              for q in np.linspace(0.5, 0.99, 200_001)), abs=1e-12)
+
+
+# -- certain and wrong predictions (issue 12, defect 16) ----------------------------
+
+def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
+    y = np.array([1, 0, 1, 0, 1, 1])
+    p = np.array([0.0, 1.0, 0.7, 0.2, 0.9, 1.0])
+    rep = fastcal.calibration_report(y, p, n_bins=5, ace=False)
+    assert math.isinf(rep.ecd) and math.isinf(rep.nll) and math.isinf(rep.ecd_z)
+    assert rep.certain_wrong_bins == [1, 5] and rep.n_certain_wrong is None
+    note = rep.certain_wrong_note()
+    assert note.startswith("At least one row is certain and wrong in bins 1, 5")
+    assert "--eps" in note and "eps=" in note
+    assert note in rep.to_markdown()
+    d = json.loads(rep.to_json())
+    assert d["certain_wrong"]["bins"] == [1, 5] and d["certain_wrong"]["n"] is None
+    # the count, when a caller (fastcal score) fills it
+    from fastcal.report import count_certain_wrong
+
+    assert count_certain_wrong(y, p, start=100) == (2, 100)
+    rep.n_certain_wrong, rep.first_certain_wrong_row = count_certain_wrong(y, p)
+    assert rep.certain_wrong_note().startswith("2 rows are certain and wrong (first at row 0)")
+    assert json.loads(rep.to_json())["certain_wrong"]["n"] == 2
+    # eps gives a finite score and no note; a certain and right prediction is no fault
+    assert fastcal.calibration_report(y, p, n_bins=5, ace=False, eps=1e-6).certain_wrong_note() == ""
+    ok = fastcal.calibration_report([0, 1, 1], [0.0, 1.0, 0.6], n_bins=5, ace=False)
+    assert ok.certain_wrong_note() == "" and "certain_wrong" not in ok.to_dict()
