@@ -50,7 +50,7 @@ if [ -n "$NCU" ]; then
     "$PY" - > "$OUT/ncu.txt" 2>&1 <<'PY' || echo "ncu failed (see ncu.txt)"
 import torch
 from fastcal import cuda as fc
-from fastcal.binning import kernel_edges
+from fastcal.inputs.binning import kernel_edges
 n = 100_000_000
 p = torch.rand(n, device="cuda")
 y = (torch.rand(n, device="cuda") < p).to(torch.uint8)

@@ -27,8 +27,8 @@ import fastcal  # noqa: E402
 from fastcal import cuda as fc  # noqa: E402
 from fastcal.accumulators import classes as mc  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
-from fastcal.accumulators.binning import kernel_edges  # noqa: E402
-from fastcal.report import CalibrationReport  # noqa: E402
+from fastcal.inputs.binning import kernel_edges  # noqa: E402
+from fastcal.reports.report import CalibrationReport  # noqa: E402
 
 N = int(float(os.environ.get("FASTCAL_GPU_BENCH_N", "1e9")))
 N_MC = int(float(os.environ.get("FASTCAL_GPU_BENCH_MC_N", "1e8")))

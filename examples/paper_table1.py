@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import fastcal
-from fastcal.plot import ecd_single_datum
+from fastcal.reports.plot import ecd_single_datum
 
 # Table I of the paper, typed in: per bin (1..10) then the weighted sum, (ECE, ESCE, ECD).
 PAPER = {

@@ -85,7 +85,7 @@ def run(out_dir, n_splits, plots, n_resamples=4999):
              "First split: value [95% interval]; ECE interval by Poisson bootstrap (B = 200), "
              "ECD by t-interval. Test: fastcal.ecd_test (method chosen automatically). With "
              "285 test samples and models close to calibrated, the ECE intervals are rough "
-             "(ECE's bias is of the order of its noise here; see fastcal.stats).", "",
+             "(ECE's bias is of the order of its noise here; see fastcal.reports.stats).", "",
              "| model | accuracy | ECE | ECD | z | p(over) | verdict (test) |",
              "|---|---|---|---|---|---|---|"]
     for name in names:

@@ -6,15 +6,16 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 """
 
 from fastcal.accumulators.calibration import CalibrationAccumulator
-from fastcal.accumulators.binning import uniform_edges
+from fastcal.inputs.binning import uniform_edges
 from fastcal.files import score_file
 from fastcal.gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
 from fastcal.metrics import (ace, brier_score, calibration_report, classwise_ece, ecd, ece, esce,
                       log_loss, mce)
-from fastcal.multiclass_report import MulticlassReport
-from fastcal.report import CalibrationReport
+from fastcal.reports.multiclass_report import MulticlassReport
+from fastcal.reports.report import CalibrationReport
 from fastcal.simulate import simulate
-from fastcal.stats import chi2_nees_test, ecd_test, ece_test
+from fastcal.reports.stats import chi2_nees_test
+from fastcal.significance import ecd_test, ece_test
 
 __version__ = "0.1.0"
 

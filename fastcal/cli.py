@@ -167,7 +167,7 @@ def _report_text(rep, elapsed):
 
 def _cmd_score(args):
     from fastcal.files import score_file
-    from fastcal.report import CalibrationReport
+    from fastcal.reports.report import CalibrationReport
 
     if args.plot and not hasattr(CalibrationReport, "plot"):
         raise _Fail("--plot: plotting is not available in this fastcal (CalibrationReport.plot "

@@ -15,6 +15,7 @@ copied to the device in chunks of ``chunk_rows`` rows.
 
 import numpy as np
 
+from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import multiclass as km
 
@@ -243,7 +244,7 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     (``logits``) scores, ``y`` (n,) labels; device or host arrays.
     """
     if tol is None:
-        from fastcal.accumulators.classes import SUM_TOL as tol
+        tol = _config.SUM_TOL
     kc = _k("_cuda")
     kcm = _k("cuda_multiclass")
     cuda = kc.cuda
@@ -301,7 +302,7 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
     (-1 if none), as ``checks[name] = (count, first)``.
     """
     if sym_rtol is None:
-        from fastcal.gaussian import SYMMETRY_RTOL as sym_rtol
+        sym_rtol = _config.SYMMETRY_RTOL
     kc = _k("_cuda")
     kcg = _k("cuda_gaussian")
     cuda = kc.cuda

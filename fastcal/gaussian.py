@@ -25,6 +25,7 @@ import numbers
 import numba
 import numpy as np
 
+from fastcal._kernels import _config
 from fastcal._kernels import gaussian as _k
 
 __all__ = [
@@ -38,7 +39,7 @@ __all__ = [
 
 # Relative tolerance on |C_ij - C_ji| / sqrt(C_ii C_jj) before a covariance counts
 # as asymmetric. Covariances from ``A @ A.T`` or a symmetrised filter pass easily.
-SYMMETRY_RTOL = 1e-8
+SYMMETRY_RTOL = _config.SYMMETRY_RTOL
 
 _NAN_POLICIES = ("raise", "propagate", "omit")
 

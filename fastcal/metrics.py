@@ -3,7 +3,7 @@
 from fastcal import soft
 from fastcal._kernels import binary as kb
 from fastcal.inputs.batch import is_soft
-from fastcal.accumulators.binning import uniform_edges
+from fastcal.inputs.binning import uniform_edges
 from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
@@ -80,7 +80,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     Returns
     -------
     CalibrationReport
-        For (n, K) input a :class:`~fastcal.multiclass_report.MulticlassReport`:
+        For (n, K) input a :class:`~fastcal.reports.multiclass_report.MulticlassReport`:
         the table is over confidence (max-probability) bins, ``accuracy`` is
         the fraction of argmax == label, plus the per-class table
         ``classes`` and ``classwise_ece``.
@@ -98,7 +98,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     bins, ECD = 1/n sum_i (p_i - y_i) log(p_i / (1 - p_i)) (eq. 15) with the
     limits 0 at p = y in {0, 1} and +inf at p = 1 - y in {0, 1}. The report
     also carries the ECD test of calibration (``report.ecd_z``,
-    ``report.verdict``; :mod:`fastcal.stats`).
+    ``report.verdict``; :mod:`fastcal.reports.stats`).
 
     For (n, K): top-label ECE/ESCE/MCE/ACE over bins of max_k p_k, comparing
     mean confidence with accuracy (Guo et al.); ECD = 1/n sum_i [sum_k p_ik

@@ -23,8 +23,8 @@ from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.sources.arrays import ArraySource
-from fastcal.report import CalibrationReport
-from fastcal.stats import check_ci, check_count, check_seed
+from fastcal.reports.report import CalibrationReport
+from fastcal.reports.stats import check_ci, check_count, check_seed
 
 
 @dataclass(frozen=True)

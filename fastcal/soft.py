@@ -59,7 +59,7 @@ class SoftLabelReport:
     sums: dict
 
     def to_dict(self):
-        from fastcal.report import _clean
+        from fastcal.reports.report import _clean
 
         out = {k: _clean(getattr(self, k)) for k in (
             "n", "n_omitted", "entce", "entce_signed", "rankcs", "distce", "brier", "nll", "ecd",
@@ -72,7 +72,7 @@ _SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_b
 
 
 def _check(y_true, y_prob, logits):
-    p = mc.as_prob_2d(y_prob, logits)
+    p = v.as_prob_2d(y_prob, logits)
     t = v.to_array("y_true", y_true)
     if t.ndim != 2:
         msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
@@ -81,7 +81,7 @@ def _check(y_true, y_prob, logits):
     if t.shape != p.shape:
         msg = f"y_true and y_prob must have the same shape; got {t.shape} and {p.shape}"
         raise ValueError(msg)
-    t = mc._float_dtype("y_true", t)
+    t = v.float_dtype("y_true", t)
     if p.shape[0] == 0:
         msg = "y_true and y_prob are empty; need at least one sample"
         raise ValueError(msg)

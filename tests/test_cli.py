@@ -16,7 +16,7 @@ import pytest
 import fastcal
 from fastcal.cli import main
 from fastcal.progress import Progress
-from fastcal.report import CalibrationReport
+from fastcal.reports.report import CalibrationReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONTRACT = {"n", "n_omitted", "ece", "esce", "mce", "ecd", "brier", "nll", "bins"}

@@ -66,7 +66,7 @@ import numpy as np, torch
 from fastcal import cuda as fc
 from fastcal.accumulators import classes as mc
 from fastcal._kernels import binary as kb
-from fastcal.accumulators.binning import kernel_edges
+from fastcal.inputs.binning import kernel_edges
 assert torch.cuda.is_available()
 g = torch.Generator(device="cuda").manual_seed(0)
 n = 10_000_000

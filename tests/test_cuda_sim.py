@@ -57,7 +57,7 @@ if CASES:
     from fastcal._kernels import gaussian as kg
     from fastcal._kernels import multiclass as km
     from fastcal.accumulators.calibration import CalibrationAccumulator, raise_for_checks
-    from fastcal.accumulators.binning import kernel_edges
+    from fastcal.inputs.binning import kernel_edges
     from numba import cuda
 
     def _cpu_binary(y, p, edges, uniform, right, eps=0.0, with_logs=True):

@@ -166,7 +166,7 @@ def test_ace_from_bucket_statistics_equals_the_stable_sort(name, n_bins, monkeyp
 def test_fill_gives_the_bucket_statistics_of_ace(dtype):
     """The statistics fused into the binary fill equal the standalone kernel's,
     invalid and omitted rows excluded."""
-    from fastcal.accumulators.binning import kernel_edges
+    from fastcal.inputs.binning import kernel_edges
 
     n = 20_000
     rng = np.random.default_rng(9)

@@ -16,7 +16,7 @@ from numba import njit
 from fastcal._kernels import binary as kb
 from fastcal._kernels._config import FASTMATH_EXACT, FLUSH
 from fastcal._kernels.mathfn import log1m, log64, log_pair
-from fastcal.accumulators.binning import uniform_edges
+from fastcal.inputs.binning import uniform_edges
 
 from . import naive
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fastcal
-from fastcal.plot import OVER_COLOUR, UNDER_COLOUR, ecd_single_datum, reliability_diagram
+from fastcal.reports.plot import OVER_COLOUR, UNDER_COLOUR, ecd_single_datum, reliability_diagram
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_hex  # noqa: E402

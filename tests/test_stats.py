@@ -16,7 +16,8 @@ import pytest
 from scipy import stats as sps
 
 import fastcal
-from fastcal import CalibrationAccumulator, stats
+from fastcal import CalibrationAccumulator
+from fastcal.reports import stats
 from fastcal._kernels import bootstrap as kboot
 
 
@@ -485,7 +486,7 @@ def test_intervals_cover_the_true_value_in_95_percent_of_1000_seeds():
     The data are the paper's recipe with the reported log-odds shifted by +1
     (every bin over-predicts, so every bin's miscalibration is far from 0
     compared with its noise: the regime where a bootstrap interval for ECE
-    is valid, see fastcal.stats.report_intervals). True values from 4e6 rows
+    is valid, see fastcal.reports.stats.report_intervals). True values from 4e6 rows
     of the same recipe. MCE is measured but not held to 95%: a maximum over
     near-tied bins undercovers (about 84-87% here); this is documented.
     """
@@ -504,7 +505,7 @@ def test_intervals_cover_the_true_value_in_95_percent_of_1000_seeds():
         assert abs(rate - 0.95) <= 0.02, (k, rates)
 
 
-@pytest.mark.parametrize("name", ["fastcal.stats", "fastcal.plot"])
+@pytest.mark.parametrize("name", ["fastcal.reports.stats", "fastcal.reports.plot"])
 def test_docstring_examples_run(name):
     import doctest
     import importlib
@@ -644,7 +645,7 @@ def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
     d = json.loads(rep.to_json())
     assert d["certain_wrong"]["bins"] == [1, 5] and d["certain_wrong"]["n"] is None
     # the count, when a caller (fastcal score) fills it
-    from fastcal.report import count_certain_wrong
+    from fastcal.reports.report import count_certain_wrong
 
     assert count_certain_wrong(y, p, start=100) == (2, 100)
     rep.n_certain_wrong, rep.first_certain_wrong_row = count_certain_wrong(y, p)

@@ -26,3 +26,9 @@ FLUSH = 1 << 20
 # Flags for the elementwise maths in mathfn.py, which rely on exact float
 # identities (Fast2Sum, Sterbenz subtractions) that reassociation would undo.
 FASTMATH_EXACT = {"contract", "nsz"}
+
+# Rows of K class probabilities must sum to 1 within this (unless renormalised).
+SUM_TOL = 1e-5
+
+# Relative asymmetry |P - P.T| / |P| above which a covariance is refused.
+SYMMETRY_RTOL = 1e-8

@@ -10,7 +10,7 @@ from fastcal._kernels import bootstrap as kboot
 from fastcal._kernels import equal_mass as kem
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs.batch import resolve
-from fastcal.accumulators.binning import kernel_edges, uniform_edges
+from fastcal.inputs.binning import kernel_edges, uniform_edges
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
@@ -81,7 +81,7 @@ class CalibrationAccumulator:
     Multi-class (n, K) updates fill the same per-bin arrays over confidence
     (max-probability) bins, "positive" meaning "argmax equals the label", plus
     the class-wise state; ``report()`` then returns a
-    :class:`~fastcal.multiclass_report.MulticlassReport`. Binary and
+    :class:`~fastcal.reports.multiclass_report.MulticlassReport`. Binary and
     multi-class chunks cannot be mixed in one accumulator. Bootstrap
     replicates (``n_boot``) are for binary probabilities only.
 
@@ -105,7 +105,7 @@ class CalibrationAccumulator:
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0):
-        from fastcal.stats import check_count, check_seed
+        from fastcal.reports.stats import check_count, check_seed
 
         self.closed = v.check_choice("closed", closed, v.CLOSED)
         self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
@@ -129,7 +129,7 @@ class CalibrationAccumulator:
         self.classwise = bool(classwise)
         self.n_classes = None
         self.class_counts = self.class_sums = None
-        n_classes = mc.check_n_classes(n_classes)
+        n_classes = v.check_n_classes(n_classes)
         if n_classes is not None:
             self._set_classes(n_classes)
         self.ace_buckets = _check_buckets(ace_buckets)
@@ -479,8 +479,8 @@ class CalibrationAccumulator:
         adds confidence intervals: analytic for ECD, Brier and NLL, bootstrap
         for ECE, ESCE and MCE (NaN unless ``n_boot > 0``).
         """
-        from fastcal.report import CalibrationReport
-        from fastcal.stats import check_ci
+        from fastcal.reports.report import CalibrationReport
+        from fastcal.reports.stats import check_ci
 
         ci = check_ci(ci)
         if self.n_classes is not None:
@@ -501,7 +501,7 @@ class CalibrationAccumulator:
         return rep
 
     def _report_multiclass(self):
-        from fastcal.multiclass_report import MulticlassReport
+        from fastcal.reports.multiclass_report import MulticlassReport
 
         edges = self.report_edges()
         per_class = per_bin = None

@@ -5,69 +5,18 @@ The public entry points are the ordinary metric functions (``ece``, ``ecd``,
 ``logits=True``); :func:`fastcal.classwise_ece` is in fastcal.metrics.
 """
 
-import numbers
 
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
 
 # Rows of y_prob must sum to 1 within this (absolute) tolerance unless
 # renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.
-SUM_TOL = 1e-5
+SUM_TOL = _config.SUM_TOL
 
 _PARALLEL_MIN_ELEMENTS = 1_000_000
-
-
-def as_prob_2d(y_prob, logits):
-    """(N, K) probabilities or logits as float32/float64, any layout, no copy if possible."""
-    p = v.to_array("y_prob", y_prob)
-    if p.ndim != 2:
-        msg = f"y_prob must have shape (n_samples, n_classes); got shape {p.shape}"
-        raise ValueError(msg)
-    if p.shape[1] < 2:
-        what = "logits" if logits else "probabilities"
-        msg = (f"y_prob has shape {p.shape}: {p.shape[1]} class column; multi-class {what} need "
-               "K >= 2 columns (for a binary model pass the 1-D probability of class 1)")
-        raise ValueError(msg)
-    return _float_dtype("y_prob", p)
-
-
-def _float_dtype(name, p):
-    if p.dtype in (np.float32, np.float64):
-        return p
-    if p.dtype == np.float16:
-        return p.astype(np.float32)
-    if p.dtype.kind in "iub":
-        return p.astype(np.float64)
-    msg = f"{name} must hold numbers; got dtype {p.dtype}"
-    raise ValueError(msg)
-
-
-def as_labels_mc(y_true, n):
-    """Class indices as int64 (or float64 when float, so NaN can be seen)."""
-    y = v.to_array("y_true", y_true)
-    if y.ndim != 1:
-        msg = (f"y_true must be 1-D with one class index per sample; got shape {y.shape} "
-               "(2-D y_true means soft labels: use the functions of fastcal.soft)")
-        raise ValueError(msg)
-    if y.shape[0] != n:
-        msg = f"y_true and y_prob have different numbers of rows: {y.shape[0]} and {n}"
-        raise ValueError(msg)
-    if y.dtype == np.bool_:
-        return y.astype(np.int64)
-    if y.dtype.kind in "iu":
-        return y if y.dtype == np.int64 else y.astype(np.int64)
-    if y.dtype.kind == "f":
-        return y if y.dtype == np.float64 else y.astype(np.float64)
-    msg = f"y_true must hold integer class indices in [0, K); got dtype {y.dtype}"
-    raise ValueError(msg)
-
-
-def check_pair(y_true, y_prob, logits):
-    p = as_prob_2d(y_prob, logits)
-    y = as_labels_mc(y_true, p.shape[0])
-    return y, p
 
 
 def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
@@ -186,12 +135,3 @@ def class_tables(ccounts, csums, edges):
         "frequency": freq,
     }
     return per_class, per_bin
-
-
-def check_n_classes(n_classes):
-    if n_classes is None:
-        return None
-    if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral) or n_classes < 2:
-        msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
-        raise ValueError(msg)
-    return int(n_classes)

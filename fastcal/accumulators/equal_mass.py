@@ -38,6 +38,7 @@ been made.
 
 import numpy as np
 
+from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
 from fastcal._kernels import multiclass as km
@@ -46,7 +47,7 @@ GATHER_MAX = 1 << 18      # a range with more rows is split, not gathered
 GATHER_BUDGET = 1 << 22   # keys gathered in one pass, all ranges together
 SPLIT_CELLS = 1 << 22     # histogram cells in one pass, all ranges together
 MAX_SPLIT_BITS = 12
-SUM_TOL = 1e-5            # rows of class probabilities must sum to 1 within this
+SUM_TOL = _config.SUM_TOL
 
 
 def fine_buckets_for(n_bins):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal.accumulators import classes as mc
 
 KINDS = ("binary", "logits", "multiclass", "soft")
 
@@ -43,7 +42,7 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False):
     """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)."""
     p = v.to_array("y_prob", y_prob)
     if p.ndim == 2 or multiclass:
-        y, p = mc.check_pair(y_true, p, logits)
+        y, p = v.check_class_pair(y_true, p, logits)
         return Batch("multiclass", y, p)
     y, p = v.check_pair(y_true, p)
     return Batch("logits" if logits else "binary", y, p)

@@ -136,3 +136,66 @@ def check_edges(edges):
                f"got edges[0]={float(e[0])!r} and edges[-1]={float(e[-1])!r}")
         raise ValueError(msg)
     return e
+
+
+# -- multi-class input ---------------------------------------------------------
+
+def as_prob_2d(y_prob, logits):
+    """(N, K) probabilities or logits as float32/float64, any layout, no copy if possible."""
+    p = to_array("y_prob", y_prob)
+    if p.ndim != 2:
+        msg = f"y_prob must have shape (n_samples, n_classes); got shape {p.shape}"
+        raise ValueError(msg)
+    if p.shape[1] < 2:
+        what = "logits" if logits else "probabilities"
+        msg = (f"y_prob has shape {p.shape}: {p.shape[1]} class column; multi-class {what} need "
+               "K >= 2 columns (for a binary model pass the 1-D probability of class 1)")
+        raise ValueError(msg)
+    return float_dtype("y_prob", p)
+
+
+def float_dtype(name, p):
+    if p.dtype in (np.float32, np.float64):
+        return p
+    if p.dtype == np.float16:
+        return p.astype(np.float32)
+    if p.dtype.kind in "iub":
+        return p.astype(np.float64)
+    msg = f"{name} must hold numbers; got dtype {p.dtype}"
+    raise ValueError(msg)
+
+
+def as_class_labels(y_true, n):
+    """Class indices as int64 (or float64 when float, so NaN can be seen)."""
+    y = to_array("y_true", y_true)
+    if y.ndim != 1:
+        msg = (f"y_true must be 1-D with one class index per sample; got shape {y.shape} "
+               "(2-D y_true means soft labels: use the functions of fastcal.soft)")
+        raise ValueError(msg)
+    if y.shape[0] != n:
+        msg = f"y_true and y_prob have different numbers of rows: {y.shape[0]} and {n}"
+        raise ValueError(msg)
+    if y.dtype == np.bool_:
+        return y.astype(np.int64)
+    if y.dtype.kind in "iu":
+        return y if y.dtype == np.int64 else y.astype(np.int64)
+    if y.dtype.kind == "f":
+        return y if y.dtype == np.float64 else y.astype(np.float64)
+    msg = f"y_true must hold integer class indices in [0, K); got dtype {y.dtype}"
+    raise ValueError(msg)
+
+
+def check_class_pair(y_true, y_prob, logits):
+    """Validated (labels, (n, K) probabilities or logits) of multi-class input."""
+    p = as_prob_2d(y_prob, logits)
+    y = as_class_labels(y_true, p.shape[0])
+    return y, p
+
+
+def check_n_classes(n_classes):
+    if n_classes is None:
+        return None
+    if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral) or n_classes < 2:
+        msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
+        raise ValueError(msg)
+    return int(n_classes)

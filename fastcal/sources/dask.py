@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastcal.accumulators import classes as mc
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 
@@ -246,7 +245,7 @@ class _DaskParts:
 
 def _on_part(fn, common, extra, pair, loader, *args):
     y, p = loader(*args)
-    y, p = mc.check_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
+    y, p = v.check_class_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
     y, x = em.ranking_pair(y, p, **pair)
     return fn(y, x, *common, *extra)
 

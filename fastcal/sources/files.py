@@ -7,7 +7,6 @@ import threading
 
 import numpy as np
 
-from fastcal.accumulators import classes as mc
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 from fastcal.progress import Progress
@@ -134,7 +133,7 @@ def _chunk_arrays(chunk, multi_class):
 
 def _checked(y, p):
     if p.ndim == 2:
-        return mc.check_pair(y, p, False)
+        return v.check_class_pair(y, p, False)
     return v.check_pair(y, p)
 
 

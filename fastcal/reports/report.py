@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal import stats as _stats
+from fastcal.reports import stats as _stats
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
@@ -84,7 +84,7 @@ class CalibrationReport:
         ecd, ecd_var, ecd_z``; empty bins have count 0 and NaN statistics.
         ``ecd_z`` is the bin's ECD test statistic sum T_i / sqrt(sum Var_i).
     ecd_z, ecd_p_over, ecd_p_under, ecd_p_two_sided, verdict : properties
-        The ECD test of perfect calibration (:mod:`fastcal.stats`), normal
+        The ECD test of perfect calibration (:mod:`fastcal.reports.stats`), normal
         approximation, from the sums: z = sum_ecd / sqrt(sum_ecd_var), and the
         two-sided verdict at alpha = 0.05 ("over-confident",
         "under-confident" or "consistent with calibration"); see
@@ -252,9 +252,9 @@ class CalibrationReport:
     def ecd_test(self, *, alpha=0.05, alternative="two-sided"):
         """The ECD test from this report's sums (normal approximation).
 
-        Returns an :class:`fastcal.stats.ECDTestResult`. For small n or
+        Returns an :class:`fastcal.reports.stats.ECDTestResult`. For small n or
         extreme probabilities use :func:`fastcal.ecd_test` on the data, which
-        switches to an exact or simulated null (see :mod:`fastcal.stats`).
+        switches to an exact or simulated null (see :mod:`fastcal.reports.stats`).
         """
         z = self.ecd_z
         p_over, p_under, p_two = _stats.normal_pvalues(z)
@@ -269,7 +269,7 @@ class CalibrationReport:
 
         The net ECD test can miss an S-shaped miscalibration whose over- and
         under-confident bins cancel; this one cannot. Returns a
-        :class:`fastcal.stats.BinTestResult`; see :func:`fastcal.stats.bin_test`.
+        :class:`fastcal.reports.stats.BinTestResult`; see :func:`fastcal.reports.stats.bin_test`.
         """
         return _stats.bin_test(self.bins["ecd_z"], alpha=alpha)
 
@@ -293,8 +293,8 @@ class CalibrationReport:
         return self
 
     def plot(self, path=None, **kwargs):
-        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.plot.reliability_diagram`."""
-        from fastcal.plot import reliability_diagram
+        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`."""
+        from fastcal.reports.plot import reliability_diagram
 
         return reliability_diagram(self, path, **kwargs)
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastcal.report import CalibrationReport, _clean
+from fastcal.reports.report import CalibrationReport, _clean
 
 CLASS_COLUMNS = ("class", "support", "mean_prob", "frequency", "ece", "esce", "mce")
 CLASS_BIN_COLUMNS = ("count", "n_true", "conf", "frequency")
