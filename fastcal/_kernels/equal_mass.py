@@ -262,35 +262,42 @@ def bucket_stats(p, y, omit, counts, sum_p):
             since_flush = 0
 
 
-@njit(nogil=True, error_model="numpy", cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
     """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
-    (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]]."""
+    (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]].
+
+    A first, vectorised loop per block only counts the rows in such buckets
+    (a look-up in a table of one byte per bucket); the few blocks that hold
+    some are walked again to copy them.
+    """
     n_buckets = slot.shape[0]
     scale = np.float64(n_buckets)
     top = n_buckets - 1
+    wanted = np.zeros(n_buckets, np.uint8)
+    for b in range(n_buckets):
+        wanted[b] = slot[b] >= 0
     buf = np.empty(1, np.float64)
     ibuf = buf.view(np.int64)
     n = p.shape[0]
-    flag = np.empty(BLOCK, np.int64)
     for bstart in range(0, n, BLOCK):
         m = min(BLOCK, n - bstart)
+        pb = p[bstart:bstart + m]
         hit = 0
         for j in range(m):
-            x = np.float64(p[bstart + j])
+            x = np.float64(pb[j])
             xs = x if (x >= 0.0) & (x <= 1.0) else 0.0
-            s = slot[min(np.int32(xs * scale), top)]
-            flag[j] = s
-            hit += s >= 0
+            hit += wanted[min(np.int32(xs * scale), top)]
         if hit == 0:
             continue
+        yb = y[bstart:bstart + m]
         for j in range(m):
-            s = flag[j]
-            if s < 0:
-                continue
-            x = np.float64(p[bstart + j])
-            yv = np.float64(y[bstart + j])
+            x = np.float64(pb[j])
+            yv = np.float64(yb[j])
             if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
+                continue
+            s = slot[min(np.int32(x * scale), top)]
+            if s < 0:
                 continue
             buf[0] = x
             i = cap_start[s] + filled[s]
