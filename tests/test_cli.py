@@ -196,7 +196,7 @@ def test_simulate_then_score_is_the_paper_table(tmp_path, capsys):
 
 def test_simulate_bad_input(tmp_path, capsys):
     code, _, err = run(["simulate", str(tmp_path / "x.parquet"), "--n", "0"], capsys)
-    assert code == 2 and "n must be >= 1" in err
+    assert code == 2 and "--n must be >= 1" in err
     d = tmp_path / "exists"
     d.mkdir()
     code, _, err = run(["simulate", str(d), "--n", "10", "--format", "npy"], capsys)
