@@ -650,17 +650,27 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     if os.path.isdir(out):
         msg = f"{out}: is an existing directory; remove it or choose another name"
         raise ValueError(msg)
+    if format == "npy" and _atomic.is_special(out):
+        msg = f"{out}: NPY output is a directory; a FIFO or device cannot hold it"
+        raise ValueError(msg)
     _check_folder(out)
     compressed = out.lower().endswith(".gz")
+    special = _atomic.is_special(out)
     if compressed and format != "csv":
         msg = f"{out}: a .gz name is for gzip-compressed CSV; got format {format!r}"
         raise ValueError(msg)
-    _check_disk(out, n, format, dt, compressed)
+    _check_disk(out, n, format, dt, compressed or special)
     bar = Progress(n, label=os.path.basename(out), enabled=progress)
     chunks = _chunks(n, sigma, seed, dt, chunk_rows)
     try:
         if format == "npy":
             _write_npy_dir(out, n, dt, chunks, bar)
+        elif _atomic.is_special(out):  # a FIFO or device: written through, never replaced
+            try:
+                _WRITERS[format](out, dt, chunks, bar, chunk_rows, compressed)
+            except OSError as exc:
+                msg = f"{out}: could not write ({exc.strerror or _one_line(exc)})"
+                raise OSError(exc.errno, msg) from None
         else:
             real = _atomic.resolve(out)
             tmp = _atomic.temp_near(real, suffix=os.path.splitext(out)[1])
@@ -697,8 +707,10 @@ def _batch(schema, y, p):
 def _write_parquet(tmp, dt, chunks, bar, chunk_rows, compressed=False):
     import pyarrow.parquet as pq
 
+    import pyarrow as pa
+
     schema = _arrow_schema(dt)
-    with pq.ParquetWriter(tmp, schema) as w:
+    with pa.OSFile(tmp, "wb") as sink, pq.ParquetWriter(sink, schema) as w:
         for y, p in chunks:
             w.write_batch(_batch(schema, y, p), row_group_size=chunk_rows)
             bar.update(p.shape[0])

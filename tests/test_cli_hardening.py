@@ -269,9 +269,21 @@ def test_output_writes_through_a_fifo(pred, tmp_path, capsys):
     assert json.loads(got[0])["n"] == 2_000
 
 
+def private_null(tmp_path):
+    """A character device node of our own (the null device), so that a broken build can
+    only replace this node, never the machine's /dev/null."""
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (OSError, AttributeError):
+        pytest.skip("cannot create a device node here (needs root)")
+    return node
+
+
 def test_output_to_a_device_dash_and_a_symlink(pred, tmp_path, capsys):
-    code, out, _ = run(score(pred, "--json", "--output", os.devnull), capsys)
-    assert code == 0 and out == "" and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    node = private_null(tmp_path)
+    code, out, _ = run(score(pred, "--json", "--output", str(node)), capsys)
+    assert code == 0 and out == "" and stat.S_ISCHR(os.stat(node).st_mode)
     code, out, _ = run(score(pred, "--json", "--output", "-"), capsys)
     assert code == 0 and json.loads(out)["n"] == 2_000
     real = tmp_path / "real.json"
@@ -281,6 +293,18 @@ def test_output_to_a_device_dash_and_a_symlink(pred, tmp_path, capsys):
     code, _, _ = run(score(pred, "--json", "--output", str(link)), capsys)
     assert code == 0 and link.is_symlink() and os.readlink(link) == str(real)
     assert json.loads(real.read_text())["n"] == 2_000
+
+
+def test_simulate_writes_through_a_device_and_keeps_a_mode(tmp_path, capsys):
+    node = private_null(tmp_path)
+    assert run(["simulate", str(node), "--n", "1000", "--format", "parquet"], capsys)[0] == 0
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+    f = tmp_path / "s.parquet"
+    f.write_text("old")
+    f.chmod(0o640)
+    assert run(["simulate", str(f), "--n", "10"], capsys)[0] == 0
+    assert stat.S_IMODE(f.stat().st_mode) == 0o640 and pq.read_table(f).num_rows == 10
+    assert sorted(os.listdir(tmp_path)) == ["null", "s.parquet"]
 
 
 def test_existing_output_keeps_its_mode(pred, tmp_path, capsys):
