@@ -246,6 +246,10 @@ def test_demo_scores_simulated_files_out_of_core(capsys):
 
     demo.main(["--n", "3000", "--chunk-rows", "1000"])
     out = capsys.readouterr().out
+    head = out.splitlines()[:3]
+    assert [h.split(":")[0] for h in head] == ["ECD", "ESCE", "z"]  # one line each
+    assert "mean(y) - mean(p)" in head[1]
+    assert out.count("first timing includes compiling") == 1
     for sigma in (0.0, 0.5, 2.0):
         y, p = fastcal.simulate(3_000, sigma=sigma, seed=0)
         ref = fastcal.calibration_report(y, p)
