@@ -1,35 +1,80 @@
 """The ``fastcal`` command line: ``fastcal score`` and ``fastcal simulate``.
 
-Exit status 0 on success, 2 on bad usage or bad input with a one-line message
-on stderr (the traceback only with ``--debug``). Output files are written to a
-temporary name in the same directory and renamed when complete, so a failed
-run leaves nothing behind.
+Exit status 0 on success; 2 for bad usage, bad input or a fault of the
+environment (missing optional dependency, full disk, unreachable or failing
+Dask cluster, not enough memory), always with one line on stderr; 1 for an
+internal error (also one line); 128 + N when stopped by signal N (SIGTERM,
+SIGHUP; 130 for Ctrl-C). ``--debug`` or ``FASTCAL_DEBUG=1`` shows the
+traceback instead.
+
+Outputs of ``fastcal score`` (``--output`` and ``--plot``) are produced in
+memory once the scoring succeeded, then written together: every regular file
+through a temporary file beside it and a rename, all of them or none. A FIFO,
+a device or ``-`` (standard output) is written through, a symbolic link is
+followed, an existing file keeps its permissions, and no output may be one of
+the input files. ``fastcal simulate`` writes to a temporary name and renames
+it at the end. On an error or a signal the temporary files are removed.
 """
 
 import argparse
 import json
+import logging
+import math
 import os
+import re
+import shutil
+import signal
 import sys
-import tempfile
+import threading
 import time
 
 from fastcal import _atomic
 
 EXIT_OK = 0
 EXIT_BAD = 2
+EXIT_INTERNAL = 1
 
 SIM_FORMATS = ("parquet", "npy", "csv", "feather")
 SIM_CHUNK_ROWS = 1 << 20
+
+# Sane bounds, checked with a message before anything is allocated.
+MAX_BINS = 1_000_000          # state and report grow with the bins (48 bytes each per thread)
+MAX_CHUNK_ROWS = 1 << 26      # 67M rows: a few chunks are alive at once, ~9 bytes a row each
+MAX_SIM_ROWS = 1 << 40        # 1.1e12 rows; the disk is checked too
+DASK_TIME_LIMIT = 3600.0      # seconds for a whole --workers / --scheduler run
 
 
 class _Fail(Exception):
     """Bad usage or input found by the CLI itself (message printed, exit 2)."""
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM / SIGHUP so that cleanup runs as on errors."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _version():
     from fastcal import __version__
 
     return __version__
+
+
+def _count(text):
+    """An integer option that also takes 1e6 or 1_000_000 (an integral value)."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not math.isfinite(x) or x != int(x):
+        raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}")
+    return int(x)
 
 
 def _parser():
@@ -50,7 +95,8 @@ def _parser():
                     help="probability column of class 1; for K classes a comma-separated list "
                          "of K columns or a prefix ending in '*' (quote it: 'p_*')")
     sc.add_argument("--label", required=True, metavar="COL", help="label column (0/1)")
-    sc.add_argument("--bins", type=int, default=10, metavar="N", help="number of bins (10)")
+    sc.add_argument("--bins", type=_count, default=10, metavar="N",
+                    help=f"number of bins (10; at most {MAX_BINS:,})")
     sc.add_argument("--strategy", choices=("uniform", "quantile"), default="uniform",
                     help="uniform bins, or equal-mass bins (exact, second pass over the file)")
     sc.add_argument("--closed", choices=("left", "right"), default="left",
@@ -62,27 +108,49 @@ def _parser():
     sc.add_argument("--logits", action="store_true",
                     help="the probability columns hold logits (sigmoid, or softmax across K)")
     sc.add_argument("--eps", type=float, default=None,
-                    help="clip p to [eps, 1-eps] in the ECD and NLL terms")
+                    help="clip p to [eps, 1-eps] in the ECD and NLL terms (a finite score when "
+                         "some p is exactly 0 or 1 and wrong)")
     sc.add_argument("--ace", action="store_true",
                     help="also compute ACE (equal-mass ECE) with a second pass")
+    sc.add_argument("--renormalize", action="store_true",
+                    help="K class columns: divide each row by its sum instead of refusing rows "
+                         "that do not sum to 1")
+    sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
+                    help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
+                         "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
+    sc.add_argument("--n-boot", type=_count, default=200, metavar="N",
+                    help="bootstrap replicates with --ci (default 200)")
+    sc.add_argument("--seed", type=int, default=0, help="seed of the bootstrap weights")
+    sc.add_argument("--no-verify-checksums", action="store_true",
+                    help="Parquet: do not check data pages against their stored checksums")
+    sc.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                    help="fill on the GPU (cuda: needs the cuda extra and an NVIDIA GPU) or "
+                         "the CPU (default)")
     sc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
-                    help="file format (default: from the extension)")
-    sc.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+                    help="file format (default: from the extension; .csv.gz is CSV)")
+    sc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); results do not depend on it")
     sc.add_argument("--scheduler", metavar="ADDRESS",
                     help="score a Parquet file or dataset on the running Dask scheduler at "
                          "ADDRESS (tcp://host:8786); needs the dask extra on client and workers")
-    sc.add_argument("--workers", type=int, metavar="N",
+    sc.add_argument("--workers", type=_count, metavar="N",
                     help="score a Parquet file or dataset on a local Dask cluster of N worker "
                          "processes started for this run")
     sc.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                     help="give up connecting to --scheduler after SECONDS (10)")
+    sc.add_argument("--time-limit", type=float, default=DASK_TIME_LIMIT, metavar="SECONDS",
+                    help=f"give up a --workers / --scheduler run after SECONDS "
+                         f"({DASK_TIME_LIMIT:g}), naming any paused worker")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--output", metavar="FILE",
-                    help="write the report to FILE (atomically) instead of stdout")
-    sc.add_argument("--plot", metavar="FILE.png", help="save a reliability diagram")
+                    help="write the report to FILE instead of stdout ('-': stdout); a regular "
+                         "file is replaced atomically, a FIFO or device written through")
+    sc.add_argument("--plot", metavar="FILE.png",
+                    help="save a reliability diagram (needs matplotlib: pip install "
+                         "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
-    sc.add_argument("--debug", action="store_true", help="show tracebacks")
+    sc.add_argument("--debug", action="store_true",
+                    help="show tracebacks (also FASTCAL_DEBUG=1)")
     sc.set_defaults(func=_cmd_score)
 
     sm = sub.add_parser(
@@ -92,23 +160,35 @@ def _parser():
                     "the same rows whatever the chunk size. NPY output is a directory OUT "
                     "holding p.npy and y.npy.")
     sm.add_argument("out", metavar="OUT", help="output file (directory for --format npy)")
-    sm.add_argument("--n", required=True, type=int, metavar="N", help="number of rows")
+    sm.add_argument("--n", required=True, type=_count, metavar="N",
+                    help="number of rows (1e6 works)")
     sm.add_argument("--sigma", type=float, default=0.0,
                     help="log-odds noise: 0 calibrated, larger over-confident (0)")
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--format", choices=SIM_FORMATS, default=None,
-                    help="default: from OUT's extension, else parquet")
+                    help="default: from OUT's extension (.parquet/.pq, .feather/.arrow, .csv, "
+                         ".csv.gz, .npy)")
     sm.add_argument("--dtype", choices=("float32", "float64"), default="float64",
                     help="dtype of p (float64)")
-    sm.add_argument("--chunk-rows", type=int, default=SIM_CHUNK_ROWS, metavar="N",
+    sm.add_argument("--chunk-rows", type=_count, default=SIM_CHUNK_ROWS, metavar="N",
                     help="rows generated and written at a time (1048576)")
     sm.add_argument("--quiet", action="store_true", help="no progress bar")
-    sm.add_argument("--debug", action="store_true", help="show tracebacks")
+    sm.add_argument("--debug", action="store_true",
+                    help="show tracebacks (also FASTCAL_DEBUG=1)")
     sm.set_defaults(func=_cmd_simulate)
     return ap
 
 
-# -- atomic output -------------------------------------------------------------
+def _check_range(option, value, lo, hi, why=""):
+    if value is None:
+        return
+    if value < lo:
+        raise _Fail(f"{option} must be >= {lo:,}; got {value:,}")
+    if value > hi:
+        raise _Fail(f"{option} must be <= {hi:,}{why}; got {value:,}")
+
+
+# -- outputs -------------------------------------------------------------------
 
 def _check_folder(path):
     d = os.path.dirname(os.path.abspath(path))
@@ -116,27 +196,131 @@ def _check_folder(path):
         raise _Fail(f"{path}: the directory {d} does not exist")
 
 
-def _temp_near(path, suffix=""):
-    _check_folder(path)
-    return _atomic.temp_near(path, suffix)
-
-
 def write_text_atomic(path, text):
-    """Write ``text`` to ``path`` via a temporary file and a rename."""
+    """Write ``text`` to ``path`` via a temporary file and a rename (FIFOs written through)."""
     _check_folder(path)
     _atomic.write_atomically(path, lambda fh: fh.write(text), mode="w")
 
 
 def _remove(path):
+    _atomic.remove(path)
+
+
+def _same_file(a, b):
     try:
-        if os.path.isdir(path):
-            for f in os.listdir(path):
-                os.remove(os.path.join(path, f))
-            os.rmdir(path)
-        elif os.path.exists(path):
-            os.remove(path)
+        return os.path.samefile(a, b)
     except OSError:
-        pass
+        return False
+
+
+def _check_target(option, target, input_path):
+    """Checks on --output / --plot before any work: folder, kind of file, not an input."""
+    if target == "-":
+        return
+    if _atomic.is_special(target):
+        return  # a FIFO or device: written through
+    real = _atomic.resolve(target)
+    if os.path.isdir(real):
+        raise _Fail(f"{option} {target}: is a directory; give a file name")
+    folder = os.path.dirname(real)
+    if not os.path.isdir(folder):
+        raise _Fail(f"{option} {target}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise _Fail(f"{option} {target}: the directory {folder} is not writable")
+    src = os.path.realpath(input_path)  # a directory: anything inside it is input
+    if real == src or _same_file(real, src) or (
+            os.path.isdir(src) and os.path.commonpath([real, src]) == src):
+        raise _Fail(f"{option} {target}: is the input {input_path} (or inside it); "
+                    f"refusing to overwrite an input file")
+
+
+def _plot_type(path):
+    """The image type of --plot from its suffix; checked against matplotlib's writers."""
+    try:
+        from fastcal.reports.plot import _matplotlib
+
+        Figure, FigureCanvasAgg = _matplotlib()
+    except ImportError:
+        raise _Fail("--plot needs matplotlib, which is not installed: pip install -e '.[plot]' "
+                    "in a fastcal checkout, or pip install 'fastcal[plot]'") from None
+    kind = os.path.splitext(path)[1].lower().lstrip(".") if path != "-" else ""
+    kind = kind or "png"
+    known = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if kind not in known:
+        raise _Fail(f"--plot {path}: unknown image type '.{kind}'; use one of "
+                    f"{', '.join(sorted(known))}")
+    return kind
+
+
+def _plot_bytes(rep, kind):
+    import io
+
+    fig = rep.plot()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=kind, dpi=fig.dpi)
+    return buf.getvalue()
+
+
+# -- messages --------------------------------------------------------------------
+
+# Python keywords in library messages, as the option a command-line user types.
+_WORDS = [
+    (re.compile(r"\bnan_policy='(\w+)'"), r"--nan-policy \1"),
+    (re.compile(r"\bstrategy='(\w+)'"), r"--strategy \1"),
+    (re.compile(r"\bclosed='(\w+)'"), r"--closed \1"),
+    (re.compile(r"\bobserved='(\w+)'"), r"--observed \1"),
+    (re.compile(r"\bace=True\b"), "--ace"),
+    (re.compile(r"\blogits=True\b"), "--logits"),
+    (re.compile(r"\bpass format=\s*"), "pass --format "),
+    (re.compile(r"\bformat=(?=\W|$)"), "--format"),
+    (re.compile(r"\bprob=(?=['\"\[])"), "--prob "),
+    (re.compile(r"\blabel=(?=['\"])"), "--label "),
+    (re.compile(r"\bn_bins\b"), "--bins"),
+    (re.compile(r"\bchunk_rows\b"), "--chunk-rows"),
+    (re.compile(r"\brows_per_partition\b"), "--chunk-rows"),
+    (re.compile(r"\beps must\b"), "--eps must"),
+]
+
+
+def _cli_words(text):
+    for pattern, repl in _WORDS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _one_line(exc):
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:  # a broken __str__ must not hide the error
+        text = ""
+    return text or type(exc).__name__
+
+
+def _is_dask_error(exc):
+    mod = type(exc).__module__ or ""
+    return mod.split(".")[0] in ("distributed", "dask", "tornado")
+
+
+def _describe_error(exc):
+    """(exit status, one line) for an exception that ended a command."""
+    if isinstance(exc, (_Fail, ValueError, ConnectionError)):
+        return EXIT_BAD, _cli_words(_one_line(exc))
+    if isinstance(exc, MemoryError):
+        return EXIT_BAD, ("out of memory" + (f" ({_one_line(exc)})" if str(exc) else "")
+                          + "; lower --chunk-rows or --bins")
+    if isinstance(exc, ImportError):
+        return EXIT_BAD, f"{_one_line(exc)} (a missing optional dependency?)"
+    if type(exc).__name__ == "KilledWorker":
+        return EXIT_BAD, ("a Dask worker died running a task (killed or out of memory): "
+                          f"{_one_line(exc)}; give workers more memory or lower --chunk-rows")
+    if _is_dask_error(exc) or isinstance(exc, TimeoutError):
+        return EXIT_BAD, f"Dask: {type(exc).__name__}: {_one_line(exc)}"
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        what = exc.strerror or _one_line(exc)
+        return EXIT_BAD, f"{where}{what}"
+    return EXIT_INTERNAL, (f"internal error: {type(exc).__name__}: {_one_line(exc)} "
+                           f"(--debug or FASTCAL_DEBUG=1 shows the traceback)")
 
 
 # -- score -----------------------------------------------------------------------
@@ -165,89 +349,277 @@ def _report_text(rep, elapsed):
     return "\n".join(head) + "\n\n" + rep.to_markdown() + "\n"
 
 
+def _input_format(args):
+    """--format, or CSV for a .csv.gz file (pyarrow decompresses it)."""
+    if args.format is None and args.path.lower().endswith(".csv.gz") \
+            and os.path.isfile(args.path):
+        return "csv"
+    return args.format
+
+
+def _check_score_args(args):
+    """Every check that needs no data: sizes, outputs, optional dependencies."""
+    _check_range("--bins", args.bins, 1, MAX_BINS)
+    _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
+    if args.eps is not None and not 0.0 < args.eps < 0.5:
+        raise _Fail(f"--eps must be strictly between 0 and 0.5; got {args.eps!r}")
+    on_dask = args.scheduler is not None or args.workers is not None
+    if on_dask:
+        cores = os.cpu_count() or 1
+        if args.scheduler is not None and args.workers is not None:
+            raise _Fail("pass --scheduler or --workers, not both")
+        _check_range("--workers", args.workers, 1, max(64, 4 * cores),
+                     f" (this machine has {cores} cores)")
+        for opt, val in (("--timeout", args.timeout), ("--time-limit", args.time_limit)):
+            if not (val > 0 and math.isfinite(val)):
+                raise _Fail(f"{opt} must be a positive number of seconds; got {val!r}")
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            opt = "--scheduler" if args.scheduler is not None else "--workers"
+            raise _Fail(f"{opt} needs Dask, which is not installed: pip install -e '.[dask]' "
+                        f"in a fastcal checkout, or pip install 'fastcal[dask]'") from None
+    targets = [(o, t) for o, t in (("--output", args.output), ("--plot", args.plot)) if t]
+    for opt, target in targets:
+        _check_target(opt, target, args.path)
+    if len(targets) == 2 and (args.output == args.plot == "-" or (
+            args.output != "-" and args.plot != "-"
+            and _atomic.resolve(args.output) == _atomic.resolve(args.plot))):
+        raise _Fail(f"--output and --plot are the same file {args.output}")
+    return _plot_type(args.plot) if args.plot else None
+
+
 def _cmd_score(args):
     from fastcal.files import score_file
-    from fastcal.reports.report import CalibrationReport
 
-    if args.plot and not hasattr(CalibrationReport, "plot"):
-        raise _Fail("--plot: plotting is not available in this fastcal (CalibrationReport.plot "
-                    "is missing; it needs the plot extra: pip install 'fastcal[plot]')")
-    if args.bins < 1:
-        raise _Fail(f"--bins must be >= 1; got {args.bins}")
-    if args.chunk_rows is not None and args.chunk_rows < 1:
-        raise _Fail(f"--chunk-rows must be >= 1; got {args.chunk_rows}")
-    for opt, target in (("--output", args.output), ("--plot", args.plot)):
-        if target:
-            d = os.path.dirname(os.path.abspath(target))
-            if not os.path.isdir(d):
-                raise _Fail(f"{opt} {target}: the directory {d} does not exist")
+    plot_kind = _check_score_args(args)
     progress = False if (args.quiet or args.json) else None
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     on_dask = args.scheduler is not None or args.workers is not None
-    if on_dask and (not isinstance(prob, str) or prob.endswith("*") or args.logits):
-        raise _Fail("--scheduler/--workers score one probability column; K class columns and "
-                    "--logits run in one process (drop --scheduler/--workers)")
+    if on_dask and (not isinstance(prob, str) or prob.endswith("*")):
+        raise _Fail("--scheduler/--workers read one probability (or logit) column of a Parquet "
+                    "dataset; K class columns run in one process (drop --scheduler/--workers)")
+    fmt = _input_format(args)
     t0 = time.perf_counter()
     if on_dask:
-        rep = _score_on_dask(args)
+        rep = _score_on_dask(args, fmt)
     else:
         rep = score_file(args.path, prob=prob, label=args.label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
                          nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
-                         chunk_rows=args.chunk_rows, progress=progress, format=args.format,
-                         logits=args.logits)
+                         chunk_rows=args.chunk_rows, progress=progress, format=fmt,
+                         logits=args.logits, renormalize=args.renormalize, ci=args.ci,
+                         n_boot=args.n_boot, seed=args.seed, device=args.device,
+                         verify_checksums=not args.no_verify_checksums)
+        _fill_certain_wrong(rep, args, prob, fmt)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
     else:
         text = _report_text(rep, elapsed)
+    outputs = [(args.output or "-", text.encode("utf-8"))]
     if args.plot:
-        _plot_atomic(rep, args.plot)
-    if args.output:
-        write_text_atomic(args.output, text)
-    else:
-        sys.stdout.write(text)
+        try:
+            outputs.append((args.plot, _plot_bytes(rep, plot_kind)))
+        except Exception as exc:
+            # the report is finished: print it rather than lose it, write no file
+            if args.output != "-":
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            where = "printed above" if args.output in (None, "-") else "printed to stdout"
+            raise _Fail(f"--plot {args.plot}: could not draw the diagram "
+                        f"({type(exc).__name__}: {_one_line(exc)}); the report was {where} and "
+                        f"no file was written") from exc
+    try:
+        _atomic.commit(outputs, stdout=_stdout_buffer())
+    except OSError as exc:
+        names = " and ".join(f"{o} {t}" for o, t in (("--output", args.output),
+                                                     ("--plot", args.plot)) if t)
+        raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
+                    f"no output was changed") from exc
     return EXIT_OK
 
 
-def _score_on_dask(args):
+def _stdout_buffer():
+    buf = getattr(sys.stdout, "buffer", None)
+    if buf is None:  # a text stream without a buffer (captured output)
+        class _Text:
+            @staticmethod
+            def write(data):
+                sys.stdout.write(data.decode("utf-8"))
+
+            @staticmethod
+            def flush():
+                sys.stdout.flush()
+
+        return _Text()
+    sys.stdout.flush()
+    return buf
+
+
+def _fill_certain_wrong(rep, args, prob, fmt):
+    """Count rows with p exactly 0 or 1 and the other label when ECD came out +inf.
+
+    The accumulator's state says only that there is at least one such row
+    (and in which bins); this counting pass over the two columns, run only
+    in that case, gives the number and the first global row. One binary
+    probability column only (not K classes, not logits).
+    """
+    if not (rep.certain_wrong_bins and rep.n_certain_wrong is None and isinstance(prob, str)
+            and not prob.endswith("*") and not args.logits and args.eps is None):
+        return
+    from fastcal.sources.io import open_reader
+    from fastcal.reports.report import count_certain_wrong
+
+    try:
+        reader, _ = open_reader(args.path, fmt)
+        n, first = 0, None
+        for chunk in reader.chunks((prob, args.label), args.chunk_rows or (1 << 18)):
+            p, y = chunk.columns
+            k, f = count_certain_wrong(y, p, start=chunk.start)
+            n += k
+            if first is None:
+                first = f
+    except Exception:  # the count is a hint; the report stands without it
+        return
+    rep.n_certain_wrong, rep.first_certain_wrong_row = n, first
+
+
+class _Watchdog:
+    """Closes a Dask client after ``limit`` seconds, saying what the workers were doing."""
+
+    def __init__(self, client, limit):
+        self.client = client
+        self.limit = limit
+        self.message = None
+        self._timer = threading.Timer(limit, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+        return False
+
+    def _fire(self):
+        paused = []
+        try:
+            info = self.client.scheduler_info()
+            for addr, w in sorted(info.get("workers", {}).items()):
+                if str(w.get("status", "")).lower() == "paused":
+                    mem = (w.get("metrics") or {}).get("memory")
+                    lim = w.get("memory_limit")
+                    share = f", memory {100 * mem / lim:.0f}% of its limit" if mem and lim else ""
+                    paused.append(f"{addr} (paused{share})")
+        except Exception:  # the scheduler itself may be the problem
+            pass
+        why = ("; workers paused for memory: " + ", ".join(paused) if paused
+               else "; no worker reported paused (slow or stuck tasks?)")
+        self.message = (f"the Dask run did not finish within --time-limit {self.limit:g} s{why}")
+        try:
+            self.client.close(timeout=5)
+        except Exception:
+            pass
+
+
+def _quiet_dask(debug):
+    """Silence distributed's loggers in this process (workers get silence_logs)."""
+    if debug:
+        return
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _score_on_dask(args, fmt):
     """``--scheduler`` / ``--workers``: the same report, computed by Dask workers."""
     from fastcal.sources.io import detect_format
 
-    if args.scheduler is not None and args.workers is not None:
-        raise _Fail("pass --scheduler or --workers, not both")
-    if args.workers is not None and args.workers < 1:
-        raise _Fail(f"--workers must be >= 1; got {args.workers}")
-    if not args.timeout > 0:
-        raise _Fail(f"--timeout must be > 0; got {args.timeout}")
-    fmt = detect_format(args.path, args.format)
+    fmt = detect_format(args.path, fmt)
     if fmt != "parquet":
         raise _Fail(f"{args.path}: --scheduler and --workers read Parquet only; got {fmt}")
+    from fastcal.distributed import ROWS_PER_PARTITION, connect, score_dataset
+
+    debug = _debug(args)
+    _quiet_dask(debug)
+    own = []
     try:
-        from fastcal.distributed import ROWS_PER_PARTITION, score_dataset
-    except ImportError as exc:
-        raise _Fail(f"--scheduler/--workers need Dask: pip install 'fastcal[dask]' ({exc})")
-    return score_dataset(args.path, prob=args.prob, label=args.label, n_bins=args.bins,
-                         closed=args.closed, strategy=args.strategy, observed=args.observed,
-                         nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
-                         scheduler=args.scheduler, workers=args.workers, timeout=args.timeout,
-                         rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
+        if args.scheduler is not None:
+            client = connect(args.scheduler, timeout=args.timeout)
+            own.append(client)
+            where = f"scheduler {args.scheduler}"
+        else:
+            from distributed import Client, LocalCluster
 
-
-def _plot_atomic(rep, path):
-    _check_folder(path)
-    rep.plot(path)  # CalibrationReport.plot writes through a temporary file and a rename
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   silence_logs=logging.WARNING if debug else logging.CRITICAL)
+            own.append(cluster)
+            client = Client(cluster, set_as_default=False)
+            own.append(client)
+            where = f"local cluster of {args.workers} workers"
+        with _Watchdog(client, args.time_limit) as dog:
+            try:
+                rep = score_dataset(args.path, prob=args.prob, label=args.label,
+                                    n_bins=args.bins, closed=args.closed,
+                                    strategy=args.strategy, observed=args.observed,
+                                    nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
+                                    logits=args.logits, ci=args.ci, n_boot=args.n_boot,
+                                    seed=args.seed, device=args.device,
+                                    verify_checksums=not args.no_verify_checksums,
+                                    client=client,
+                                    rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
+            except Exception:
+                if dog.message:
+                    raise _Fail(dog.message) from None
+                raise
+        rep.dask = where
+        return rep
+    finally:
+        for x in reversed(own):
+            try:
+                x.close()
+            except Exception:
+                pass
 
 
 # -- simulate -----------------------------------------------------------------------
 
+_SIM_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".csv.gz": "csv",
+                   ".feather": "feather", ".arrow": "feather", ".npy": "npy"}
+
+
 def _sim_format(out, fmt):
+    """--format, else from OUT's extension; an unknown extension is an error, not Parquet."""
     if fmt is not None:
         return fmt
-    ext = os.path.splitext(out)[1].lower()
-    return {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".feather": "feather",
-            ".arrow": "feather", ".npy": "npy"}.get(ext, "npy" if ext == "" and
-                                                     os.path.isdir(out) else "parquet")
+    low = out.lower()
+    for ext in sorted(_SIM_EXTENSIONS, key=len, reverse=True):
+        if low.endswith(ext):
+            return _SIM_EXTENSIONS[ext]
+    ext = os.path.splitext(out)[1]
+    raise _Fail(f"{out}: cannot tell the format from the name ("
+                + (f"extension {ext!r}" if ext else "no extension")
+                + "); pass --format (parquet, feather, csv or npy) or use an extension: "
+                + ", ".join(_SIM_EXTENSIONS))
+
+
+def _bytes_per_row(fmt, dt):
+    """About how many bytes a row takes on disk (for the free-space check)."""
+    if fmt == "csv":
+        return 26 if dt.itemsize == 8 else 15  # shortest decimals, comma, label, newline
+    return dt.itemsize + 1
+
+
+def _check_disk(out, n, fmt, dt, compressed):
+    if compressed:
+        return
+    need = n * _bytes_per_row(fmt, dt)
+    free = shutil.disk_usage(os.path.dirname(os.path.abspath(out))).free
+    if need > free:
+        raise _Fail(f"{out}: {n:,} rows need about {need / 1e9:.3g} GB and only "
+                    f"{free / 1e9:.3g} GB are free there; lower --n or choose another place")
 
 
 def _chunks(n, sigma, seed, dtype, chunk_rows):
@@ -293,23 +665,49 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
         msg = f"sigma must be >= 0; got {sigma}"
         raise ValueError(msg)
     dt = np.dtype(dtype)
+    out = os.fspath(out)
     if os.path.isdir(out):
         msg = f"{out}: is an existing directory; remove it or choose another name"
         raise ValueError(msg)
+    if format == "npy" and _atomic.is_special(out):
+        msg = f"{out}: NPY output is a directory; a FIFO or device cannot hold it"
+        raise ValueError(msg)
+    _check_folder(out)
+    compressed = out.lower().endswith(".gz")
+    special = _atomic.is_special(out)
+    if compressed and format != "csv":
+        msg = f"{out}: a .gz name is for gzip-compressed CSV; got format {format!r}"
+        raise ValueError(msg)
+    _check_disk(out, n, format, dt, compressed or special)
     bar = Progress(n, label=os.path.basename(out), enabled=progress)
     chunks = _chunks(n, sigma, seed, dt, chunk_rows)
     try:
         if format == "npy":
             _write_npy_dir(out, n, dt, chunks, bar)
-        else:
-            tmp = _temp_near(out, suffix=os.path.splitext(out)[1])
+        elif _atomic.is_special(out):  # a FIFO or device: written through, never replaced
             try:
-                _WRITERS[format](tmp, dt, chunks, bar, chunk_rows)
-                os.replace(tmp, out)
+                _WRITERS[format](out, dt, chunks, bar, chunk_rows, compressed)
+            except OSError as exc:
+                msg = f"{out}: could not write ({exc.strerror or _one_line(exc)})"
+                raise OSError(exc.errno, msg) from None
+        else:
+            real = _atomic.resolve(out)
+            tmp = _atomic.temp_near(real, suffix=os.path.splitext(out)[1])
+            try:
+                _WRITERS[format](tmp, dt, chunks, bar, chunk_rows, compressed)
+                keep = _atomic.existing_mode(real)
+                if keep is not None:
+                    os.chmod(tmp, keep)
+                _atomic.rename(tmp, real)
+            except OSError as exc:
+                _atomic.remove(tmp)
+                msg = f"{out}: could not write ({exc.strerror or _one_line(exc)})"
+                raise OSError(exc.errno, msg) from None
             except BaseException:
-                _remove(tmp)
+                _atomic.remove(tmp)
                 raise
     finally:
+        chunks.close()
         bar.close()
 
 
@@ -325,17 +723,19 @@ def _batch(schema, y, p):
     return pa.record_batch([pa.array(p), pa.array(y)], schema=schema)
 
 
-def _write_parquet(tmp, dt, chunks, bar, chunk_rows):
+def _write_parquet(tmp, dt, chunks, bar, chunk_rows, compressed=False):
     import pyarrow.parquet as pq
 
+    import pyarrow as pa
+
     schema = _arrow_schema(dt)
-    with pq.ParquetWriter(tmp, schema) as w:
+    with pa.OSFile(tmp, "wb") as sink, pq.ParquetWriter(sink, schema) as w:
         for y, p in chunks:
             w.write_batch(_batch(schema, y, p), row_group_size=chunk_rows)
             bar.update(p.shape[0])
 
 
-def _write_feather(tmp, dt, chunks, bar, chunk_rows):
+def _write_feather(tmp, dt, chunks, bar, chunk_rows, compressed=False):
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -346,11 +746,13 @@ def _write_feather(tmp, dt, chunks, bar, chunk_rows):
             bar.update(p.shape[0])
 
 
-def _write_csv(tmp, dt, chunks, bar, chunk_rows):
+def _write_csv(tmp, dt, chunks, bar, chunk_rows, compressed=False):
+    import pyarrow as pa
     import pyarrow.csv as pcsv
 
     schema = _arrow_schema(dt)
-    with pcsv.CSVWriter(tmp, schema) as w:
+    sink = pa.CompressedOutputStream(tmp, "gzip") if compressed else pa.OSFile(tmp, "wb")
+    with sink, pcsv.CSVWriter(sink, schema) as w:
         for y, p in chunks:
             w.write_batch(_batch(schema, y, p))
             bar.update(p.shape[0])
@@ -366,8 +768,8 @@ def _write_npy_dir(out, n, dt, chunks, bar):
     if not os.path.isdir(parent):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp", dir=parent)
-    os.chmod(tmp, 0o777 & ~_atomic.umask())
+    _check_disk(out, n, "npy", dt, False)
+    tmp = _atomic.temp_dir_near(out)
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):
@@ -384,13 +786,19 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         finally:
             for fh in files.values():
                 fh.close()
-        os.replace(tmp, out)
+        _atomic.rename(tmp, out)
     except BaseException:
-        _remove(tmp)
+        _atomic.remove(tmp)
         raise
 
 
 def _cmd_simulate(args):
+    _check_range("--n", args.n, 1, MAX_SIM_ROWS)
+    _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
+    if not (args.sigma >= 0 and math.isfinite(args.sigma)):
+        raise _Fail(f"--sigma must be a finite number >= 0; got {args.sigma!r}")
+    if args.out == "-":
+        raise _Fail("OUT -: simulate writes a file, not standard output")
     fmt = _sim_format(args.out, args.format)
     simulate_file(args.out, n=args.n, sigma=args.sigma, seed=args.seed, format=fmt,
                   dtype=args.dtype, chunk_rows=args.chunk_rows,
@@ -400,6 +808,31 @@ def _cmd_simulate(args):
 
 # -- entry point ------------------------------------------------------------------------
 
+def _debug(args):
+    return bool(getattr(args, "debug", False)) or os.environ.get("FASTCAL_DEBUG", "") not in (
+        "", "0")
+
+
+def _on_signal(signum, frame):
+    # once: a second signal during the cleanup must not interrupt it
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    raise _Terminated(signum)
+
+
+def _install_signals():
+    """SIGTERM and SIGHUP raise in the main thread, so cleanup runs as on errors."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old = {}
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[s] = signal.signal(s, _on_signal)
+        except (ValueError, OSError):
+            pass
+    return old
+
+
 def main(argv=None):
     """Run the command line; returns the exit status."""
     ap = _parser()
@@ -407,17 +840,35 @@ def main(argv=None):
     if args.command is None:
         ap.print_help(sys.stderr)
         return EXIT_BAD
+    debug = _debug(args)
+    old = _install_signals()
     try:
         return args.func(args)
-    except (_Fail, ValueError, OSError) as exc:
-        if getattr(args, "debug", False):
-            raise
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"fastcal {args.command}: error: {text}", file=sys.stderr)
-        return EXIT_BAD
+    except _Terminated as exc:
+        _atomic.cleanup()
+        name = signal.Signals(exc.signum).name
+        print(f"fastcal {args.command}: stopped by {name}; temporary files removed",
+              file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
-        print(f"fastcal {args.command}: interrupted", file=sys.stderr)
+        _atomic.cleanup()
+        if debug:
+            raise
+        print(f"fastcal {args.command}: interrupted; temporary files removed", file=sys.stderr)
         return 130
+    except Exception as exc:
+        _atomic.cleanup()
+        if debug:
+            raise
+        code, text = _describe_error(exc)
+        print(f"fastcal {args.command}: error: {text}", file=sys.stderr)
+        return code
+    finally:
+        for s, h in old.items():
+            try:
+                signal.signal(s, h)
+            except (ValueError, OSError, TypeError):
+                pass
 
 
 def _entry():

@@ -62,16 +62,28 @@ class _Runner:
         elif self.workers is not None:
             from distributed import Client, LocalCluster
 
+            import logging
+
+            # workers' own log lines (and their tracebacks of failed tasks) stay out of
+            # the caller's stderr: the error reaches the caller as an exception
             cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0")
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   silence_logs=logging.ERROR)
             self._own.append(cluster)
             self.client = Client(cluster, set_as_default=False)
             self._own.append(self.client)
         return self
 
     def __exit__(self, *exc):
+        # close everything we opened, client first; a failure to close must not hide
+        # the error that ended the run (nor leave a Client for __del__ to complain about)
         for x in reversed(self._own):
-            x.close()
+            try:
+                x.close()
+            except Exception:
+                if exc[0] is None:
+                    raise
+        self._own.clear()
         return False
 
     def compute(self, obj):

@@ -164,10 +164,17 @@ def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
          nan_policy="raise", threads=None, logits=False, renormalize=False):
-    """Expected Signed Calibration Error (eq. 6): positive means under-confident.
+    """Expected Signed Calibration Error (eq. 6): sum over bins of |B|/n (observed - mean p).
 
-    Options as in :func:`calibration_report`; (n, K) input gives the
-    top-label version (accuracy minus confidence per confidence bin).
+    For one probability column and ``observed="frac_pos"`` the bins cancel
+    and ESCE equals mean(y) - mean(p) whatever the binning: positive means
+    class 1 is under-predicted on average, negative over-predicted. It does
+    not measure confidence: a model whose log-odds are shifted by -1 has
+    ESCE +0.098 while its ECD (+0.053) says over-confident. With
+    ``observed="accuracy"``, or (n, K) input (top-label: accuracy minus
+    confidence per confidence bin), the sign does read as confidence:
+    positive under-confident, negative over-confident. Options as in
+    :func:`calibration_report`.
 
     Examples
     --------

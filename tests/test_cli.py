@@ -196,7 +196,7 @@ def test_simulate_then_score_is_the_paper_table(tmp_path, capsys):
 
 def test_simulate_bad_input(tmp_path, capsys):
     code, _, err = run(["simulate", str(tmp_path / "x.parquet"), "--n", "0"], capsys)
-    assert code == 2 and "n must be >= 1" in err
+    assert code == 2 and "--n must be >= 1" in err
     d = tmp_path / "exists"
     d.mkdir()
     code, _, err = run(["simulate", str(d), "--n", "10", "--format", "npy"], capsys)
@@ -246,6 +246,10 @@ def test_demo_scores_simulated_files_out_of_core(capsys):
 
     demo.main(["--n", "3000", "--chunk-rows", "1000"])
     out = capsys.readouterr().out
+    head = out.splitlines()[:3]
+    assert [h.split(":")[0] for h in head] == ["ECD", "ESCE", "z"]  # one line each
+    assert "mean(y) - mean(p)" in head[1]
+    assert out.count("first timing includes compiling") == 1
     for sigma in (0.0, 0.5, 2.0):
         y, p = fastcal.simulate(3_000, sigma=sigma, seed=0)
         ref = fastcal.calibration_report(y, p)
@@ -271,3 +275,32 @@ def test_outputs_get_the_usual_permissions(pred, tmp_path, capsys):
     assert oct(out.stat().st_mode & 0o777) == oct(0o644)
     assert oct(sim.stat().st_mode & 0o777) == oct(0o644)
     assert oct(npy.stat().st_mode & 0o777) == oct(0o755)
+
+
+def test_every_scoring_option_reaches_the_command_line(tmp_path, capsys):
+    """--ci, --n-boot, --seed, --renormalize, --logits with --workers, and the
+    checksum switch give the numbers of the Python entry points."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(8)
+    p = rng.random(3_000)
+    y = (rng.random(3_000) < p).astype(np.uint8)
+    f = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"p": p, "y": y}), f, write_page_checksum=True)
+    ref = fastcal.calibration_report(y, p, ci=0.9, n_boot=25, seed=4, ace=False)
+    assert main(["score", str(f), "--prob", "p", "--label", "y", "--json", "--ci", "0.9",
+                 "--n-boot", "25", "--seed", "4", "--no-verify-checksums"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ci"]["level"] == 0.9
+    np.testing.assert_allclose(got["ci"]["ece"], ref.intervals["ece"], rtol=1e-12)
+    K = 3
+    P = rng.dirichlet(np.ones(K), size=500) * 1.01
+    yk = rng.integers(0, K, 500)
+    g = tmp_path / "k.parquet"
+    pq.write_table(pa.table({**{f"p_{k}": P[:, k] for k in range(K)}, "y": yk}), g)
+    assert main(["score", str(g), "--prob", "p_*", "--label", "y", "--json",
+                 "--renormalize"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = fastcal.calibration_report(yk, P, renormalize=True, ace=False)
+    np.testing.assert_allclose(got["ece"], ref.ece, rtol=1e-12)

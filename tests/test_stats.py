@@ -651,6 +651,15 @@ def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
     rep.n_certain_wrong, rep.first_certain_wrong_row = count_certain_wrong(y, p)
     assert rep.certain_wrong_note().startswith("2 rows are certain and wrong (first at row 0)")
     assert json.loads(rep.to_json())["certain_wrong"]["n"] == 2
+    # the accumulator can hand its own counter to from_state (-1: none)
+    from fastcal.reports.report import CalibrationReport
+
+    c = np.array([[1, 1, 0], [1, 0, 0]])
+    s = np.array([[0.0, np.inf, 0.0], [1.0, np.inf, 0.0]])
+    t = np.array([1.0, np.inf, np.inf, 1.0, np.inf])
+    r2 = CalibrationReport.from_state(c, s, t, edges=np.array([0.0, 0.5, 1.0]), closed="left",
+                                      n_omitted=0, n_certain_wrong=2, first_certain_wrong_row=5)
+    assert r2.certain_wrong_note().startswith("2 rows are certain and wrong (first at row 5)")
     # eps gives a finite score and no note; a certain and right prediction is no fault
     assert fastcal.calibration_report(y, p, n_bins=5, ace=False, eps=1e-6).certain_wrong_note() == ""
     ok = fastcal.calibration_report([0, 1, 1], [0.0, 1.0, 0.6], n_bins=5, ace=False)

@@ -127,8 +127,14 @@ class CalibrationReport:
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
-                   strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan")):
-        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (5,)."""
+                   strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan"),
+                   n_certain_wrong=None, first_certain_wrong_row=None):
+        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (5,).
+
+        ``n_certain_wrong`` / ``first_certain_wrong_row``: the accumulator's count of
+        rows with p exactly 1 - y in {0, 1} and the global row of the first (-1 or
+        None: none / not counted).
+        """
         v.check_choice("observed", observed, v.OBSERVED)
         # Few, whole-array numpy calls: this runs on every report, and at small n
         # it costs more than the fill itself.
@@ -187,7 +193,11 @@ class CalibrationReport:
         return cls(n=n, n_omitted=int(n_omitted), ece=ece, esce=esce, mce=mce, ace=float(ace),
                    ecd=ecd, brier=brier, nll=nll, ecd_var=raw["sum_ecd_var"], bins=bins,
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
-                   observed=observed, eps=float(eps), sums=raw)
+                   observed=observed, eps=float(eps), sums=raw,
+                   n_certain_wrong=None if n_certain_wrong is None else int(n_certain_wrong),
+                   first_certain_wrong_row=(None if first_certain_wrong_row is None
+                                            or first_certain_wrong_row < 0
+                                            else int(first_certain_wrong_row)))
 
     # -- certain and wrong predictions ---------------------------------------
 
