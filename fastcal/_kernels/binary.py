@@ -285,22 +285,28 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
             _record_checks(p, y, bstart, m, omit, checks)
         # Stage 3: scatter into interleaved copies.
         # (unsigned indices: no negative-index wraparound in the loop)
-        for j in range(m):
-            f = np.uint64(bi[j])
-            loc_i[f] += inc[j]
-            loc_p[f] += pv[j]
-            loc_e[f] += ev[j]
-            loc_v[f] += vv[j]
         if fine:
             # Value buckets of the block (trash row n_fine for invalid rows,
-            # which _terms marked by their bin nb), then the same increments.
+            # which _terms marked by their bin nb), added in the same scatter.
             for j in range(m):
                 good = bi[j] - (j & (COPIES - 1)) * (nb + 1) != nb
                 fbi[j] = min(np.int64(pv[j] * fscale), ftop) if good else n_fine
             for j in range(m):
-                f = np.uint64(fbi[j])
-                loc_fi[f] += inc[j]
-                loc_fp[f] += pv[j]
+                f = np.uint64(bi[j])
+                loc_i[f] += inc[j]
+                loc_p[f] += pv[j]
+                loc_e[f] += ev[j]
+                loc_v[f] += vv[j]
+                g = np.uint64(fbi[j])
+                loc_fi[g] += inc[j]
+                loc_fp[g] += pv[j]
+        else:
+            for j in range(m):
+                f = np.uint64(bi[j])
+                loc_i[f] += inc[j]
+                loc_p[f] += pv[j]
+                loc_e[f] += ev[j]
+                loc_v[f] += vv[j]
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
