@@ -68,15 +68,16 @@ class Options:
     def equal_mass(self):
         return self.strategy == "quantile" or self.ace
 
-    def accumulator(self, **overrides):
-        """A fresh accumulator for these options (``overrides``: e.g. threads)."""
+    def accumulator(self, n_rows=None, **overrides):
+        """A fresh accumulator for these options; ``n_rows``, when the source knows
+        it, sizes ACE's bucket statistics; ``overrides``: e.g. threads."""
         boot = self.ci is not None and self.strategy == "uniform" and self.n_boot > 0
         n_bins = v.check_n_bins(self.n_bins) if self.edges is None else len(self.edges) - 1
         kwargs = dict(n_bins=self.n_bins, edges=self.edges, closed=self.closed,
                       nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
                       n_boot=self.n_boot if boot else 0, seed=self.seed, logits=self.logits,
                       renormalize=self.renormalize, classwise=self.classwise,
-                      ace_buckets=em.fine_buckets_for(n_bins) if self.equal_mass else 0)
+                      ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0)
         kwargs.update(overrides)
         acc = CalibrationAccumulator(**kwargs)
         acc._with_logs = self.with_logs

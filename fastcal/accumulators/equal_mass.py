@@ -50,11 +50,15 @@ MAX_SPLIT_BITS = 12
 SUM_TOL = _config.SUM_TOL
 
 
-def fine_buckets_for(n_bins):
-    """Value buckets of the statistics that ACE is read from: 2**14 to 2**18."""
+def fine_buckets_for(n_bins, n_rows=None):
+    """Value buckets of the statistics that ACE is read from: 2**14 to 2**18, and
+    fewer (down to 64) for fewer rows, whose few buckets are then cheap to read."""
     b = 1 << 14
     while b < 4 * n_bins and b < (1 << 18):
         b <<= 1
+    if n_rows is not None:
+        while b > 64 and b > 4 * n_rows:
+            b >>= 1
     return b
 
 

@@ -30,7 +30,7 @@ class ArraySource:
         self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
         if self.batch.n == 0:
             raise ValueError(self.empty)
-        acc = opts.accumulator()
+        acc = opts.accumulator(self.batch.n)
         acc.update_batch(self.batch)
         self.threads = acc.threads
         return acc, acc.n_rows
