@@ -116,12 +116,13 @@ def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
 
 
 @njit(inline="always", cache=True)
-def _group(x, cut_values, cut_below, seen):
+def _group(x, cut_values, cut_below, run_end, seen):
     """Group of a row of value x from the cuts (row-ordered tie counters in seen).
 
     g = #{c : x > cut_c} + #{c : x == cut_c and t >= below_c}, t being the
     row's index among the rows equal to x (seen[c] for the first cut c of a
-    run of equal cut values).
+    run of equal cut values, which ends at run_end[c]; below_c rises along
+    the run, so the second count is a binary search too).
     """
     n_cuts = cut_values.shape[0]
     lo = 0
@@ -136,17 +137,21 @@ def _group(x, cut_values, cut_below, seen):
     if lo < n_cuts and cut_values[lo] == x:
         t = seen[lo]
         seen[lo] = t + 1
-        c = lo
-        while c < n_cuts and cut_values[c] == x:
-            if t >= cut_below[c]:
-                g += 1
-            c += 1
+        a = lo
+        b = run_end[lo]
+        while a < b:  # first cut of the run with below > t
+            mid = (a + b) >> 1
+            if cut_below[mid] <= t:
+                a = mid + 1
+            else:
+                b = mid
+        g = a
     return g
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
-def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, seen, eps, with_logs,
-                      counts, sums, totals):
+def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, seen, eps,
+                      with_logs, counts, sums, totals):
     """Add rows [start, stop) to the state of their equal-mass groups.
 
     ``table[b]`` is the group of every row in value bucket b when no cut value
@@ -186,7 +191,7 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, seen, eps
                 continue
             g = table[_bucket(x, scale, top)]
             if g < 0:
-                g = _group(x, cut_values, cut_below, seen)
+                g = _group(x, cut_values, cut_below, run_end, seen)
             bi[j] = g
         if with_logs:
             _logs(pb, lo_e, hi_e, lpv, lqv)

@@ -234,8 +234,10 @@ class EqualMass:
         if len(cuts):
             table[np.minimum((cut_values * nb).astype(np.int64), nb - 1)] = -1
         eps = 0.0 if eps is None else eps
+        # end of the run of equal cut values that each cut belongs to
+        run_end = np.searchsorted(cut_values, cut_values, side="right").astype(np.int64)
         counts, sums, totals = parts.map(
-            _fill_groups, (table, cut_values, cut_below, eps, with_logs, self.n_bins),
+            _fill_groups, (table, cut_values, cut_below, run_end, eps, with_logs, self.n_bins),
             [(prior[k].copy(),) for k in range(parts.n_parts)], combine=_add)
         self.passes += 1
         counts, sums = counts[: self.n_bins], sums[: self.n_bins]
@@ -278,9 +280,9 @@ def _add(acc, result):
     return tuple(a + r for a, r in zip(acc, result))
 
 
-def _fill_groups(y, x, table, cut_values, cut_below, eps, with_logs, n_bins, seen):
+def _fill_groups(y, x, table, cut_values, cut_below, run_end, eps, with_logs, n_bins, seen):
     counts, sums, totals, _ = kb.new_state(n_bins)
-    kem.fill_groups_range(x, y, 0, x.shape[0], table, cut_values, cut_below, seen, eps,
+    kem.fill_groups_range(x, y, 0, x.shape[0], table, cut_values, cut_below, run_end, seen, eps,
                           with_logs, counts, sums, totals)
     return counts, sums, totals
 
