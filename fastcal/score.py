@@ -107,9 +107,12 @@ def score(source, options):
                    "top-label ECE is the report's ace (pass ace=True)")
             raise ValueError(msg)
         parts = source.parts(_pair(acc))
+        # the fill's value buckets serve as the first histogram unless there are
+        # too few of them for the groups (then one more pass makes a finer one)
+        fine = acc.fine_counts[:-1, 0]
+        hist = fine if fine.shape[0] >= 4 * acc.n_bins else None
         counts, sums, totals, lower, upper, extra = em.groups(
-            parts, acc.n_bins, omit=omit, eps=acc.eps, with_logs=True,
-            hist=acc.fine_counts[:-1, 0])
+            parts, acc.n_bins, omit=omit, eps=acc.eps, with_logs=True, hist=hist)
         rep = CalibrationReport.from_state(
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)

@@ -22,8 +22,8 @@ Algorithm, without a sort and without collecting tied rows:
    before it (counts per part come from step 2), so ties are split by
    position without keeping them.
 
-Memory is O(B + G) plus at most ``GATHER_BUDGET`` gathered keys per pass,
-whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
+Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 64 G) gathered keys
+per pass, whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
 only for values that agree to many bits, one per 12 bits) + 1 group pass.
 
 A source is given as parts: slices of an array (``ArrayParts``), the chunks
@@ -159,18 +159,21 @@ class EqualMass:
 
     def _specs(self, open_):
         ranges = sorted({(t.lo, t.hi): t.m for t in open_}.items())
+        # many groups need many boundary rows: the budgets grow with the groups
+        budget = max(GATHER_BUDGET, 64 * self.n_bins)
+        cells = max(SPLIT_CELLS, 16 * self.n_bins)
         gathered = 0
         mode = {}
         for (lo, hi), m in sorted(ranges, key=lambda r: r[1]):
             if lo == hi:
                 mode[lo, hi] = 0
-            elif m <= GATHER_MAX and gathered + m <= GATHER_BUDGET:
+            elif m <= GATHER_MAX and gathered + m <= budget:
                 mode[lo, hi] = 1
                 gathered += m
             else:
                 mode[lo, hi] = 2
         n_split = max(1, sum(1 for v in mode.values() if v == 2))
-        bits = int(np.clip(np.log2(SPLIT_CELLS / n_split), 1, MAX_SPLIT_BITS))
+        bits = int(np.clip(np.log2(cells / n_split), 1, MAX_SPLIT_BITS))
         lo = np.array([r[0][0] for r in ranges], np.int64)
         hi = np.array([r[0][1] for r in ranges], np.int64)
         m = np.array([r[1] for r in ranges], np.int64)
