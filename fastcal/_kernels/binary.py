@@ -301,12 +301,7 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
                 loc_fi[g] += inc[j]
                 loc_fp[g] += pv[j]
         else:
-            for j in range(m):
-                f = np.uint64(bi[j])
-                loc_i[f] += inc[j]
-                loc_p[f] += pv[j]
-                loc_e[f] += ev[j]
-                loc_v[f] += vv[j]
+            _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
@@ -316,6 +311,18 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
     if fine:
         _flush_fine(loc_fi, loc_fp, fine_counts, fine_p)
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v):
+    """Stage 3 of a block: its rows into the interleaved per-bin scratch."""
+    # (unsigned indices: no negative-index wraparound in the loop)
+    for j in range(m):
+        f = np.uint64(bi[j])
+        loc_i[f] += inc[j]
+        loc_p[f] += pv[j]
+        loc_e[f] += ev[j]
+        loc_v[f] += vv[j]
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from .binary import _flush, _logs, _terms
+from .binary import _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter, _terms
 
 
 @njit(inline="always", cache=True)
@@ -196,12 +196,7 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
         if with_logs:
             _logs(pb, lo_e, hi_e, lpv, lqv)
         _terms(pb, yb, ng, lo_e, hi_e, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
-        for j in range(m):
-            f = np.uint64(bi[j])
-            loc_i[f] += inc[j]
-            loc_p[f] += pv[j]
-            loc_e[f] += ev[j]
-            loc_v[f] += vv[j]
+        _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
@@ -216,9 +211,6 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
 # group are summed from per-bucket statistics; only the rows of the few
 # buckets that hold a group boundary are looked at again (gathered, ranked).
 
-_SHIFT_POS = 21
-_SHIFT_OK = 42
-_FIELD = (1 << 21) - 1
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -255,15 +247,7 @@ def bucket_stats(p, y, omit, counts, sum_p):
             loc_p[f] += pv[j]
         since_flush += m
         if since_flush >= FLUSH or bstart + m >= n:
-            for b in range(n_buckets + 1):
-                v = packed[b]
-                if v != 0:
-                    counts[b, 0] += v & _FIELD
-                    counts[b, 1] += (v >> _SHIFT_POS) & _FIELD
-                    counts[b, 2] += (v >> _SHIFT_OK) & _FIELD
-                    packed[b] = 0
-                sum_p[b] += loc_p[b]
-                loc_p[b] = 0.0
+            _flush_fine(packed, loc_p, counts, sum_p)
             since_flush = 0
 
 
