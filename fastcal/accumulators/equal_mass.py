@@ -97,30 +97,20 @@ def _key(value):
     return max(int(np.array(value, np.float64).view(np.int64)), 0)
 
 
-def _value(key):
-    return float(np.array(key, np.int64).view(np.float64))
+def _keys(values):
+    """Sort keys of an array of values in [0, 1]."""
+    return np.maximum(np.asarray(values, np.float64).view(np.int64), 0)
 
 
-def _bucket_keys(b, n_buckets):
-    """Inclusive key range of value bucket b."""
-    lo = _key(b / n_buckets)
-    if b == n_buckets - 1:
-        return lo, _key(1.0)
-    return lo, _key((b + 1) / n_buckets) - 1
-
-
-class _Target:
-    """One wanted rank, narrowed pass by pass to its exact value."""
-
-    def __init__(self, rank, lo, hi, before, m):
-        self.rank = rank      # 0-based rank in the stable order
-        self.lo = lo          # inclusive key range known to hold that rank
-        self.hi = hi
-        self.before = before  # rows with a key below lo
-        self.m = m            # rows with a key in [lo, hi]
-        self.key = -1         # resolved: the key at that rank
-        self.below = 0        # resolved: rows with that key ranked before it
-        self.ties = None      # resolved: rows with that key in each part
+def _bit_length(x):
+    """Bit length of each non-negative int64 (0 for 0)."""
+    out = np.zeros(x.shape, np.int64)
+    x = x.copy()
+    for shift in (32, 16, 8, 4, 2, 1):
+        big = x >= (np.int64(1) << shift)
+        out[big] += shift
+        x[big] >>= shift
+    return out + (x > 0)
 
 
 def _value_histogram(y, x, omit, n_buckets):
@@ -135,106 +125,131 @@ class EqualMass:
     """
 
     def __init__(self, hist, n_bins, omit):
-        self.n_buckets = hist.shape[0]
+        self.n_buckets = nb = hist.shape[0]
         self.n_bins = n_bins
         self.omit = omit
         self.hist = hist
         self.n = n = int(hist.sum())
-        self.starts = np.array([(g * n) // n_bins for g in range(n_bins)], np.int64)
+        self.starts = (np.arange(n_bins, dtype=np.int64) * n) // n_bins
         self.stops = np.append(self.starts[1:], n)
+        full = self.stops > self.starts
+        # The wanted ranks (cuts, and each group's first and last row), as arrays
+        # that are narrowed pass by pass: key range [lo, hi] known to hold the
+        # rank, rows below lo (before) and in it (m); once resolved, the key,
+        # the rows with that key ranked before it (below) and per part (ties).
+        self.rank = np.unique(np.concatenate(
+            [self.starts[1:], self.starts[full], self.stops[full] - 1]))
         cum = np.cumsum(hist)
-        below = cum - hist
-        wanted = set(int(r) for r in self.starts[1:])
-        for g in range(n_bins):
-            if self.stops[g] > self.starts[g]:
-                wanted.update((int(self.starts[g]), int(self.stops[g] - 1)))
-        self.targets = {}
-        for r in sorted(wanted):
-            b = int(np.searchsorted(cum, r, side="right"))
-            lo, hi = _bucket_keys(b, self.n_buckets)
-            self.targets[r] = _Target(r, lo, hi, int(below[b]), int(hist[b]))
+        b = np.searchsorted(cum, self.rank, side="right")
+        self.lo = _keys(b / nb)
+        self.hi = np.where(b == nb - 1, _key(1.0), _keys(np.minimum(b + 1, nb) / nb) - 1)
+        self.before = (cum - hist)[b]
+        self.m = hist[b].astype(np.int64)
+        self.key = np.full(self.rank.shape[0], -1, np.int64)
+        self.below = np.zeros(self.rank.shape[0], np.int64)
+        self.ties = None
         self.passes = 0
 
     # -- step 2: probes ---------------------------------------------------
 
     def _specs(self, open_):
-        ranges = sorted({(t.lo, t.hi): t.m for t in open_}.items())
+        """Distinct key ranges of the open targets (sorted), what to do with
+        each, and the index of each open target's range."""
+        pairs, inverse = np.unique(np.stack([self.lo[open_], self.hi[open_]]), axis=1,
+                                   return_inverse=True)
+        lo, hi = pairs[0].copy(), pairs[1].copy()
+        m = np.zeros(lo.shape[0], np.int64)
+        m[inverse.ravel()] = self.m[open_]
         # many groups need many boundary rows: the budgets grow with the groups
         budget = max(GATHER_BUDGET, 64 * self.n_bins)
         cells = max(SPLIT_CELLS, 16 * self.n_bins)
-        gathered = 0
-        mode = {}
-        for (lo, hi), m in sorted(ranges, key=lambda r: r[1]):
-            if lo == hi:
-                mode[lo, hi] = 0
-            elif m <= GATHER_MAX and gathered + m <= budget:
-                mode[lo, hi] = 1
-                gathered += m
-            else:
-                mode[lo, hi] = 2
-        n_split = max(1, sum(1 for v in mode.values() if v == 2))
+        modes = np.full(lo.shape[0], 2, np.int64)
+        modes[lo == hi] = 0
+        small = np.flatnonzero((lo != hi) & (m <= GATHER_MAX))
+        small = small[np.argsort(m[small], kind="stable")]
+        take = small[np.cumsum(m[small]) <= budget]
+        modes[take] = 1
+        n_split = max(1, int(np.count_nonzero(modes == 2)))
         bits = int(np.clip(np.log2(cells / n_split), 1, MAX_SPLIT_BITS))
-        lo = np.array([r[0][0] for r in ranges], np.int64)
-        hi = np.array([r[0][1] for r in ranges], np.int64)
-        m = np.array([r[1] for r in ranges], np.int64)
-        modes = np.array([mode[r[0]] for r in ranges], np.int64)
-        shift = np.array([max(0, (int(h) - int(l)).bit_length() - bits) for l, h in zip(lo, hi)],
-                         np.int64)
+        width = hi - lo
+        shift = np.maximum(_bit_length(width) - bits, 0)
         shift[modes != 2] = 0
-        sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0).astype(np.int64)
+        sizes = np.where(modes == 2, (width >> shift) + 1, 0).astype(np.int64)
         cap = np.where(modes == 1, m, 0).astype(np.int64)
         buckets = np.minimum((lo.view(np.float64) * self.n_buckets).astype(np.int64),
                              self.n_buckets - 1)
         first = np.searchsorted(buckets, np.arange(self.n_buckets + 1), side="left")
-        return (first.astype(np.int64), lo, hi, shift, modes, cap, sizes)
+        return (first.astype(np.int64), lo, hi, shift, modes, cap, sizes), inverse.ravel()
 
     def resolve(self, parts):
         """Probe until every wanted rank has its key; returns the passes made."""
+        n_t = self.rank.shape[0]
+        if self.ties is None:
+            self.ties = np.zeros((n_t, parts.n_parts), np.int64)
         while True:
-            open_ = [t for t in self.targets.values() if t.key < 0]
-            if not open_:
+            open_ = np.flatnonzero(self.key < 0)
+            if open_.size == 0:
                 return self.passes
-            specs = self._specs(open_)
+            specs, rid = self._specs(open_)
             first, lo, hi, shift, modes, cap, sizes = specs
-            omit, nb = self.omit, self.n_buckets
-            results, split = parts.map(_probe, (omit, nb, *specs), combine=_fold_probe)
+            results, (hist, hist_start) = parts.map(_probe, (self.omit, self.n_buckets, *specs),
+                                                    combine=_fold_probe)
             self.passes += 1
-            index = {(int(a), int(b)): s for s, (a, b) in enumerate(zip(lo, hi))}
-            for t in open_:
-                s = index[t.lo, t.hi]
-                local = t.rank - t.before
-                if modes[s] == 0:
-                    t.key, t.below = t.lo, local
-                    t.ties = np.array([r[0][s] for r in results], np.int64)
-                elif modes[s] == 1:
-                    per_part = [r[1][r[2][s]:r[2][s + 1]] for r in results]
-                    keys = np.sort(np.concatenate(per_part))
-                    t.key = int(keys[local])
-                    t.below = local - int(np.searchsorted(keys, t.key, side="left"))
-                    t.ties = np.array([np.count_nonzero(a == t.key) for a in per_part], np.int64)
-                else:
-                    hist, hist_start = split
-                    sub = hist[hist_start[s]:hist_start[s + 1]]
-                    scum = np.cumsum(sub)
-                    j = int(np.searchsorted(scum, local, side="right"))
-                    t.before += int(scum[j] - sub[j])
-                    t.lo, t.hi = t.lo + (j << int(shift[s])), min(
-                        t.hi, t.lo + ((j + 1) << int(shift[s])) - 1)
-                    t.m = int(sub[j])
+            local = self.rank[open_] - self.before[open_]
+            mode = modes[rid]
+            counts = np.stack([r[0] for r in results])  # (parts, ranges)
+            # one key: it is the value; count it per part
+            t0, r0 = open_[mode == 0], rid[mode == 0]
+            self.key[t0] = lo[r0]
+            self.below[t0] = local[mode == 0]
+            self.ties[t0] = counts[:, r0].T
+            # gathered keys: ranges are disjoint and sorted, so one sort of all
+            # the keys puts each range's keys in one block, in range order
+            sel = mode == 1
+            if sel.any():
+                t1, r1 = open_[sel], rid[sel]
+                part_keys = [np.sort(r[1]) for r in results]
+                all_keys = np.sort(np.concatenate(part_keys))
+                found = counts.sum(axis=0) * (modes == 1)
+                off = np.cumsum(found) - found
+                at = off[r1] + local[sel]
+                key = all_keys[at]
+                self.key[t1] = key
+                self.below[t1] = at - np.searchsorted(all_keys, key, side="left")
+                self.ties[t1] = np.stack([np.searchsorted(k, key, side="right")
+                                          - np.searchsorted(k, key, side="left")
+                                          for k in part_keys], axis=1)
+            # histograms: narrow to the sub-range holding the rank
+            sel = mode == 2
+            if sel.any():
+                t2, r2 = open_[sel], rid[sel]
+                cs = np.cumsum(hist)
+                base = np.where(hist_start[r2] > 0, cs[np.maximum(hist_start[r2] - 1, 0)], 0)
+                idx = np.searchsorted(cs, local[sel] + base, side="right")
+                j = idx - hist_start[r2]
+                self.before[t2] += cs[idx] - hist[idx] - base
+                sh = shift[r2]
+                new_lo = lo[r2] + (j << sh)
+                self.hi[t2] = np.minimum(hi[r2], new_lo + (np.int64(1) << sh) - 1)
+                self.lo[t2] = new_lo
+                self.m[t2] = hist[idx]
+
+    def _at(self, ranks):
+        return np.searchsorted(self.rank, ranks)
 
     # -- step 3: groups ---------------------------------------------------
 
     def fill(self, parts, *, eps, with_logs):
         """Per-group state (counts, sums, totals) and each group's lowest and
         highest value; one pass over the parts."""
-        cuts = [self.targets[int(r)] for r in self.starts[1:]]
-        cut_values = np.array([t.key for t in cuts], np.int64).view(np.float64)
-        cut_below = np.array([t.below for t in cuts], np.int64)
-        ties = np.array([t.ties for t in cuts], np.int64).reshape(len(cuts), parts.n_parts)
+        cuts = self._at(self.starts[1:])
+        cut_values = self.key[cuts].view(np.float64)
+        cut_below = self.below[cuts]
+        ties = self.ties[cuts].reshape(cuts.shape[0], parts.n_parts)
         prior = (np.cumsum(ties, axis=1) - ties).T  # rows equal to each cut in earlier parts
         nb = self.n_buckets
         table = np.searchsorted(cut_values, np.arange(nb) / nb, side="left").astype(np.int64)
-        if len(cuts):
+        if cuts.shape[0]:
             table[np.minimum((cut_values * nb).astype(np.int64), nb - 1)] = -1
         eps = 0.0 if eps is None else eps
         # end of the run of equal cut values that each cut belongs to
@@ -250,10 +265,9 @@ class EqualMass:
             raise ValueError(msg)
         lower = np.full(self.n_bins, np.nan)
         upper = np.full(self.n_bins, np.nan)
-        for g in range(self.n_bins):
-            if self.stops[g] > self.starts[g]:
-                lower[g] = _value(self.targets[int(self.starts[g])].key)
-                upper[g] = _value(self.targets[int(self.stops[g] - 1)].key)
+        full = self.stops > self.starts
+        lower[full] = self.key[self._at(self.starts[full])].view(np.float64)
+        upper[full] = self.key[self._at(self.stops[full] - 1)].view(np.float64)
         return counts, sums, totals, lower, upper
 
 
