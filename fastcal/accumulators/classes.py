@@ -85,15 +85,6 @@ def raise_for_checks(checks, nan_policy, y, p, logits, renormalize, offset=0):
         raise ValueError(msg)
 
 
-def confidence_and_correct(y, p, logits, renormalize, eps):
-    """Per-row max probability and 1[argmax == label] (NaN conf for invalid rows)."""
-    n = p.shape[0]
-    conf = np.empty(n, np.float64)
-    correct = np.empty(n, np.uint8)
-    km.confidence(p, y, logits, renormalize, SUM_TOL, eps, conf, correct)
-    return conf, correct
-
-
 def class_tables(ccounts, csums, edges):
     """Per-class ECE/ESCE/MCE and reliability columns from the class-wise state.
 
