@@ -411,7 +411,6 @@ def _cmd_score(args):
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
                          verify_checksums=not args.no_verify_checksums)
-        _fill_certain_wrong(rep, args, prob, fmt)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
@@ -455,34 +454,6 @@ def _stdout_buffer():
         return _Text()
     sys.stdout.flush()
     return buf
-
-
-def _fill_certain_wrong(rep, args, prob, fmt):
-    """Count rows with p exactly 0 or 1 and the other label when ECD came out +inf.
-
-    The accumulator's state says only that there is at least one such row
-    (and in which bins); this counting pass over the two columns, run only
-    in that case, gives the number and the first global row. One binary
-    probability column only (not K classes, not logits).
-    """
-    if not (rep.certain_wrong_bins and rep.n_certain_wrong is None and isinstance(prob, str)
-            and not prob.endswith("*") and not args.logits and args.eps is None):
-        return
-    from fastcal.sources.io import open_reader
-    from fastcal.reports.report import count_certain_wrong
-
-    try:
-        reader, _ = open_reader(args.path, fmt)
-        n, first = 0, None
-        for chunk in reader.chunks((prob, args.label), args.chunk_rows or (1 << 18)):
-            p, y = chunk.columns
-            k, f = count_certain_wrong(y, p, start=chunk.start)
-            n += k
-            if first is None:
-                first = f
-    except Exception:  # the count is a hint; the report stands without it
-        return
-    rep.n_certain_wrong, rep.first_certain_wrong_row = n, first
 
 
 class _Watchdog:

@@ -19,6 +19,8 @@ A source provides:
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators.calibration import CalibrationAccumulator
@@ -77,11 +79,10 @@ class Options:
                       nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
                       n_boot=self.n_boot if boot else 0, seed=self.seed, logits=self.logits,
                       renormalize=self.renormalize, classwise=self.classwise,
-                      ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0)
+                      ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
+                      with_logs=self.with_logs)
         kwargs.update(overrides)
-        acc = CalibrationAccumulator(**kwargs)
-        acc._with_logs = self.with_logs
-        return acc
+        return CalibrationAccumulator(**kwargs)
 
 
 def score(source, options):
@@ -98,6 +99,8 @@ def score(source, options):
     if acc.n == 0:
         msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
+    if acc.kind == "soft":
+        return _soft_report(source, acc, opts, n_rows)
     passes = 1
     omit = acc.nan_policy == "omit"
     if opts.strategy == "quantile":
@@ -126,9 +129,53 @@ def score(source, options):
             rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
                                     source.parts(_pair(acc)), omit, opts.observed)
             passes += extra
+    passes += _count_certain_wrong(source, acc, rep)
     rep.n_rows = n_rows
     rep.passes = passes
     return rep
+
+
+def _soft_report(source, acc, opts, n_rows):
+    """Soft labels have no bins: no equal-mass bins, ACE or intervals."""
+    if opts.strategy == "quantile":
+        msg = (f"{source.prefix}strategy='quantile' bins probabilities of one class; soft labels "
+               "(a label distribution per row) have no bins")
+        raise ValueError(msg)
+    if opts.ci is not None:
+        msg = f"{source.prefix}confidence intervals (ci=) are not available for soft labels"
+        raise ValueError(msg)
+    rep = acc.report()
+    rep.n_rows = n_rows
+    rep.passes = 1
+    return rep
+
+
+def _count_certain_wrong(source, acc, rep):
+    """Rows predicted with certainty and wrong (p exactly 0 with y = 1, or 1 with
+    y = 0) and the first of them, by one light pass that runs only when the
+    state shows one (a bin with ECD +inf). Binary probabilities without eps.
+    Returns the passes it took."""
+    if acc.kind != "binary" or acc.eps or not rep.certain_wrong_bins:
+        return 0
+    n, first, _ = source.parts(_pair(acc)).map(_certain_wrong, (), combine=_add_certain_wrong)
+    rep.n_certain_wrong = n
+    rep.first_certain_wrong_row = None if first < 0 else first
+    return 1
+
+
+def _certain_wrong(y, x):
+    """(count, first row of the part or -1, rows of the part)."""
+    bad = np.flatnonzero(((x == 0.0) & (y == 1)) | ((x == 1.0) & (y == 0)))
+    return int(bad.size), int(bad[0]) if bad.size else -1, int(x.shape[0])
+
+
+def _add_certain_wrong(acc, r):
+    """Fold in part order: the first row is global (rows of earlier parts added)."""
+    if acc is None:
+        return r
+    n, first, rows = acc
+    first = first if first >= 0 else (r[1] + rows if r[1] >= 0 else -1)
+    return n + r[0], first, rows + r[2]
 
 
 def _pair(acc):

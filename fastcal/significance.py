@@ -197,7 +197,7 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
         with_logs=False, ace=False))
     y, p = batch.y, batch.p
     rep = acc.report()
-    kedges, uniform = acc._kernel_edges(p.dtype)
+    kedges, uniform = acc.kernel_edges(p.dtype)
     pos = np.zeros((n_resamples, acc.n_bins), np.int64)
     ecd = np.zeros(n_resamples, np.float64)
     kboot.null_fill(p, y, 0, kedges, uniform, acc.closed == "right", 0.0, seed,

@@ -22,70 +22,13 @@ gives every measure below (:func:`soft_label_report`):
   expectation under the soft label; equal to eq. 12 for one-hot y_i.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal.accumulators import classes as mc
-from fastcal._kernels import multiclass as km
-
-
-@dataclass
-class SoftLabelReport:
-    """Soft-label calibration measures from one pass (see module docstring).
-
-    Attributes
-    ----------
-    n, n_omitted : int
-    entce, entce_signed, rankcs, distce, brier, nll, ecd : float
-    ecd_var : float
-        Sum over samples of sum_k p_k (log p_k - sum_j p_j log p_j)^2, the
-        variance of the summed ECD terms if one-hot labels were drawn from p.
-    sums : dict
-        The raw sums (mergeable by addition).
-    """
-
-    n: int
-    n_omitted: int
-    entce: float
-    entce_signed: float
-    rankcs: float
-    distce: float
-    brier: float
-    nll: float
-    ecd: float
-    ecd_var: float
-    sums: dict
-
-    def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        out = {k: _clean(getattr(self, k)) for k in (
-            "n", "n_omitted", "entce", "entce_signed", "rankcs", "distce", "brier", "nll", "ecd",
-            "ecd_var")}
-        return out
-
-
-_SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_brier", "sum_nll",
-              "sum_ecd", "sum_ecd_var", "sum_ecd_sq")
-
-
-def _check(y_true, y_prob, logits):
-    p = v.as_prob_2d(y_prob, logits)
-    t = v.to_array("y_true", y_true)
-    if t.ndim != 2:
-        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
-               f"got shape {t.shape}")
-        raise ValueError(msg)
-    if t.shape != p.shape:
-        msg = f"y_true and y_prob must have the same shape; got {t.shape} and {p.shape}"
-        raise ValueError(msg)
-    t = v.float_dtype("y_true", t)
-    if p.shape[0] == 0:
-        msg = "y_true and y_prob are empty; need at least one sample"
-        raise ValueError(msg)
-    return t, p
+from fastcal.inputs.batch import is_soft
+from fastcal.reports.soft_report import SoftLabelReport
+from fastcal.score import Options, score
+from fastcal.sources.arrays import ArraySource
 
 
 def soft_label_report(y_true, y_prob, *, eps=None, logits=False, renormalize=False,
@@ -111,6 +54,10 @@ def soft_label_report(y_true, y_prob, *, eps=None, logits=False, renormalize=Fal
     -------
     SoftLabelReport
 
+    The same state fills from files and Dask (``score_file`` and
+    ``fastcal.distributed`` with K label columns): see
+    :class:`fastcal.accumulators.soft.SoftLabelAccumulator`.
+
     Raises
     ------
     ValueError
@@ -133,52 +80,14 @@ def soft_label_report(y_true, y_prob, *, eps=None, logits=False, renormalize=Fal
     >>> round(r.distce, 3), r.rankcs
     (0.15, 0.5)
     """
-    v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
-    eps = v.check_eps(eps)
-    t, p = _check(y_true, y_prob, logits)
-    n, k = p.shape
-    n_threads = v.check_threads(threads)
-    if n * k < 1_000_000 or n_threads == 1 or n < 2 * n_threads:
-        totals = np.zeros(km.N_SOFT, np.float64)
-        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
-        checks[: km.N_CHECK_KINDS] = 0
-        km.soft_range(p, t, 0, n, eps, bool(logits), bool(renormalize), mc.SUM_TOL, totals,
-                      checks)
-    else:
-        totals, checks = km.soft_parallel(p, t, eps, bool(logits), bool(renormalize),
-                                          mc.SUM_TOL, n_threads)
-    _raise(checks, nan_policy, t, p, logits, renormalize)
-    n_omit = int(checks[km.CHECK_OMITTED])
-    m = n - n_omit
-    if m == 0:
-        msg = f"no samples left: all {n} rows were omitted as NaN"
+    opts = Options(eps=eps, logits=logits, renormalize=renormalize, nan_policy=nan_policy,
+                   threads=threads, ace=False)
+    if not is_soft(y_true):
+        shape = np.shape(v.to_array("y_true", y_true))
+        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
+               f"got shape {shape}")
         raise ValueError(msg)
-    mean = totals / m
-    sums = {name: float(x) for name, x in zip(_SUM_NAMES, totals)}
-    return SoftLabelReport(n=m, n_omitted=n_omit, entce=float(mean[0]),
-                           entce_signed=float(mean[1]), rankcs=float(mean[2]),
-                           distce=float(mean[3]), brier=float(mean[4]), nll=float(mean[5]),
-                           ecd=float(mean[6]), ecd_var=float(totals[7]), sums=sums)
-
-
-def _raise(checks, nan_policy, t, p, logits, renormalize):
-    nk = km.N_CHECK_KINDS
-    if nan_policy == "raise" and checks[km.CHECK_NAN_Y] > 0:
-        msg = (f"y_true contains NaN in {checks[km.CHECK_NAN_Y]} rows (first at row "
-               f"{int(checks[nk + km.CHECK_NAN_Y])}); pass nan_policy='omit' to drop those rows")
-        raise ValueError(msg)
-    if checks[km.CHECK_BAD_T] > 0:
-        r = int(checks[nk + km.CHECK_BAD_T])
-        msg = (f"y_true has {checks[km.CHECK_BAD_T]} rows that are not label distributions "
-               f"(first at row {r}: min {float(np.min(t[r])):.6g}, sum "
-               f"{float(np.sum(t[r], dtype=np.float64))!r}); each row must be non-negative, "
-               f"finite and sum to 1 within {mc.SUM_TOL:g}")
-        raise ValueError(msg)
-    # y_prob checks share the multi-class messages; labels are not indices here.
-    c = checks.copy()
-    c[km.CHECK_BAD_Y] = 0
-    c[km.CHECK_NAN_Y] = 0
-    mc.raise_for_checks(c, nan_policy, None, p, logits, renormalize)
+    return score(ArraySource(y_true, y_prob), opts)
 
 
 def entce(y_true, y_prob, **kwargs):
@@ -255,3 +164,7 @@ def soft_ecd(y_true, y_prob, **kwargs):
     0.0
     """
     return soft_label_report(y_true, y_prob, **kwargs).ecd
+
+
+__all__ = ["SoftLabelReport", "distce", "entce", "rankcs", "soft_brier_score", "soft_ecd",
+           "soft_label_report", "soft_log_loss"]

@@ -56,7 +56,8 @@ if CASES:
     from fastcal._kernels import binary as kb
     from fastcal._kernels import gaussian as kg
     from fastcal._kernels import multiclass as km
-    from fastcal.accumulators.calibration import CalibrationAccumulator, raise_for_checks
+    from fastcal.accumulators.calibration import CalibrationAccumulator
+    from fastcal.accumulators import checks as ck
     from fastcal.inputs.binning import kernel_edges
     from numba import cuda
 
@@ -123,7 +124,7 @@ if CASES:
         msgs = []
         for checks in (gpu[3], cpu[3]):
             with pytest.raises(ValueError) as err:
-                raise_for_checks(checks, "raise", 1000)
+                ck.raise_for(ck.BINARY, checks, "raise", 1000)
             msgs.append(str(err.value))
         assert msgs[0] == msgs[1] and "first at index 1007" in msgs[0]
 

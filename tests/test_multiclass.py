@@ -349,11 +349,21 @@ def test_report_exports_cover_per_class_tables():
     ([0, 1], [[1.0, np.inf], [0.0, 0.0]], {"logits": True}, r"\+inf, or every logit -inf"),
     ([0, 1], [[-np.inf, -np.inf], [0.0, 0.0]], {"logits": True}, r"every logit -inf in 1 rows"),
     ([0, 1], [[0.0, 0.0], [0.5, 0.5]], {"renormalize": True}, r"summing to 0 .*row 0"),
-    ([[0, 1]], [[0.5, 0.5]], {}, r"y_true must be 1-D .* soft labels"),
 ])
 def test_bad_input_raises_clear_errors(y, P, kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
         fastcal.calibration_report(y, P, **kwargs)
+
+
+def test_two_dimensional_labels_are_soft_labels_in_calibration_report():
+    """A 2-D y_true used to be refused here; it is now the soft-label report."""
+    from fastcal.soft import soft_label_report
+
+    rep = fastcal.calibration_report([[0.2, 0.8]], [[0.5, 0.5]])
+    ref = soft_label_report([[0.2, 0.8]], [[0.5, 0.5]])
+    assert type(rep).__name__ == "SoftLabelReport" and rep.to_dict() == ref.to_dict()
+    with pytest.raises(ValueError, match="y_true must have shape .* label distributions"):
+        soft_label_report([0, 1], [[0.5, 0.5], [0.2, 0.8]])
 
 
 def test_renormalize_divides_rows_and_omit_drops_nan_rows():

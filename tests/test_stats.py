@@ -632,25 +632,45 @@ def test_clip_interval_never_drops_an_in_range_value():
 
 # -- certain and wrong predictions (issue 12, defect 16) ----------------------------
 
+def test_certain_and_wrong_rows_are_counted_with_global_rows_from_every_source(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    y, p = fastcal.simulate(5_000, seed=3)
+    p[[1700, 2600, 4900]] = [0.0, 1.0, 1.0]
+    y[[1700, 2600, 4900]] = [1, 0, 1]  # row 4900 is certain and right
+    rep = fastcal.calibration_report(y, p, ace=False, threads=2)
+    assert (rep.n_certain_wrong, rep.first_certain_wrong_row) == (2, 1700)
+    f = tmp_path / "cw.parquet"
+    pq.write_table(pa.table({"p": p, "y": y}), f, row_group_size=1000)
+    got = fastcal.score_file(f, chunk_rows=512)
+    assert (got.n_certain_wrong, got.first_certain_wrong_row) == (2, 1700)
+
+
 def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
     y = np.array([1, 0, 1, 0, 1, 1])
     p = np.array([0.0, 1.0, 0.7, 0.2, 0.9, 1.0])
     rep = fastcal.calibration_report(y, p, n_bins=5, ace=False)
     assert math.isinf(rep.ecd) and math.isinf(rep.nll) and math.isinf(rep.ecd_z)
-    assert rep.certain_wrong_bins == [1, 5] and rep.n_certain_wrong is None
+    # the driver counts them (one light pass, only when a bin's ECD is +inf)
+    assert rep.certain_wrong_bins == [1, 5] and rep.n_certain_wrong == 2
+    assert rep.first_certain_wrong_row == 0 and rep.passes == 2
     note = rep.certain_wrong_note()
-    assert note.startswith("At least one row is certain and wrong in bins 1, 5")
+    assert note.startswith("2 rows are certain and wrong (first at row 0) in bins 1, 5")
     assert "--eps" in note and "eps=" in note
     assert note in rep.to_markdown()
     d = json.loads(rep.to_json())
-    assert d["certain_wrong"]["bins"] == [1, 5] and d["certain_wrong"]["n"] is None
-    # the count, when a caller (fastcal score) fills it
+    assert d["certain_wrong"]["bins"] == [1, 5] and d["certain_wrong"]["n"] == 2
+    # a state alone knows only that there is one
+    alone = fastcal.CalibrationAccumulator(n_bins=5).update(y, p).report()
+    assert alone.n_certain_wrong is None
+    assert alone.certain_wrong_note().startswith("At least one row is certain and wrong in bins 1, 5")
     from fastcal.reports.report import count_certain_wrong
 
     assert count_certain_wrong(y, p, start=100) == (2, 100)
-    rep.n_certain_wrong, rep.first_certain_wrong_row = count_certain_wrong(y, p)
-    assert rep.certain_wrong_note().startswith("2 rows are certain and wrong (first at row 0)")
-    assert json.loads(rep.to_json())["certain_wrong"]["n"] == 2
+    # with eps the score is finite and nothing is counted
+    clipped = fastcal.calibration_report(y, p, n_bins=5, ace=False, eps=1e-6)
+    assert math.isfinite(clipped.ecd) and clipped.n_certain_wrong is None and clipped.passes == 1
     # the accumulator can hand its own counter to from_state (-1: none)
     from fastcal.reports.report import CalibrationReport
 

@@ -1,14 +1,18 @@
-"""Multi-class (N, K) probabilities and logits: validation, fill, class-wise ECE.
+"""Multi-class state: (N, K) probabilities or logits, top-label and class-wise.
 
-The public entry points are the ordinary metric functions (``ece``, ``ecd``,
-``calibration_report``, ... dispatch here when ``y_prob`` is 2-D or
-``logits=True``); :func:`fastcal.classwise_ece` is in fastcal.metrics.
+The per-bin arrays are those of the binary state over confidence
+(max-probability) bins, "positive" meaning "argmax equals the label"; the
+class-wise state keeps K x n_bins counters (``classwise=True``). Bootstrap
+replicates and ACE's buckets are those of the (confidence, correct) pairs.
 """
-
 
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve
+from fastcal.accumulators import checks as ck
+from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
+from fastcal.accumulators.equal_mass import ranking_pair
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
 
@@ -17,6 +21,175 @@ from fastcal._kernels import multiclass as km
 SUM_TOL = _config.SUM_TOL
 
 _PARALLEL_MIN_ELEMENTS = 1_000_000
+
+
+class MulticlassAccumulator(Binned):
+    """Mergeable top-label and class-wise state of K-class input (see
+    :class:`fastcal.CalibrationAccumulator`, the front door, for the options).
+    K is fixed by ``n_classes`` or by the first update."""
+
+    kind = "multiclass"
+
+    def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
+                 threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
+                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True):
+        self.logits = bool(logits)
+        self.renormalize = bool(renormalize)
+        self._init_bins(n_bins, edges, closed, eps, nan_policy, threads,
+                        self.logits or self.renormalize)
+        self.checks = ck.multiclass_table(self.logits, self.renormalize)
+        self.classwise = bool(classwise)
+        self.with_logs = bool(with_logs)
+        self.counts, self.sums, self.totals, _, _, _ = km.new_state(self.n_bins, 1, False)
+        self.n_classes = None
+        self.class_counts = self.class_sums = None
+        n_classes = v.check_n_classes(n_classes)
+        if n_classes is not None:
+            self._set_classes(n_classes)
+        self.boot = Bootstrap(n_boot, seed, self.n_bins)
+        self.buckets = ValueBuckets(ace_buckets)
+
+    def _set_classes(self, k):
+        self.n_classes = k
+        _, _, _, self.class_counts, self.class_sums, _ = km.new_state(
+            self.n_bins, k, self.classwise)
+
+    def update(self, y_true, y_prob, *, start=None):
+        """Add labels (n,) and (n, K) rows; returns self (see
+        :meth:`fastcal.CalibrationAccumulator.update`)."""
+        batch = resolve(y_true, y_prob, logits=self.logits, multiclass=True)
+        return self.update_batch(batch, start=start)
+
+    def update_batch(self, batch, *, start=None):
+        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`."""
+        if batch.kind != self.kind:
+            msg = (f"y_prob has shape {batch.p.shape} but this accumulator holds "
+                   f"{self.n_classes}-class state; every update needs shape (n, K)")
+            raise ValueError(msg)
+        y, p = batch.y, batch.p
+        row0 = self.n_rows if start is None else check_start(start)
+        self._check_k(p.shape[1])
+        self._fix_dtype(p.dtype)
+        edges, uniform = self.kernel_edges(p.dtype)
+        counts, sums, totals, ccounts, csums, checks = fill(
+            y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
+            self.renormalize, self.classwise, self.threads, self.with_logs)
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, y=y, p=p)
+        self._add_parts(y, p, row0)
+        self._add_fill(counts, sums, totals, ccounts, csums, checks, p.shape[0], p.shape[1])
+        return self
+
+    def _check_k(self, k):
+        if self.n_classes is not None and k != self.n_classes:
+            msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
+                   f"state; every update needs shape (n, {self.n_classes})")
+            raise ValueError(msg)
+
+    def _add_fill(self, counts, sums, totals, ccounts, csums, checks, n_rows, k):
+        if self.n_classes is None:
+            self._set_classes(k)
+        self.counts += counts
+        self.sums += sums
+        self.totals += totals
+        if self.classwise:
+            self.class_counts += ccounts
+            self.class_sums += csums
+        self.n_omitted += ck.omitted(self.checks, checks)
+        self.n_rows += n_rows
+
+    def _add_parts(self, y, p, row0):
+        """ACE's buckets and the bootstrap replicates of the (confidence,
+        correct) pairs of validated rows: a second, light pass."""
+        if not (self.ace_buckets or self.n_boot):
+            return
+        correct, conf = ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
+                                     eps=self.eps)
+        self.buckets.add_ranked(correct, conf, self.nan_policy == "omit")
+        edges, uniform = self.kernel_edges(p.dtype)
+        self.boot.fill(correct, conf, row0, edges, uniform, self.closed == "right",
+                       self.threads)
+
+    def update_device(self, y, p, row0, host):
+        """Add (n, K) rows in GPU memory; ``host()`` copies (y, p) to the host."""
+        from fastcal import cuda
+
+        k = int(p.shape[1])
+        self._check_k(k)
+        dtype = cuda._dtype(p)
+        self._fix_dtype(dtype)
+        edges, uniform = self.kernel_edges(dtype)
+        counts, sums, totals, ccounts, csums, checks = cuda.fill_multiclass(
+            y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
+            self.renormalize, self.classwise, self.with_logs)
+        if checks[: km.N_CHECK_KINDS].any() or self.ace_buckets or self.n_boot:
+            yh, ph = host()
+            ck.raise_for(self.checks, checks, self.nan_policy, row0, y=yh, p=ph)
+            self._add_parts(yh, ph, row0)
+        self._add_fill(counts, sums, totals, ccounts, csums, checks, int(p.shape[0]), k)
+        return self
+
+    # -- merging ---------------------------------------------------------
+
+    def _check_compatible(self, other):
+        self._check_type(other, "MulticlassAccumulator")
+        self._check_bins(other)
+        a, b = self.n_classes, other.n_classes
+        if a != b and None not in (a, b):
+            msg = f"cannot merge accumulators with different numbers of classes: {a} and {b}"
+            raise ValueError(msg)
+        if self.classwise != other.classwise:
+            msg = "cannot merge accumulators with and without class-wise state (classwise=)"
+            raise ValueError(msg)
+        if (self.logits, self.renormalize) != (other.logits, other.renormalize):
+            msg = ("cannot merge accumulators of logits and probabilities, or with and without "
+                   "renormalize")
+            raise ValueError(msg)
+        self.buckets._check_compatible(other.buckets)
+        self.boot._check_compatible(other.boot)
+
+    def _add(self, other):
+        if other.n_classes is not None:
+            if self.n_classes is None:
+                self._set_classes(other.n_classes)
+            if self.classwise:
+                self.class_counts += other.class_counts
+                self.class_sums += other.class_sums
+        self.counts += other.counts
+        self.sums += other.sums
+        self.totals += other.totals
+        self.boot._add(other.boot)
+        self.buckets._add(other.buckets)
+        self._add_bins(other)
+
+    # -- reading ---------------------------------------------------------
+
+    def report(self, *, observed="frac_pos", ci=None):
+        """The :class:`~fastcal.reports.multiclass_report.MulticlassReport` so far."""
+        from fastcal.reports.multiclass_report import MulticlassReport
+        from fastcal.reports.stats import check_ci
+
+        ci = check_ci(ci)
+        edges = self.report_edges()
+        per_class = per_bin = None
+        if self.classwise and self.n_classes is not None:
+            per_class, per_bin = class_tables(self.class_counts, self.class_sums, edges)
+        rep = MulticlassReport.from_multiclass_state(
+            self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals, per_class,
+            per_bin, n_classes=self.n_classes, edges=edges, closed=self.closed,
+            n_omitted=self.n_omitted, strategy="uniform" if self.edges is None else "edges",
+            eps=self.eps)
+        if ci is not None:
+            # top-label state: "correct" (column 2) is the positive label (column 1)
+            boot = self.boot.counts.copy()
+            boot[..., 2] = boot[..., 1]
+            rep.set_intervals(ci, boot, self.boot.sums)
+        return rep
+
+    def describe(self):
+        return f"n={self.n}, n_classes={self.n_classes}, n_bins={self.n_bins}, closed={self.closed!r}"
+
+    def __repr__(self):
+        return f"MulticlassAccumulator({self.describe()})"
 
 
 def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
@@ -35,54 +208,6 @@ def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threa
     fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
     return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
                          classwise, n_threads, with_logs)
-
-
-def raise_for_checks(checks, nan_policy, y, p, logits, renormalize, offset=0):
-    """Clear ValueErrors for the kernel's invalid-row counts (first row is global)."""
-    nk = km.N_CHECK_KINDS
-
-    def first(kind):
-        return int(checks[nk + kind])
-
-    what = "logits" if logits else "probabilities"
-    if nan_policy == "raise" and checks[km.CHECK_NAN_P] > 0:
-        msg = (f"y_prob contains NaN in {checks[km.CHECK_NAN_P]} rows (first at row "
-               f"{first(km.CHECK_NAN_P) + offset}); pass nan_policy='omit' to drop those rows")
-        raise ValueError(msg)
-    if nan_policy == "raise" and checks[km.CHECK_NAN_Y] > 0:
-        msg = (f"y_true contains {checks[km.CHECK_NAN_Y]} NaN labels (first at row "
-               f"{first(km.CHECK_NAN_Y) + offset}); pass nan_policy='omit' to drop those rows")
-        raise ValueError(msg)
-    if checks[km.CHECK_INF_P] > 0:
-        extra = ("+inf, or every logit -inf" if logits else "an infinite value")
-        msg = (f"y_prob has {extra} in {checks[km.CHECK_INF_P]} rows (first at row "
-               f"{first(km.CHECK_INF_P) + offset}); {what} must be finite")
-        raise ValueError(msg)
-    if checks[km.CHECK_NEG_P] > 0:
-        r = first(km.CHECK_NEG_P)
-        msg = (f"y_prob has negative probabilities in {checks[km.CHECK_NEG_P]} rows (first at "
-               f"row {r + offset}, min {float(np.min(p[r])):.6g}); probabilities must be >= 0 "
-               "(pass logits=True if these are logits)")
-        raise ValueError(msg)
-    if checks[km.CHECK_SUM_P] > 0:
-        r = first(km.CHECK_SUM_P)
-        s = float(np.sum(p[r], dtype=np.float64))
-        if renormalize:
-            msg = (f"y_prob has {checks[km.CHECK_SUM_P]} rows summing to 0 (first at row "
-                   f"{r + offset}); they cannot be renormalized")
-        else:
-            msg = (f"y_prob has {checks[km.CHECK_SUM_P]} rows that do not sum to 1 within "
-                   f"{SUM_TOL:g} (first at row {r + offset}, sum {s!r}); pass renormalize=True "
-                   "to divide each row by its sum, or logits=True if these are logits")
-        raise ValueError(msg)
-    if checks[km.CHECK_BAD_Y] > 0:
-        r = first(km.CHECK_BAD_Y)
-        label = y[r]
-        label = label.item() if hasattr(label, "item") else label
-        msg = (f"y_true has {checks[km.CHECK_BAD_Y]} labels outside the class indices "
-               f"0..{p.shape[1] - 1} (first: label {label!r} at row {r + offset}); labels must "
-               f"be integers in [0, K) with K = {p.shape[1]} columns of y_prob")
-        raise ValueError(msg)
 
 
 def class_tables(ccounts, csums, edges):

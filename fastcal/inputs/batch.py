@@ -39,8 +39,12 @@ def is_soft(y_true):
 
 
 def resolve(y_true, y_prob, *, logits=False, multiclass=False):
-    """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)."""
+    """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)
+    class indices. A 2-D ``y_true`` holds soft labels (kind "soft")."""
     p = v.to_array("y_prob", y_prob)
+    if not multiclass and is_soft(y_true):
+        t, p = v.check_soft_pair(y_true, p, logits)
+        return Batch("soft", t, p)
     if p.ndim == 2 or multiclass:
         y, p = v.check_class_pair(y_true, p, logits)
         return Batch("multiclass", y, p)

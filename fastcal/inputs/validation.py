@@ -192,6 +192,20 @@ def check_class_pair(y_true, y_prob, logits):
     return y, p
 
 
+def check_soft_pair(y_true, y_prob, logits):
+    """Validated (label distributions, (n, K) probabilities or logits) of soft labels."""
+    p = as_prob_2d(y_prob, logits)
+    t = to_array("y_true", y_true)
+    if t.ndim != 2:
+        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
+               f"got shape {t.shape}")
+        raise ValueError(msg)
+    if t.shape != p.shape:
+        msg = f"y_true and y_prob must have the same shape; got {t.shape} and {p.shape}"
+        raise ValueError(msg)
+    return float_dtype("y_true", t), p
+
+
 def check_n_classes(n_classes):
     if n_classes is None:
         return None

@@ -1,0 +1,250 @@
+"""What the accumulators share: the merge protocol, the bins, and two parts.
+
+Every accumulator is :class:`Mergeable`: ``a + b``, ``a += b``, ``sum(...)``
+(``0 + a`` is a copy of ``a``) and ``copy()``, over two methods of its own:
+``_check_compatible(other)`` (a clear error when the states cannot merge)
+and ``_add(other)``. The binned ones (binary, multi-class) are
+:class:`Binned` and may carry two parts, each mergeable on its own:
+:class:`Bootstrap` replicates for the ECE/ESCE/MCE intervals and
+:class:`ValueBuckets`, the statistics that ACE is read from.
+"""
+
+import numpy as np
+
+from fastcal.inputs import validation as v
+from fastcal.reports.stats import check_count, check_seed
+from fastcal.inputs.binning import kernel_edges, uniform_edges
+from fastcal._kernels import binary as kb
+from fastcal._kernels import bootstrap as kboot
+from fastcal._kernels import equal_mass as kem
+
+# Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
+_PARALLEL_MIN_DRAWS = 5_000_000
+
+
+class Mergeable:
+    """The merge protocol over ``_check_compatible`` and ``_add``."""
+
+    def __iadd__(self, other):
+        self._check_compatible(other)
+        self._add(other)
+        return self
+
+    def __add__(self, other):
+        self._check_compatible(other)
+        out = self.copy()
+        out._add(other)
+        return out
+
+    def __radd__(self, other):
+        """``0 + acc`` is a copy of acc, so that ``sum(accumulators)`` works."""
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool) and other == 0:
+            return self.copy()
+        return NotImplemented
+
+    def copy(self):
+        """An independent copy: state arrays and parts are copied, settings shared."""
+        out = type(self).__new__(type(self))
+        out.__dict__.update({k: _copied(x) for k, x in self.__dict__.items()})
+        return out
+
+    def _check_type(self, other, name):
+        if type(other) is not type(self):
+            msg = f"can only merge a {name} into this one; got {type(other).__name__}"
+            raise TypeError(msg)
+
+
+def _copied(x):
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, Mergeable):
+        return x.copy()
+    return x
+
+
+def check_start(start):
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+        msg = (f"start must be an integer >= 0 (the global index of the chunk's first row); "
+               f"got {start!r}")
+        raise ValueError(msg)
+    return int(start)
+
+
+class Binned(Mergeable):
+    """Bins on [0, 1]: uniform (``n_bins``) or explicit ``edges``, the closed
+    side, ``eps`` of the logarithms, ``nan_policy`` and the float width whose
+    rounding of k / n_bins the uniform edges use (fixed by the first update).
+
+    ``computed64``: the values binned are computed in float64 (sigmoid,
+    softmax, renormalised rows), so every input width shares float64 edges.
+    """
+
+    def _init_bins(self, n_bins, edges, closed, eps, nan_policy, threads, computed64):
+        self.closed = v.check_choice("closed", closed, v.CLOSED)
+        self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
+        self.eps = v.check_eps(eps)
+        self.threads = threads if threads is None else v.check_threads(threads)
+        if edges is None:
+            self.n_bins = v.check_n_bins(n_bins)
+            self.edges = None
+        else:
+            self.edges = v.check_edges(edges)
+            self.n_bins = self.edges.shape[0] - 1
+        self.computed64 = bool(computed64)
+        self.edge_dtype = None
+        self.n_omitted = 0
+        self.n_rows = 0  # rows passed to update, omitted ones included
+
+    def kernel_edges(self, dtype):
+        """(edges, uniform) as the kernels take them for data of ``dtype``."""
+        if self.edges is not None:
+            return self.edges, False
+        if self.computed64:
+            dtype = np.float64
+        return kernel_edges(self.n_bins, np.dtype(dtype).str), True
+
+    def report_edges(self):
+        """Bin edges as float64 (uniform: k / n_bins)."""
+        if self.edges is not None:
+            return self.edges.copy()
+        return uniform_edges(self.n_bins, np.float64)
+
+    def _fix_dtype(self, dtype):
+        """Fix the dtype whose rounding of k / n_bins the uniform edges use: the
+        first update's. A later chunk of another float width would bin by other
+        edges (0.3 is not float32(0.3)), so it is refused, not mixed in."""
+        if self.edges is not None or self.computed64:
+            return
+        name = np.dtype(dtype).name if np.dtype(dtype).kind == "f" else "float64"
+        if self.edge_dtype is None:
+            self.edge_dtype = name
+        elif name != self.edge_dtype:
+            msg = (f"y_prob is {name} but this accumulator holds {self.edge_dtype} data, binned "
+                   f"by {self.edge_dtype} edges; cast every chunk to one dtype (e.g. "
+                   "astype('float64')) so that all rows share the same bins")
+            raise ValueError(msg)
+
+    def _check_bins(self, other):
+        same_edges = (self.edges is None and other.edges is None
+                      and self.n_bins == other.n_bins) or (
+            self.edges is not None and other.edges is not None
+            and np.array_equal(self.edges, other.edges))
+        if not same_edges or self.closed != other.closed or self.eps != other.eps:
+            msg = ("cannot merge accumulators with different bins, closed side or eps: "
+                   f"{self!r} and {other!r}")
+            raise ValueError(msg)
+        if None not in (self.edge_dtype, other.edge_dtype) and \
+                self.edge_dtype != other.edge_dtype:
+            msg = (f"cannot merge accumulators of {self.edge_dtype} and {other.edge_dtype} data: "
+                   "their uniform bins have different edges; cast to one dtype")
+            raise ValueError(msg)
+
+    def _add_bins(self, other):
+        self.edge_dtype = self.edge_dtype or other.edge_dtype
+        self.n_omitted += other.n_omitted
+        self.n_rows += other.n_rows
+
+    @property
+    def n(self):
+        """Number of samples counted (omitted rows excluded)."""
+        return int(self.counts[: self.n_bins, 0].sum())
+
+    # the two parts, read as the state's own arrays
+    @property
+    def n_boot(self):
+        return self.boot.n_boot
+
+    @property
+    def seed(self):
+        return self.boot.seed
+
+    @property
+    def boot_counts(self):
+        return self.boot.counts
+
+    @property
+    def boot_sums(self):
+        return self.boot.sums
+
+    @property
+    def ace_buckets(self):
+        return self.buckets.n_buckets
+
+    @property
+    def fine_counts(self):
+        return self.buckets.counts
+
+    @property
+    def fine_p(self):
+        return self.buckets.p
+
+
+class Bootstrap(Mergeable):
+    """Bootstrap replicates of the per-bin counts and sums of p.
+
+    Each row gets Poisson(1) weights that depend only on (seed, global row,
+    replicate), so the replicates do not depend on chunking or merge order.
+    """
+
+    def __init__(self, n_boot, seed, n_bins):
+        self.n_boot = check_count("n_boot", n_boot, 0)
+        self.seed = check_seed(seed)
+        self.counts = np.zeros((self.n_boot, n_bins, 3), np.int64)
+        self.sums = np.zeros((self.n_boot, n_bins), np.float64)
+
+    def fill(self, y, x, row0, edges, uniform, right, threads):
+        """Add validated rows (0/1 labels, values in [0, 1]) binned by ``edges``."""
+        if self.n_boot == 0 or x.shape[0] == 0:
+            return
+        n_threads = v.check_threads(threads)
+        if n_threads == 1 or x.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
+            kboot.boot_fill_range(x, y, row0, edges, uniform, right, self.seed, 0, self.n_boot,
+                                  self.counts, self.sums)
+        else:
+            kboot.boot_fill_parallel(x, y, row0, edges, uniform, right, self.seed, n_threads,
+                                     self.counts, self.sums)
+
+    def _check_compatible(self, other):
+        if self.n_boot != other.n_boot or self.seed != other.seed:
+            msg = ("cannot merge accumulators with different bootstrap settings: "
+                   f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
+                   f"seed={other.seed}")
+            raise ValueError(msg)
+
+    def _add(self, other):
+        self.counts += other.counts
+        self.sums += other.sums
+
+
+class ValueBuckets(Mergeable):
+    """Per value bucket floor(x * n_buckets): rows, positives, correct labels
+    and the sum of x (x: p, a logit's sigmoid or a K-class row's confidence).
+    ACE is read off them (:func:`fastcal.accumulators.equal_mass.ace`)."""
+
+    def __init__(self, n_buckets):
+        self.n_buckets = check_buckets(n_buckets)
+        rows = self.n_buckets + 1 if self.n_buckets else 0
+        self.counts = np.zeros((rows, kb.N_COUNTS), np.int64)
+        self.p = np.zeros(rows, np.float64)
+
+    def add_ranked(self, y, x, omit):
+        if self.n_buckets:
+            kem.bucket_stats(x, y, omit, self.counts, self.p)
+
+    def _check_compatible(self, other):
+        if self.n_buckets != other.n_buckets:
+            msg = ("cannot merge accumulators with different ACE bucket statistics: "
+                   f"ace_buckets={self.n_buckets} and {other.n_buckets}")
+            raise ValueError(msg)
+
+    def _add(self, other):
+        self.counts += other.counts
+        self.p += other.p
+
+
+def check_buckets(n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
+            n and (n & (n - 1) or n < 16 or n > 1 << 24)):
+        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
+        raise ValueError(msg)
+    return int(n)

@@ -1,0 +1,110 @@
+"""Soft-label state: nine float64 sums over rows (see :mod:`fastcal.soft`).
+
+Each measure of the soft-label report is a mean over rows, so the state is
+the row sums plus the row counts, and merging adds them: soft labels score
+from files and Dask partitions like every other kind.
+"""
+
+import numpy as np
+
+from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve
+from fastcal.accumulators import checks as ck
+from fastcal.accumulators.base import Mergeable, check_start
+from fastcal._kernels import _config
+from fastcal._kernels import multiclass as km
+
+_PARALLEL_MIN_ELEMENTS = 1_000_000
+
+
+class SoftLabelAccumulator(Mergeable):
+    """Mergeable sums of EntCE, RankCS, DistCE, Brier, cross-entropy and ECD
+    against label distributions (y_true (n, K)), probabilities or logits."""
+
+    kind = "soft"
+
+    def __init__(self, *, eps=None, logits=False, renormalize=False, nan_policy="raise",
+                 threads=None, n_classes=None):
+        self.eps = v.check_eps(eps)
+        self.logits = bool(logits)
+        self.renormalize = bool(renormalize)
+        self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
+        self.threads = threads if threads is None else v.check_threads(threads)
+        self.n_classes = v.check_n_classes(n_classes)
+        self.checks = ck.multiclass_table(self.logits, self.renormalize, soft=True)
+        self.totals = np.zeros(km.N_SOFT, np.float64)
+        self.n_rows = 0
+        self.n_omitted = 0
+
+    @property
+    def n(self):
+        """Rows counted (omitted ones excluded)."""
+        return self.n_rows - self.n_omitted
+
+    def update(self, y_true, y_prob, *, start=None):
+        """Add label distributions (n, K) and (n, K) predictions; returns self."""
+        return self.update_batch(resolve(y_true, y_prob, logits=self.logits), start=start)
+
+    def update_batch(self, batch, *, start=None):
+        if batch.kind != "soft":
+            msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
+                   f"got shape {batch.y.shape}")
+            raise ValueError(msg)
+        t, p = batch.y, batch.p
+        row0 = self.n_rows if start is None else check_start(start)
+        k = p.shape[1]
+        if self.n_classes is not None and k != self.n_classes:
+            msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
+                   f"soft-label state; every update needs shape (n, {self.n_classes})")
+            raise ValueError(msg)
+        totals, checks = fill(t, p, self.eps, self.logits, self.renormalize, self.threads)
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, t=t, p=p)
+        self.n_classes = k
+        self.totals += totals
+        self.n_omitted += ck.omitted(self.checks, checks)
+        self.n_rows += p.shape[0]
+        return self
+
+    def _check_compatible(self, other):
+        self._check_type(other, "SoftLabelAccumulator")
+        if (self.eps, self.logits, self.renormalize) != (other.eps, other.logits,
+                                                         other.renormalize):
+            msg = ("cannot merge soft-label accumulators with different eps, logits or "
+                   f"renormalize: {self!r} and {other!r}")
+            raise ValueError(msg)
+        if None not in (self.n_classes, other.n_classes) and self.n_classes != other.n_classes:
+            msg = ("cannot merge accumulators with different numbers of classes: "
+                   f"{self.n_classes} and {other.n_classes}")
+            raise ValueError(msg)
+
+    def _add(self, other):
+        self.n_classes = self.n_classes or other.n_classes
+        self.totals += other.totals
+        self.n_rows += other.n_rows
+        self.n_omitted += other.n_omitted
+
+    def report(self, **_):
+        """The :class:`~fastcal.reports.soft_report.SoftLabelReport` so far."""
+        from fastcal.reports.soft_report import SoftLabelReport
+
+        return SoftLabelReport.from_totals(self.totals, self.n, self.n_omitted, self.n_classes)
+
+    def describe(self):
+        return f"n={self.n}, n_classes={self.n_classes}"
+
+    def __repr__(self):
+        return f"SoftLabelAccumulator({self.describe()})"
+
+
+def fill(t, p, eps, logits, renormalize, threads):
+    """(totals, checks) of one chunk; serial below ~1e6 elements."""
+    n, k = p.shape
+    n_threads = v.check_threads(threads)
+    tol = _config.SUM_TOL
+    if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
+        totals = np.zeros(km.N_SOFT, np.float64)
+        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
+        checks[: km.N_CHECK_KINDS] = 0
+        km.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
+        return totals, checks
+    return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
