@@ -12,7 +12,6 @@ kind of input; :func:`accumulator_for` makes one from a kind.
 
 import inspect
 
-
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
 from fastcal.accumulators.base import Mergeable, check_start
