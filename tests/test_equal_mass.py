@@ -122,20 +122,21 @@ def test_probe_ranges_matches_masks():
     modes = np.array([1, 0, 2], np.int64)
     shift = np.array([0, 0, 40], np.int64)
     sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0)
-    cap = np.array([4000, 0, 0], np.int64)
     buckets = np.minimum((lo.view(np.float64) * nb).astype(np.int64), nb - 1)
     first = np.searchsorted(buckets, np.arange(nb + 1)).astype(np.int64)
     count, got, key_start, hist, hist_start = kem.probe_ranges(
-        x, y, False, nb, first, lo, hi, shift, modes, cap, sizes)
+        x, y, False, nb, first, lo, hi, shift, modes, sizes)
     for s in range(3):
         sel = keys[(keys >= lo[s]) & (keys <= hi[s])]
         assert count[s] == sel.shape[0]
         if modes[s] == 1:
-            np.testing.assert_array_equal(got[key_start[s]:key_start[s] + count[s]], sel)
+            np.testing.assert_array_equal(got[key_start[s]:key_start[s + 1]], sel)
         if modes[s] == 2:
             want = np.bincount((sel - lo[s]) >> shift[s], minlength=sizes[s])
             np.testing.assert_array_equal(hist[hist_start[s]:hist_start[s + 1]], want)
     assert count[1] == np.count_nonzero(x == 0.5) > 0
+    # only the gathered range's keys are stored: nothing for the others
+    assert got.shape[0] == count[0] == key_start[-1]
 
 
 def naive_ace(y, x, n_bins):

@@ -22,7 +22,8 @@ import numpy as np
 from numba import njit
 
 from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from .binary import _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter, _terms
+from .binary import (DIRECT_MIN, _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter,
+                     _scatter_direct, _terms)
 
 
 @njit(inline="always", cache=True)
@@ -66,32 +67,36 @@ def _find(k, lo, hi, s0, s1):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
+def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, sizes):
     """Look at the rows whose key lies in one of the ranges [lo[s], hi[s]].
 
     Ranges are sorted by lo, disjoint, and each lies inside one value bucket:
     those of bucket b are first[b]:first[b + 1]. Per range s: count its rows
-    (every mode), gather their keys (mode 1, at most cap[s] of them) or add
-    (key - lo[s]) >> shift[s] to a histogram of sizes[s] cells (mode 2).
+    (every mode), gather their keys (mode 1) or add (key - lo[s]) >> shift[s]
+    to a histogram of sizes[s] cells (mode 2).
 
     Returns (count, keys, key_start, hist, hist_start): the keys of range s
-    are keys[key_start[s]:key_start[s] + count[s]] in row order, its
-    histogram hist[hist_start[s]:hist_start[s + 1]].
+    are keys[key_start[s]:key_start[s + 1]] in row order (only mode 1 ranges
+    have any: nothing is allocated for the others), its histogram
+    hist[hist_start[s]:hist_start[s + 1]]. Two loops over the part: the first
+    notes each row's range (4 bytes a row) and counts, the second copies the
+    keys into place, so the keys take exactly what was found.
     """
     n_ranges = lo.shape[0]
     count = np.zeros(n_ranges, np.int64)
-    key_start = np.zeros(n_ranges + 1, np.int64)
     hist_start = np.zeros(n_ranges + 1, np.int64)
     for s in range(n_ranges):
-        key_start[s + 1] = key_start[s] + (cap[s] if mode[s] == 1 else 0)
         hist_start[s + 1] = hist_start[s] + (sizes[s] if mode[s] == 2 else 0)
-    keys = np.empty(key_start[n_ranges], np.int64)
     hist = np.zeros(hist_start[n_ranges], np.int64)
     scale = np.float64(n_buckets)
     top = n_buckets - 1
     buf = np.empty(1, np.float64)
     ibuf = buf.view(np.int64)
-    for i in range(p.shape[0]):
+    n = p.shape[0]
+    where = np.empty(n, np.int32)
+    n_gather = 0
+    for i in range(n):
+        where[i] = -1
         x = np.float64(p[i])
         if _skip(x, np.float64(y[i]), omit):
             continue
@@ -105,13 +110,25 @@ def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
         s = _find(k, lo, hi, s0, s1)
         if s < 0:
             continue
-        c = count[s]
-        count[s] = c + 1
+        count[s] += 1
         m = mode[s]
         if m == 1:
-            keys[key_start[s] + c] = k
+            where[i] = s
+            n_gather += 1
         elif m == 2:
             hist[hist_start[s] + ((k - lo[s]) >> shift[s])] += 1
+    key_start = np.zeros(n_ranges + 1, np.int64)
+    for s in range(n_ranges):
+        key_start[s + 1] = key_start[s] + (count[s] if mode[s] == 1 else 0)
+    keys = np.empty(n_gather, np.int64)
+    if n_gather:
+        fill = key_start[:n_ranges].copy()
+        for i in range(n):
+            s = where[i]
+            if s >= 0:
+                buf[0] = np.float64(p[i])
+                keys[fill[s]] = max(ibuf[0], 0)
+                fill[s] += 1
     return count, keys, key_start, hist, hist_start
 
 
@@ -174,10 +191,12 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
     vv = np.empty(BLOCK, np.float64)
     lpv = np.empty(BLOCK, np.float64)
     lqv = np.empty(BLOCK, np.float64)
-    loc_i = np.zeros(COPIES * (ng + 1), np.int64)
-    loc_p = np.zeros(COPIES * (ng + 1), np.float64)
-    loc_e = np.zeros(COPIES * (ng + 1), np.float64)
-    loc_v = np.zeros(COPIES * (ng + 1), np.float64)
+    direct = ng > DIRECT_MIN  # many groups: no interleaved copies to clear and flush
+    n_loc = 0 if direct else COPIES * (ng + 1)
+    loc_i = np.zeros(n_loc, np.int64)
+    loc_p = np.zeros(n_loc, np.float64)
+    loc_e = np.zeros(n_loc, np.float64)
+    loc_v = np.zeros(n_loc, np.float64)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
@@ -196,12 +215,16 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
         if with_logs:
             _logs(pb, lo_e, hi_e, lpv, lqv)
         _terms(pb, yb, ng, lo_e, hi_e, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
+        if direct:
+            _scatter_direct(m, bi, ng, inc, pv, ev, vv, counts, sums)
+            continue
         _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
             since_flush = 0
-    _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+    if not direct:
+        _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
 
 
 # -- ACE from bucket statistics ------------------------------------------------
