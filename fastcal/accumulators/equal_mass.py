@@ -426,22 +426,31 @@ class ArrayParts:
 
     def map(self, fn, common, per_part=None, combine=None):
         extra = per_part or [()] * self.n_parts
+        jobs = zip(self.slices, extra)
         if self.threads == 1:
-            results = [fn(*s, *common, *e) for s, e in zip(self.slices, extra)]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
+            return fold((fn(*s, *common, *e) for s, e in jobs), combine)
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(self.threads) as pool:
-                futures = [pool.submit(fn, *s, *common, *e)
-                           for s, e in zip(self.slices, extra)]
-                results = [f.result() for f in futures]
-        return fold(results, combine)
+        def results(pool):
+            # at most two results per thread wait to be folded, in part order
+            pending = deque()
+            for s, e in jobs:
+                pending.append(pool.submit(fn, *s, *common, *e))
+                if len(pending) >= 2 * self.threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+        with ThreadPoolExecutor(self.threads) as pool:
+            return fold(results(pool), combine)
 
 
 def fold(results, combine):
-    """The results of a map, folded in part order by ``combine`` if given."""
+    """The results of a map (an iterable, in part order), folded by ``combine``
+    as they come if given, else as a list."""
     if combine is None:
-        return results
+        return list(results)
     acc = None
     for r in results:
         acc = combine(acc, r)
