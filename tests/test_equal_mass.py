@@ -183,6 +183,38 @@ def test_probe_ranges_matches_masks():
     assert got.shape[0] == count[0] == key_start[-1]
 
 
+@pytest.mark.parametrize("n_wanted", [1, 5, kem.MAX_RUNS + 9])
+def test_gather_buckets_matches_masks(n_wanted):
+    """Rows of the wanted buckets, in row order, by runs of buckets compared
+    per block (few runs) or by a table look-up (many); invalid rows skipped."""
+    rng = np.random.default_rng(12)
+    n, nb = 50_000, 1 << 10
+    x = rng.random(n).astype(np.float32)
+    x[:50] = np.arange(50) / 64  # values on bucket edges
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    x[100], y[101] = np.nan, np.nan
+    wanted = np.sort(rng.choice(nb, n_wanted, replace=False))
+    wanted[-1] = nb - 1  # the last bucket, which also holds x = 1
+    x[7] = 1.0
+    slot = np.full(nb, -1, np.int64)
+    slot[wanted] = np.arange(n_wanted)
+    bucket = np.minimum((np.nan_to_num(x, nan=0.0).astype(np.float64) * nb).astype(np.int64),
+                        nb - 1)
+    valid = ~np.isnan(x) & ~np.isnan(y)
+    cap = np.array([np.count_nonzero(valid & (bucket == b)) for b in wanted])
+    cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
+    keys = np.empty(cap_start[-1], np.int64)
+    labels = np.empty(cap_start[-1], np.uint8)
+    filled = np.zeros(n_wanted, np.int64)
+    kem.gather_buckets(x, y, True, slot, cap_start, keys, labels, filled)
+    np.testing.assert_array_equal(filled, cap)
+    for s, b in enumerate(wanted):
+        rows = np.flatnonzero(valid & (bucket == b))
+        got = slice(cap_start[s], cap_start[s] + cap[s])
+        np.testing.assert_array_equal(keys[got], x[rows].astype(np.float64).view(np.int64))
+        np.testing.assert_array_equal(labels[got], y[rows] == 1)
+
+
 def naive_ace(y, x, n_bins):
     counts, sum_p, _, _ = reference(y, x, n_bins)
     n = counts[:, 0].sum()

@@ -274,43 +274,82 @@ def bucket_stats(p, y, omit, counts, sum_p):
             since_flush = 0
 
 
+MAX_RUNS = 32  # more runs of wanted buckets: a table look-up per row instead
+
+
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
     """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
     (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]].
 
-    A first, vectorised loop per block only counts the rows in such buckets
-    (a look-up in a table of one byte per bucket); the few blocks that hold
-    some are walked again to copy them.
+    The wanted buckets are few (one per group boundary, for ACE): they are
+    merged into runs of consecutive buckets, and a first loop per block marks
+    the rows inside a run by one unsigned comparison per run, vectorised
+    over the block (a table look-up per row when there are more than
+    MAX_RUNS runs); only the marked rows are then copied.
     """
     n_buckets = slot.shape[0]
     scale = np.float64(n_buckets)
     top = n_buckets - 1
+    run_lo = np.empty(n_buckets, np.int32)
+    run_len = np.empty(n_buckets, np.uint32)
+    n_runs = 0
+    b = 0
+    while b < n_buckets:
+        if slot[b] >= 0:
+            a = b
+            while b < n_buckets and slot[b] >= 0:
+                b += 1
+            run_lo[n_runs] = a
+            run_len[n_runs] = b - a
+            n_runs += 1
+        else:
+            b += 1
+    if n_runs == 0:
+        return
     wanted = np.zeros(n_buckets, np.uint8)
     for b in range(n_buckets):
         wanted[b] = slot[b] >= 0
+    few = n_runs <= MAX_RUNS
+    bucket = np.empty(BLOCK, np.int32)
+    hit = np.empty(BLOCK, np.uint8)
     buf = np.empty(1, np.float64)
     ibuf = buf.view(np.int64)
     n = p.shape[0]
     for bstart in range(0, n, BLOCK):
         m = min(BLOCK, n - bstart)
         pb = p[bstart:bstart + m]
-        hit = 0
         for j in range(m):
             x = np.float64(pb[j])
             xs = x if (x >= 0.0) & (x <= 1.0) else 0.0
-            hit += wanted[min(np.int32(xs * scale), top)]
-        if hit == 0:
+            bucket[j] = min(np.int32(xs * scale), top)
+        n_hit = 0
+        if few:
+            for j in range(m):
+                hit[j] = 0
+            for r in range(n_runs):
+                lo_r = run_lo[r]
+                len_r = run_len[r]
+                for j in range(m):
+                    hit[j] |= np.uint32(bucket[j] - lo_r) < len_r
+            for j in range(m):
+                n_hit += hit[j]
+        else:
+            for j in range(m):
+                h = wanted[bucket[j]]
+                hit[j] = h
+                n_hit += h
+        if n_hit == 0:
             continue
         yb = y[bstart:bstart + m]
         for j in range(m):
+            if hit[j] == 0:
+                continue
             x = np.float64(pb[j])
             yv = np.float64(yb[j])
             if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
                 continue
-            s = slot[min(np.int32(x * scale), top)]
-            if s < 0:
-                continue
+            s = slot[bucket[j]]
             buf[0] = x
             i = cap_start[s] + filled[s]
             keys[i] = max(ibuf[0], 0)
