@@ -19,11 +19,13 @@ Algorithm, without a sort and without collecting tied rows:
 3. A last pass puts every row in its group: by a table lookup when its
    bucket holds no cut value, else by comparing with the cut values; a row
    equal to a cut value is placed by counting the rows with that value
-   before it (counts per part come from step 2), so ties are split by
-   position without keeping them.
+   before it (counts per part come from step 2, kept only for the values
+   held by several rows, as sparse (value, part, count) entries), so ties
+   are split by position without keeping them.
 
-Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 64 G) gathered keys
-per pass, whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
+Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 16 G) gathered keys
+per pass (two int64 copies while they are ranked) and one part at a time,
+whatever the data: the parts' results are folded as they come. Passes: 1 (histogram, often shared) + usually 1 probe (more
 only for values that agree to many bits, one per 12 bits) + 1 group pass.
 
 A source is given as parts: slices of an array (``ArrayParts``), the chunks
