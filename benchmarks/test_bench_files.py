@@ -179,6 +179,38 @@ def test_peak_rss_small_vs_large():
           f"({BIG_ROWS / b['seconds'] / 1e6:.0f} M rows/s)")
 
 
+_QUANTILE_SCRIPT = """
+import json, sys, time
+from fastcal.files import score_file
+t0 = time.perf_counter()
+rep = score_file(sys.argv[1], prob="p", label="y", n_bins=int(sys.argv[2]), strategy="quantile",
+                 progress=False)
+dt = time.perf_counter() - t0
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+print(json.dumps({"seconds": dt, "peak_rss_mb": int(hwm[0].split()[1]) / 1024,
+                  "ece": rep.ece, "passes": rep.passes, "n": rep.n}))
+"""
+
+
+def test_quantile_bins_peak_rss_and_time():
+    """Equal-mass bins from a file (issue 12 item 10): 15 and 1e6 quantile bins on
+    the throughput file, each in a fresh process (peak RSS, wall time)."""
+    path = sim_file(ROWS)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def run(n_bins):
+        r = subprocess.run([sys.executable, "-c", _QUANTILE_SCRIPT, path, str(n_bins)],
+                           capture_output=True, text=True, env=env, check=True)
+        return json.loads(r.stdout)
+
+    run(15)  # kernels compiled and cached before measuring
+    few, many = run(15), run(1_000_000)
+    assert few["n"] == many["n"] == ROWS
+    for name, r in (("15", few), ("1e6", many)):
+        print(f"\nRESULT quantile bins from a file, N={ROWS:.0e}, {name} bins: "
+              f"{r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB, {r['passes']} passes")
+
+
 # -- start-up of the command line -----------------------------------------------------------
 
 def test_cli_startup_1000_rows(benchmark):

@@ -57,6 +57,50 @@ def test_groups_equal_the_stable_sort(name, n_bins):
         np.testing.assert_array_equal(upper, want_hi)
 
 
+@pytest.mark.parametrize("name", ["uniform", "three values", "near ties", "float32"])
+def test_many_groups_equal_the_stable_sort(name):
+    """More groups than kb.DIRECT_MIN (the group fill without interleaved
+    copies), two to three rows a group, ties spread over many parts."""
+    n, n_bins = 12_000, kb.DIRECT_MIN + 5
+    x = datasets(n, 3)[name]
+    y = (np.random.default_rng(4).random(n) < 0.4).astype(np.uint8)
+    want_counts, want_p, want_lo, want_hi = reference(y, x, n_bins)
+    bounds = sorted({0, n, *np.random.default_rng(5).integers(0, n, 40).tolist()})
+    counts, sums, totals, lower, upper, passes = em.groups(
+        em.ArrayParts(y, x, 2, bounds=bounds), n_bins, omit=False, eps=None, with_logs=True)
+    np.testing.assert_array_equal(counts[:, :2], want_counts)
+    np.testing.assert_allclose(sums[:, 0], want_p, rtol=1e-12, atol=1e-13)
+    np.testing.assert_array_equal(lower, want_lo)
+    np.testing.assert_array_equal(upper, want_hi)
+
+
+def test_memory_does_not_grow_with_groups_times_parts():
+    """The tie counters are sparse: 1,000 parts and 2,000 groups of many tied
+    values stay within a few MB of Python-side arrays (a table of ranks by
+    parts, as before, takes 4,000 x 1,000 x 8 bytes = 32 MB twice, and the parts'
+    histograms kept until all were made 500 MB)."""
+    import tracemalloc
+
+    n, n_bins, n_parts = 40_000, 2_000, 1_000
+    rng = np.random.default_rng(6)
+    x = np.round(rng.random(n), 3)  # 1,001 values: every cut value is tied
+    y = (rng.random(n) < 0.5).astype(np.uint8)
+    bounds = [(k * n) // n_parts for k in range(n_parts + 1)]
+    parts = em.ArrayParts(y, x, 1, bounds=bounds)
+    em.groups(parts, 3, omit=False, eps=None, with_logs=False)  # compile outside the trace
+    tracemalloc.start()
+    try:
+        counts, sums, _, lower, upper, _ = em.groups(parts, n_bins, omit=False, eps=None,
+                                                     with_logs=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    want_counts, _, want_lo, _ = reference(y, x, n_bins)
+    np.testing.assert_array_equal(counts[:, :2], want_counts)
+    np.testing.assert_array_equal(lower, want_lo)
+    assert peak < 12 * 2**20, f"peak {peak / 2**20:.1f} MB"
+
+
 def test_big_ranges_are_split_not_gathered(monkeypatch):
     """With a tiny gather limit every range is narrowed by histograms of its
     keys; the groups stay exact and no tied row is collected."""
@@ -122,20 +166,53 @@ def test_probe_ranges_matches_masks():
     modes = np.array([1, 0, 2], np.int64)
     shift = np.array([0, 0, 40], np.int64)
     sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0)
-    cap = np.array([4000, 0, 0], np.int64)
     buckets = np.minimum((lo.view(np.float64) * nb).astype(np.int64), nb - 1)
     first = np.searchsorted(buckets, np.arange(nb + 1)).astype(np.int64)
     count, got, key_start, hist, hist_start = kem.probe_ranges(
-        x, y, False, nb, first, lo, hi, shift, modes, cap, sizes)
+        x, y, False, nb, first, lo, hi, shift, modes, sizes)
     for s in range(3):
         sel = keys[(keys >= lo[s]) & (keys <= hi[s])]
         assert count[s] == sel.shape[0]
         if modes[s] == 1:
-            np.testing.assert_array_equal(got[key_start[s]:key_start[s] + count[s]], sel)
+            np.testing.assert_array_equal(got[key_start[s]:key_start[s + 1]], sel)
         if modes[s] == 2:
             want = np.bincount((sel - lo[s]) >> shift[s], minlength=sizes[s])
             np.testing.assert_array_equal(hist[hist_start[s]:hist_start[s + 1]], want)
     assert count[1] == np.count_nonzero(x == 0.5) > 0
+    # only the gathered range's keys are stored: nothing for the others
+    assert got.shape[0] == count[0] == key_start[-1]
+
+
+@pytest.mark.parametrize("n_wanted", [1, 5, kem.MAX_RUNS + 9])
+def test_gather_buckets_matches_masks(n_wanted):
+    """Rows of the wanted buckets, in row order, by runs of buckets compared
+    per block (few runs) or by a table look-up (many); invalid rows skipped."""
+    rng = np.random.default_rng(12)
+    n, nb = 50_000, 1 << 10
+    x = rng.random(n).astype(np.float32)
+    x[:50] = np.arange(50) / 64  # values on bucket edges
+    y = (rng.random(n) < 0.5).astype(np.float64)
+    x[100], y[101] = np.nan, np.nan
+    wanted = np.sort(rng.choice(nb, n_wanted, replace=False))
+    wanted[-1] = nb - 1  # the last bucket, which also holds x = 1
+    x[7] = 1.0
+    slot = np.full(nb, -1, np.int64)
+    slot[wanted] = np.arange(n_wanted)
+    bucket = np.minimum((np.nan_to_num(x, nan=0.0).astype(np.float64) * nb).astype(np.int64),
+                        nb - 1)
+    valid = ~np.isnan(x) & ~np.isnan(y)
+    cap = np.array([np.count_nonzero(valid & (bucket == b)) for b in wanted])
+    cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
+    keys = np.empty(cap_start[-1], np.int64)
+    labels = np.empty(cap_start[-1], np.uint8)
+    filled = np.zeros(n_wanted, np.int64)
+    kem.gather_buckets(x, y, True, slot, cap_start, keys, labels, filled)
+    np.testing.assert_array_equal(filled, cap)
+    for s, b in enumerate(wanted):
+        rows = np.flatnonzero(valid & (bucket == b))
+        got = slice(cap_start[s], cap_start[s] + cap[s])
+        np.testing.assert_array_equal(keys[got], x[rows].astype(np.float64).view(np.int64))
+        np.testing.assert_array_equal(labels[got], y[rows] == 1)
 
 
 def naive_ace(y, x, n_bins):

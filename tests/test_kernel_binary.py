@@ -157,6 +157,35 @@ def test_many_bins_and_empty_bins(dtype):
     assert np.all(sums[:1000][empty] == 0.0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_more_bins_than_direct_min_match_reference(dtype):
+    """Past DIRECT_MIN bins the block goes straight into the output (no
+    interleaved copies); the state, invalid rows and the fused value buckets
+    are the same as the reference's."""
+    n_bins = kb.DIRECT_MIN + 3
+    p, y = simulated(6000, dtype, seed=11)
+    p[:4] = [0.0, 1.0, 0.0, 1.0]
+    y[:4] = [0, 1, 1, 0]
+    ref = reference_fill(p, y, naive.uniform_edges(n_bins, dtype), "left", 0.0)
+    for threads in (0, 2):
+        assert_state_matches(run_kernel(p, y, n_bins, "left", 0.0, threads), ref)
+    # with an invalid row and the fused value buckets of ACE
+    p[10], y[11] = np.nan, 1
+    kedges = uniform_edges(n_bins, p.dtype)
+    counts, sums, totals, checks = kb.new_state(n_bins)
+    fc = np.zeros(((1 << 10) + 1, 3), np.int64)
+    fp = np.zeros((1 << 10) + 1)
+    kb.fill_range_fine(p, y, 0, p.shape[0], kedges, True, False, True, 0.0, True,
+                       counts, sums, totals, checks, fc, fp)
+    assert checks[kb.CHECK_NAN_P] == 1 and checks[kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 10
+    assert counts[n_bins, 0] == 1  # the trash row
+    keep = ~np.isnan(p)
+    want = np.bincount(np.minimum((p[keep].astype(np.float64) * 1024).astype(np.int64), 1023),
+                       minlength=1024)
+    np.testing.assert_array_equal(fc[:1024, 0], want)
+    assert counts[:n_bins, 0].sum() == keep.sum()
+
+
 def test_packed_counters_across_flushes():
     """Counts packed three to a word stay exact over several flushes."""
     n = 2 * FLUSH + 4097

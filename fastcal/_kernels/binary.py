@@ -22,8 +22,10 @@ identities); (2) validity, per-sample terms and the five global sums in a
 vectorised loop (reassociated reductions); (3) a scalar scatter, four updates
 per row, into COPIES interleaved copies of the per-bin accumulators (the
 three counts packed into one int64), flushed into the output every FLUSH
-rows. Invalid rows are counted in (2); only a block that holds some is
-scanned again for the counts and first indices. benchmarks/NOTES.md has the
+rows. With more than DIRECT_MIN bins the copies would cost more to clear
+and flush than they save (rows rarely meet in one bin): the block is added
+straight into the output instead. Invalid rows are counted in (2); only a
+block that holds some is scanned again for the counts and first indices. benchmarks/NOTES.md has the
 measurements behind these choices.
 """
 
@@ -49,6 +51,7 @@ _LOG_HALF = -0.6931471805599453  # log(0.5), the logs of a neutral trash row
 _SHIFT_POS = 21
 _SHIFT_OK = 42
 _FIELD = (1 << 21) - 1
+DIRECT_MIN = 1 << 12  # more bins than this: no interleaved copies (see _scatter_direct)
 
 
 @njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -251,10 +254,12 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     lqv = np.empty(BLOCK, np.float64)
     # Interleaved per-bin scratch, COPIES copies of nb + 1 rows one after the
     # other: packed integer counters and float sums.
-    loc_i = np.zeros(COPIES * (nb + 1), np.int64)
-    loc_p = np.zeros(COPIES * (nb + 1), np.float64)
-    loc_e = np.zeros(COPIES * (nb + 1), np.float64)
-    loc_v = np.zeros(COPIES * (nb + 1), np.float64)
+    direct = nb > DIRECT_MIN
+    n_loc = 0 if direct else COPIES * (nb + 1)
+    loc_i = np.zeros(n_loc, np.int64)
+    loc_p = np.zeros(n_loc, np.float64)
+    loc_e = np.zeros(n_loc, np.float64)
+    loc_v = np.zeros(n_loc, np.float64)
     # Uniform edges are recomputed in the loop; use the stored ones instead in
     # the (never expected) case that the formula does not reproduce them.
     uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
@@ -285,7 +290,15 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
             _record_checks(p, y, bstart, m, omit, checks)
         # Stage 3: scatter into interleaved copies.
         # (unsigned indices: no negative-index wraparound in the loop)
-        if fine:
+        if direct:
+            _scatter_direct(m, bi, nb, inc, pv, ev, vv, counts, sums)
+            if fine:
+                for j in range(m):
+                    good = bi[j] - (j & (COPIES - 1)) * (nb + 1) != nb
+                    g = np.uint64(min(np.int64(pv[j] * fscale), ftop) if good else n_fine)
+                    loc_fi[g] += inc[j]
+                    loc_fp[g] += pv[j]
+        elif fine:
             # Value buckets of the block (trash row n_fine for invalid rows,
             # which _terms marked by their bin nb), added in the same scatter.
             for j in range(m):
@@ -323,6 +336,21 @@ def _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v):
         loc_p[f] += pv[j]
         loc_e[f] += ev[j]
         loc_v[f] += vv[j]
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _scatter_direct(m, bi, nb, inc, pv, ev, vv, counts, sums):
+    """Stage 3 for many bins: the block's rows straight into the output
+    (bi as _terms leaves it, with the copy offset, which is taken off here)."""
+    for j in range(m):
+        b = bi[j] - (j & (COPIES - 1)) * (nb + 1)
+        packed = inc[j]
+        counts[b, 0] += packed & _FIELD
+        counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
+        counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+        sums[b, 0] += pv[j]
+        sums[b, 1] += ev[j]
+        sums[b, 2] += vv[j]
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

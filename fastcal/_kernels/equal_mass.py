@@ -22,7 +22,8 @@ import numpy as np
 from numba import njit
 
 from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from .binary import _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter, _terms
+from .binary import (DIRECT_MIN, _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter,
+                     _scatter_direct, _terms)
 
 
 @njit(inline="always", cache=True)
@@ -66,32 +67,36 @@ def _find(k, lo, hi, s0, s1):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
+def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, sizes):
     """Look at the rows whose key lies in one of the ranges [lo[s], hi[s]].
 
     Ranges are sorted by lo, disjoint, and each lies inside one value bucket:
     those of bucket b are first[b]:first[b + 1]. Per range s: count its rows
-    (every mode), gather their keys (mode 1, at most cap[s] of them) or add
-    (key - lo[s]) >> shift[s] to a histogram of sizes[s] cells (mode 2).
+    (every mode), gather their keys (mode 1) or add (key - lo[s]) >> shift[s]
+    to a histogram of sizes[s] cells (mode 2).
 
     Returns (count, keys, key_start, hist, hist_start): the keys of range s
-    are keys[key_start[s]:key_start[s] + count[s]] in row order, its
-    histogram hist[hist_start[s]:hist_start[s + 1]].
+    are keys[key_start[s]:key_start[s + 1]] in row order (only mode 1 ranges
+    have any: nothing is allocated for the others), its histogram
+    hist[hist_start[s]:hist_start[s + 1]]. Two loops over the part: the first
+    notes each row's range (4 bytes a row) and counts, the second copies the
+    keys into place, so the keys take exactly what was found.
     """
     n_ranges = lo.shape[0]
     count = np.zeros(n_ranges, np.int64)
-    key_start = np.zeros(n_ranges + 1, np.int64)
     hist_start = np.zeros(n_ranges + 1, np.int64)
     for s in range(n_ranges):
-        key_start[s + 1] = key_start[s] + (cap[s] if mode[s] == 1 else 0)
         hist_start[s + 1] = hist_start[s] + (sizes[s] if mode[s] == 2 else 0)
-    keys = np.empty(key_start[n_ranges], np.int64)
     hist = np.zeros(hist_start[n_ranges], np.int64)
     scale = np.float64(n_buckets)
     top = n_buckets - 1
     buf = np.empty(1, np.float64)
     ibuf = buf.view(np.int64)
-    for i in range(p.shape[0]):
+    n = p.shape[0]
+    where = np.empty(n, np.int32)
+    n_gather = 0
+    for i in range(n):
+        where[i] = -1
         x = np.float64(p[i])
         if _skip(x, np.float64(y[i]), omit):
             continue
@@ -105,13 +110,25 @@ def probe_ranges(p, y, omit, n_buckets, first, lo, hi, shift, mode, cap, sizes):
         s = _find(k, lo, hi, s0, s1)
         if s < 0:
             continue
-        c = count[s]
-        count[s] = c + 1
+        count[s] += 1
         m = mode[s]
         if m == 1:
-            keys[key_start[s] + c] = k
+            where[i] = s
+            n_gather += 1
         elif m == 2:
             hist[hist_start[s] + ((k - lo[s]) >> shift[s])] += 1
+    key_start = np.zeros(n_ranges + 1, np.int64)
+    for s in range(n_ranges):
+        key_start[s + 1] = key_start[s] + (count[s] if mode[s] == 1 else 0)
+    keys = np.empty(n_gather, np.int64)
+    if n_gather:
+        fill = key_start[:n_ranges].copy()
+        for i in range(n):
+            s = where[i]
+            if s >= 0:
+                buf[0] = np.float64(p[i])
+                keys[fill[s]] = max(ibuf[0], 0)
+                fill[s] += 1
     return count, keys, key_start, hist, hist_start
 
 
@@ -174,10 +191,12 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
     vv = np.empty(BLOCK, np.float64)
     lpv = np.empty(BLOCK, np.float64)
     lqv = np.empty(BLOCK, np.float64)
-    loc_i = np.zeros(COPIES * (ng + 1), np.int64)
-    loc_p = np.zeros(COPIES * (ng + 1), np.float64)
-    loc_e = np.zeros(COPIES * (ng + 1), np.float64)
-    loc_v = np.zeros(COPIES * (ng + 1), np.float64)
+    direct = ng > DIRECT_MIN  # many groups: no interleaved copies to clear and flush
+    n_loc = 0 if direct else COPIES * (ng + 1)
+    loc_i = np.zeros(n_loc, np.int64)
+    loc_p = np.zeros(n_loc, np.float64)
+    loc_e = np.zeros(n_loc, np.float64)
+    loc_v = np.zeros(n_loc, np.float64)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
@@ -196,12 +215,16 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
         if with_logs:
             _logs(pb, lo_e, hi_e, lpv, lqv)
         _terms(pb, yb, ng, lo_e, hi_e, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
+        if direct:
+            _scatter_direct(m, bi, ng, inc, pv, ev, vv, counts, sums)
+            continue
         _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
         since_flush += m
         if since_flush >= FLUSH:
             _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
             since_flush = 0
-    _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+    if not direct:
+        _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
 
 
 # -- ACE from bucket statistics ------------------------------------------------
@@ -251,43 +274,82 @@ def bucket_stats(p, y, omit, counts, sum_p):
             since_flush = 0
 
 
+MAX_RUNS = 32  # more runs of wanted buckets: a table look-up per row instead
+
+
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
     """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
     (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]].
 
-    A first, vectorised loop per block only counts the rows in such buckets
-    (a look-up in a table of one byte per bucket); the few blocks that hold
-    some are walked again to copy them.
+    The wanted buckets are few (one per group boundary, for ACE): they are
+    merged into runs of consecutive buckets, and a first loop per block marks
+    the rows inside a run by one unsigned comparison per run, vectorised
+    over the block (a table look-up per row when there are more than
+    MAX_RUNS runs); only the marked rows are then copied.
     """
     n_buckets = slot.shape[0]
     scale = np.float64(n_buckets)
     top = n_buckets - 1
+    run_lo = np.empty(n_buckets, np.int32)
+    run_len = np.empty(n_buckets, np.uint32)
+    n_runs = 0
+    b = 0
+    while b < n_buckets:
+        if slot[b] >= 0:
+            a = b
+            while b < n_buckets and slot[b] >= 0:
+                b += 1
+            run_lo[n_runs] = a
+            run_len[n_runs] = b - a
+            n_runs += 1
+        else:
+            b += 1
+    if n_runs == 0:
+        return
     wanted = np.zeros(n_buckets, np.uint8)
     for b in range(n_buckets):
         wanted[b] = slot[b] >= 0
+    few = n_runs <= MAX_RUNS
+    bucket = np.empty(BLOCK, np.int32)
+    hit = np.empty(BLOCK, np.uint8)
     buf = np.empty(1, np.float64)
     ibuf = buf.view(np.int64)
     n = p.shape[0]
     for bstart in range(0, n, BLOCK):
         m = min(BLOCK, n - bstart)
         pb = p[bstart:bstart + m]
-        hit = 0
         for j in range(m):
             x = np.float64(pb[j])
             xs = x if (x >= 0.0) & (x <= 1.0) else 0.0
-            hit += wanted[min(np.int32(xs * scale), top)]
-        if hit == 0:
+            bucket[j] = min(np.int32(xs * scale), top)
+        n_hit = 0
+        if few:
+            for j in range(m):
+                hit[j] = 0
+            for r in range(n_runs):
+                lo_r = run_lo[r]
+                len_r = run_len[r]
+                for j in range(m):
+                    hit[j] |= np.uint32(bucket[j] - lo_r) < len_r
+            for j in range(m):
+                n_hit += hit[j]
+        else:
+            for j in range(m):
+                h = wanted[bucket[j]]
+                hit[j] = h
+                n_hit += h
+        if n_hit == 0:
             continue
         yb = y[bstart:bstart + m]
         for j in range(m):
+            if hit[j] == 0:
+                continue
             x = np.float64(pb[j])
             yv = np.float64(yb[j])
             if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
                 continue
-            s = slot[min(np.int32(x * scale), top)]
-            if s < 0:
-                continue
+            s = slot[bucket[j]]
             buf[0] = x
             i = cap_start[s] + filled[s]
             keys[i] = max(ibuf[0], 0)

@@ -19,11 +19,13 @@ Algorithm, without a sort and without collecting tied rows:
 3. A last pass puts every row in its group: by a table lookup when its
    bucket holds no cut value, else by comparing with the cut values; a row
    equal to a cut value is placed by counting the rows with that value
-   before it (counts per part come from step 2), so ties are split by
-   position without keeping them.
+   before it (counts per part come from step 2, kept only for the values
+   held by several rows, as sparse (value, part, count) entries), so ties
+   are split by position without keeping them.
 
-Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 64 G) gathered keys
-per pass, whatever the data. Passes: 1 (histogram, often shared) + usually 1 probe (more
+Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 16 G) gathered keys
+per pass (two int64 copies while they are ranked) and one part at a time,
+whatever the data: the parts' results are folded as they come. Passes: 1 (histogram, often shared) + usually 1 probe (more
 only for values that agree to many bits, one per 12 bits) + 1 group pass.
 
 A source is given as parts: slices of an array (``ArrayParts``), the chunks
@@ -117,11 +119,24 @@ def _value_histogram(y, x, omit, n_buckets):
     return (kem.value_histogram(x, y, omit, n_buckets),)
 
 
+def _sorted_unique(a):
+    """np.unique of an int64 array by one sort (no hashing, no inverse)."""
+    a = np.sort(a)
+    keep = np.ones(a.shape[0], bool)
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 class EqualMass:
     """The exact equal-mass groups of n ranked rows, found from a value histogram.
 
     ``resolve(parts)`` narrows every wanted rank to its value (probe passes),
     then ``fill(parts, ...)`` puts every row in its group (one pass).
+
+    Memory is O(wanted ranks) plus the keys gathered in one pass: the rows of
+    each part that equal a cut value are kept as sparse (key, part, count)
+    entries, only for keys met in more than one row, never as a table of
+    ranks by parts.
     """
 
     def __init__(self, hist, n_bins, omit):
@@ -135,10 +150,12 @@ class EqualMass:
         full = self.stops > self.starts
         # The wanted ranks (cuts, and each group's first and last row), as arrays
         # that are narrowed pass by pass: key range [lo, hi] known to hold the
-        # rank, rows below lo (before) and in it (m); once resolved, the key,
-        # the rows with that key ranked before it (below) and per part (ties).
-        self.rank = np.unique(np.concatenate(
+        # rank, rows below lo (before) and in it (m); once resolved, the key and
+        # the rows with that key ranked before it (below).
+        self.rank = _sorted_unique(np.concatenate(
             [self.starts[1:], self.starts[full], self.stops[full] - 1]))
+        self.is_cut = np.zeros(self.rank.shape[0], bool)
+        self.is_cut[self._at(self.starts[1:])] = True
         cum = np.cumsum(hist)
         b = np.searchsorted(cum, self.rank, side="right")
         self.lo = _keys(b / nb)
@@ -147,21 +164,33 @@ class EqualMass:
         self.m = hist[b].astype(np.int64)
         self.key = np.full(self.rank.shape[0], -1, np.int64)
         self.below = np.zeros(self.rank.shape[0], np.int64)
-        self.ties = None
+        # rows equal to a cut value, per part: (key, part, count) entries, only
+        # for cut values held by more than one row (the others need no counter)
+        self.tie_entries = []
         self.passes = 0
 
     # -- step 2: probes ---------------------------------------------------
 
     def _specs(self, open_):
         """Distinct key ranges of the open targets (sorted), what to do with
-        each, and the index of each open target's range."""
-        pairs, inverse = np.unique(np.stack([self.lo[open_], self.hi[open_]]), axis=1,
-                                   return_inverse=True)
-        lo, hi = pairs[0].copy(), pairs[1].copy()
-        m = np.zeros(lo.shape[0], np.int64)
-        m[inverse.ravel()] = self.m[open_]
+        each, and the index of each open target's range.
+
+        Open targets are in rank order and their ranges are disjoint (every
+        open target of a bucket has been narrowed as often as the others), so
+        their lo values are sorted and equal lo means the same range.
+        """
+        lo_t = self.lo[open_]
+        new = np.ones(lo_t.shape[0], bool)
+        np.not_equal(lo_t[1:], lo_t[:-1], out=new[1:])
+        if np.any(lo_t[1:] < lo_t[:-1]):  # never expected: the ranges would overlap
+            msg = "equal-mass ranges out of order (internal error)"
+            raise RuntimeError(msg)
+        first_t = np.flatnonzero(new)
+        inverse = np.cumsum(new) - 1
+        lo, hi = lo_t[first_t].copy(), self.hi[open_][first_t].copy()
+        m = self.m[open_][first_t]
         # many groups need many boundary rows: the budgets grow with the groups
-        budget = max(GATHER_BUDGET, 64 * self.n_bins)
+        budget = max(GATHER_BUDGET, 16 * self.n_bins)
         cells = max(SPLIT_CELLS, 16 * self.n_bins)
         modes = np.full(lo.shape[0], 2, np.int64)
         modes[lo == hi] = 0
@@ -175,50 +204,47 @@ class EqualMass:
         shift = np.maximum(_bit_length(width) - bits, 0)
         shift[modes != 2] = 0
         sizes = np.where(modes == 2, (width >> shift) + 1, 0).astype(np.int64)
-        cap = np.where(modes == 1, m, 0).astype(np.int64)
         buckets = np.minimum((lo.view(np.float64) * self.n_buckets).astype(np.int64),
                              self.n_buckets - 1)
         first = np.searchsorted(buckets, np.arange(self.n_buckets + 1), side="left")
-        return (first.astype(np.int64), lo, hi, shift, modes, cap, sizes), inverse.ravel()
+        # ranges of one key that a cut falls in and that hold several rows:
+        # their rows are counted per part (the tie counters of the last pass)
+        tie = np.zeros(lo.shape[0], bool)
+        tie[inverse[self.is_cut[open_]]] = True
+        tie &= (modes == 0) & (m > 1)
+        return (first.astype(np.int64), lo, hi, shift, modes, sizes), m, tie, inverse
 
     def resolve(self, parts):
         """Probe until every wanted rank has its key; returns the passes made."""
-        n_t = self.rank.shape[0]
-        if self.ties is None:
-            self.ties = np.zeros((n_t, parts.n_parts), np.int64)
         while True:
             open_ = np.flatnonzero(self.key < 0)
             if open_.size == 0:
                 return self.passes
-            specs, rid = self._specs(open_)
-            first, lo, hi, shift, modes, cap, sizes = specs
-            results, (hist, hist_start) = parts.map(_probe, (self.omit, self.n_buckets, *specs),
-                                                    combine=_fold_probe)
+            specs, m, tie, rid = self._specs(open_)
+            first, lo, hi, shift, modes, sizes = specs
+            total, hist, hist_start, tie_parts, part_keys = parts.map(
+                _probe, (self.omit, self.n_buckets, *specs, np.flatnonzero(tie)),
+                combine=_fold_probe)
             self.passes += 1
+            if not np.array_equal(total, m):
+                msg = (f"the data changed between passes: {int(m.sum())} rows counted in the "
+                       f"probed ranges, {int(total.sum())} found there")
+                raise ValueError(msg)
             local = self.rank[open_] - self.before[open_]
             mode = modes[rid]
-            counts = np.stack([r[0] for r in results])  # (parts, ranges)
-            # one key: it is the value; count it per part
+            # one key: it is the value; its rows per part were counted
             t0, r0 = open_[mode == 0], rid[mode == 0]
             self.key[t0] = lo[r0]
             self.below[t0] = local[mode == 0]
-            self.ties[t0] = counts[:, r0].T
+            for k, (ranges, counts) in enumerate(tie_parts):
+                self._add_ties(lo[ranges], k, counts)
             # gathered keys: ranges are disjoint and sorted, so one sort of all
             # the keys puts each range's keys in one block, in range order
             sel = mode == 1
             if sel.any():
-                t1, r1 = open_[sel], rid[sel]
-                part_keys = [np.sort(r[1]) for r in results]
-                all_keys = np.sort(np.concatenate(part_keys))
-                found = counts.sum(axis=0) * (modes == 1)
-                off = np.cumsum(found) - found
-                at = off[r1] + local[sel]
-                key = all_keys[at]
-                self.key[t1] = key
-                self.below[t1] = at - np.searchsorted(all_keys, key, side="left")
-                self.ties[t1] = np.stack([np.searchsorted(k, key, side="right")
-                                          - np.searchsorted(k, key, side="left")
-                                          for k in part_keys], axis=1)
+                self._resolve_gathered(open_[sel], rid[sel], local[sel], modes, total,
+                                       part_keys)
+            del part_keys
             # histograms: narrow to the sub-range holding the rank
             sel = mode == 2
             if sel.any():
@@ -234,8 +260,69 @@ class EqualMass:
                 self.lo[t2] = new_lo
                 self.m[t2] = hist[idx]
 
+    def _add_ties(self, keys, part, counts):
+        keep = counts > 0
+        if keep.any():
+            self.tie_entries.append((keys[keep], np.full(int(keep.sum()), part, np.int64),
+                                     counts[keep]))
+
+    def _resolve_gathered(self, t1, r1, local, modes, total, part_keys):
+        """Keys of the targets whose ranges were gathered, and the per-part
+        rows of the cut values among them held by several rows."""
+        part_keys = [k if k.flags.writeable else k.copy() for k in part_keys]
+        for k in part_keys:
+            k.sort()
+        all_keys = np.concatenate(part_keys)
+        all_keys.sort()
+        found = total * (modes == 1)
+        off = np.cumsum(found) - found
+        at = off[r1] + local
+        key = all_keys[at]
+        self.key[t1] = key
+        left = np.searchsorted(all_keys, key, side="left")
+        self.below[t1] = at - left
+        cut = self.is_cut[t1]
+        many = np.searchsorted(all_keys, key[cut], side="right") - left[cut] > 1
+        del all_keys
+        wanted = _sorted_unique(key[cut][many])
+        if wanted.size == 0:
+            return
+        for k, pk in enumerate(part_keys):
+            if pk.size == 0:
+                continue
+            pos = np.minimum(np.searchsorted(wanted, pk), wanted.shape[0] - 1)
+            hit = pos[wanted[pos] == pk]  # sorted, as pk is
+            if hit.size == 0:
+                continue
+            starts = np.flatnonzero(np.r_[True, hit[1:] != hit[:-1]])
+            counts = np.diff(np.r_[starts, hit.shape[0]])
+            self._add_ties(wanted[hit[starts]], k, counts)
+
     def _at(self, ranks):
         return np.searchsorted(self.rank, ranks)
+
+    def _priors(self, cut_keys, n_parts):
+        """Per part: (first cut index of a value, rows with that value in the
+        earlier parts), for the cut values held by rows of several parts."""
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        if not self.tie_entries:
+            return [empty] * n_parts
+        key, part, count = (np.concatenate(c) for c in zip(*self.tie_entries))
+        order = np.lexsort((part, key))
+        key, part, count = key[order], part[order], count[order]
+        dup = np.r_[False, (key[1:] == key[:-1]) & (part[1:] == part[:-1])]
+        key, part, count = key[~dup], part[~dup], count[~dup]
+        cs = np.cumsum(count)
+        run = np.r_[True, key[1:] != key[:-1]]
+        run_base = (cs - count)[run][np.cumsum(run) - 1]
+        prior = cs - count - run_base  # rows with that key in earlier parts
+        idx = np.searchsorted(cut_keys, key, side="left")
+        keep = prior > 0
+        idx, part, prior = idx[keep], part[keep], prior[keep]
+        order = np.argsort(part, kind="stable")
+        idx, part, prior = idx[order], part[order], prior[order]
+        bounds = np.searchsorted(part, np.arange(n_parts + 1))
+        return [(idx[a:b], prior[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
 
     # -- step 3: groups ---------------------------------------------------
 
@@ -243,10 +330,9 @@ class EqualMass:
         """Per-group state (counts, sums, totals) and each group's lowest and
         highest value; one pass over the parts."""
         cuts = self._at(self.starts[1:])
-        cut_values = self.key[cuts].view(np.float64)
+        cut_keys = self.key[cuts]
+        cut_values = cut_keys.view(np.float64)
         cut_below = self.below[cuts]
-        ties = self.ties[cuts].reshape(cuts.shape[0], parts.n_parts)
-        prior = (np.cumsum(ties, axis=1) - ties).T  # rows equal to each cut in earlier parts
         nb = self.n_buckets
         table = np.searchsorted(cut_values, np.arange(nb) / nb, side="left").astype(np.int64)
         if cuts.shape[0]:
@@ -256,7 +342,7 @@ class EqualMass:
         run_end = np.searchsorted(cut_values, cut_values, side="right").astype(np.int64)
         counts, sums, totals = parts.map(
             _fill_groups, (table, cut_values, cut_below, run_end, eps, with_logs, self.n_bins),
-            [(prior[k].copy(),) for k in range(parts.n_parts)], combine=_add)
+            self._priors(cut_keys, parts.n_parts), combine=_add)
         self.passes += 1
         counts, sums = counts[: self.n_bins], sums[: self.n_bins]
         if int(counts[:, 0].sum()) != self.n:
@@ -271,24 +357,27 @@ class EqualMass:
         return counts, sums, totals, lower, upper
 
 
-def _probe(y, x, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes):
-    """Probe one part; the gathered keys are compacted (only what was found)."""
-    count, keys, key_start, hist, hist_start = kem.probe_ranges(
-        x, y, omit, n_buckets, first, lo, hi, shift, modes, cap, sizes)
-    found = np.where(modes == 1, count, 0)
-    start = np.concatenate([[0], np.cumsum(found)]).astype(np.int64)
-    keys = np.concatenate([keys[key_start[s]:key_start[s] + found[s]]
-                           for s in range(found.shape[0])] or [keys[:0]])
-    return count, keys, start, hist, hist_start
+def _probe(y, x, omit, n_buckets, first, lo, hi, shift, modes, sizes, tie):
+    """Probe one part: its counts per range, gathered keys, histograms and,
+    for the ranges in ``tie``, (range, count) where it has rows."""
+    count, keys, _, hist, hist_start = kem.probe_ranges(
+        x, y, omit, n_buckets, first, lo, hi, shift, modes, sizes)
+    held = tie[count[tie] > 0]
+    return count, keys, hist, hist_start, (held, count[held])
 
 
 def _fold_probe(acc, result):
-    """Keep each part's counts and keys (ties per part), add up the histograms."""
-    count, keys, start, hist, hist_start = result
+    """Add up the counts and histograms; keep each part's keys and tie counts
+    (in part order)."""
+    count, keys, hist, hist_start, ties = result
     if acc is None:
-        return [(count, keys, start)], (hist, hist_start)
-    acc[0].append((count, keys, start))
-    return acc[0], (acc[1][0] + hist, hist_start)
+        return count.copy(), hist.copy(), hist_start, [ties], [keys]
+    total, hist_sum, _, tie_parts, part_keys = acc
+    total += count
+    hist_sum += hist
+    tie_parts.append(ties)
+    part_keys.append(keys)
+    return acc
 
 
 def _add(acc, result):
@@ -297,8 +386,11 @@ def _add(acc, result):
     return tuple(a + r for a, r in zip(acc, result))
 
 
-def _fill_groups(y, x, table, cut_values, cut_below, run_end, eps, with_logs, n_bins, seen):
+def _fill_groups(y, x, table, cut_values, cut_below, run_end, eps, with_logs, n_bins,
+                 tie_idx, tie_prior):
     counts, sums, totals, _ = kb.new_state(n_bins)
+    seen = np.zeros(cut_values.shape[0], np.int64)
+    seen[tie_idx] = tie_prior
     kem.fill_groups_range(x, y, 0, x.shape[0], table, cut_values, cut_below, run_end, seen, eps,
                           with_logs, counts, sums, totals)
     return counts, sums, totals
@@ -336,22 +428,31 @@ class ArrayParts:
 
     def map(self, fn, common, per_part=None, combine=None):
         extra = per_part or [()] * self.n_parts
+        jobs = zip(self.slices, extra)
         if self.threads == 1:
-            results = [fn(*s, *common, *e) for s, e in zip(self.slices, extra)]
-        else:
-            from concurrent.futures import ThreadPoolExecutor
+            return fold((fn(*s, *common, *e) for s, e in jobs), combine)
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(self.threads) as pool:
-                futures = [pool.submit(fn, *s, *common, *e)
-                           for s, e in zip(self.slices, extra)]
-                results = [f.result() for f in futures]
-        return fold(results, combine)
+        def results(pool):
+            # at most two results per thread wait to be folded, in part order
+            pending = deque()
+            for s, e in jobs:
+                pending.append(pool.submit(fn, *s, *common, *e))
+                if len(pending) >= 2 * self.threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+        with ThreadPoolExecutor(self.threads) as pool:
+            return fold(results(pool), combine)
 
 
 def fold(results, combine):
-    """The results of a map, folded in part order by ``combine`` if given."""
+    """The results of a map (an iterable, in part order), folded by ``combine``
+    as they come if given, else as a list."""
     if combine is None:
-        return results
+        return list(results)
     acc = None
     for r in results:
         acc = combine(acc, r)

@@ -240,7 +240,24 @@ class _DaskParts:
         tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, *part)
                  for k, part in enumerate(self.source.parts)]
         self.passes += 1
-        return em.fold(self.runner.compute(tasks), combine)
+        client = getattr(self.runner, "client", None)
+        if combine is None or client is None or len(tasks) <= 2:
+            return em.fold(self.runner.compute(tasks), combine)
+        # fold the results in partition order as they come, one at a time, so
+        # that the client never holds every partition's result (a histogram
+        # of 2**22 buckets per partition for a million bins)
+        futures = client.compute(tasks)
+        acc = None
+        try:
+            for k, future in enumerate(futures):
+                acc = combine(acc, future.result())
+                futures[k] = None
+                future.release()
+        finally:
+            left = [f for f in futures if f is not None]
+            if left:
+                client.cancel(left)
+        return acc
 
 
 def _on_part(fn, common, extra, pair, loader, *args):
