@@ -482,3 +482,134 @@ def test_single_file_dtype_is_its_own(tmp_path):
     csv = tmp_path / "a.csv"
     pcsv.write_csv(pa.table({"p": [0.25], "y": [1]}), csv)
     assert open_reader(csv)[0].dtype("p") == np.float64
+
+
+# -- 2. .csv.gz files inside directories; what a directory's stray files become --
+
+def write_csv_gz(path, table):
+    with pa.CompressedOutputStream(str(path), "gzip") as sink:
+        pcsv.write_csv(table, sink)
+
+
+def three_tables(n=500):
+    rng = np.random.default_rng(12)
+    out = []
+    for _ in range(3):
+        p = rng.random(n)
+        out.append(pa.table({"p": p, "y": (rng.random(n) < p).astype(np.uint8)}))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["gz", "mixed"])
+def test_directory_of_csv_gz_is_csv_and_every_file_is_read(tmp_path, layout):
+    tables = three_tables()
+    d = tmp_path / "preds"
+    d.mkdir()
+    for i, t in enumerate(tables):
+        if layout == "mixed" and i == 1:
+            pcsv.write_csv(t, str(d / f"part{i}.csv"))
+        else:
+            write_csv_gz(d / f"part{i}.csv.gz", t)
+    assert fio.detect_format(str(d)) == "csv"
+    reader, fmt = open_reader(str(d))
+    assert fmt == "csv" and [os.path.basename(f) for f in reader.files] == [
+        "part0.csv.gz", "part1.csv" if layout == "mixed" else "part1.csv.gz", "part2.csv.gz"]
+    whole = pa.concat_tables(tables)
+    rep = score_file(str(d), prob="p", label="y", chunk_rows=200)
+    ref = fastcal.calibration_report(whole["y"].to_numpy(), whole["p"].to_numpy(), ace=False)
+    assert rep.n == 1500
+    assert rep.ece == pytest.approx(ref.ece, rel=1e-12)
+    assert np.array_equal(rep.bins["count"], ref.bins["count"])
+
+
+def test_single_csv_gz_is_detected_in_python(tmp_path):
+    t = three_tables()[0]
+    f = tmp_path / "one.csv.gz"
+    write_csv_gz(f, t)
+    assert fio.detect_format(str(f)) == "csv"
+    rep = score_file(str(f), prob="p", label="y")
+    assert rep.n == 500
+
+
+def test_stray_files_of_a_parquet_directory_are_named(tmp_path):
+    tables = three_tables()
+    d = tmp_path / "ds"
+    d.mkdir()
+    for i, t in enumerate(tables):
+        pq.write_table(t, d / f"part{i}.parquet")
+    (d / "README.txt").write_text("notes")
+    (d / "_SUCCESS").write_text("")  # dataset metadata: skipped without a word
+    with pytest.warns(UserWarning) as rec:
+        rep = score_file(str(d), prob="p", label="y")
+    assert rep.n == 1500
+    msgs = [str(w.message) for w in rec]
+    assert msgs == [f"{d}: ignored 1 file that is not parquet data: README.txt"]
+    # a file of another data format makes the directory ambiguous: both named
+    pcsv.write_csv(tables[0], str(d / "notes.csv"))
+    with pytest.raises(ValueError) as err:
+        score_file(str(d), prob="p", label="y")
+    msg = one_line(err, d)
+    assert "mixes formats: 1 csv (notes.csv); 3 parquet (part0.parquet, part1.parquet, " \
+           "part2.parquet)" in msg and "format=" in msg
+    # choosing the format reads the Parquet files and names both others as ignored
+    with pytest.warns(UserWarning, match=r"ignored 2 files that are not parquet data: "
+                                         r"README.txt, notes.csv"):
+        assert score_file(str(d), prob="p", label="y", format="parquet").n == 1500
+
+
+# -- 4. what a new user meets with CSV files: bad gzip, empty, truncated, other separators --
+
+def test_csv_gz_faults_are_one_line_each(tmp_path):
+    import gzip
+
+    cases = {
+        "notgzip.csv.gz": (b"p,y\n0.1,0\n", "not valid gzip data at or after data row 0"),
+        "empty.csv.gz": (gzip.compress(b""), "holds no header line once decompressed"),
+        "blank.csv": (b"\n\n\n", "holds no header line (empty or blank lines only)"),
+        "junk.csv.gz": (gzip.compress(b"p,y\n0.1,0\n") + b"trailing junk",
+                        "not valid gzip data"),
+        "semi.csv": (b"p;y\n0,2;0\n0,7;1\n", "looks separated by ';', but fastcal reads "
+                                             "comma-separated files only"),
+        "latin1.csv": (b"p,y\n0.2,0\n\xff\xfe,1\n", "column 'p' holds bytes that are not "
+                                                   "UTF-8 text"),
+    }
+    for name, (data, want) in cases.items():
+        f = tmp_path / name
+        f.write_bytes(data)
+        with pytest.raises(ValueError) as err:
+            score_file(str(f), prob="p", label="y")
+        assert want in one_line(err, f), (name, str(err.value))
+
+
+def test_truncated_csv_gz_names_the_row_reached(tmp_path):
+    import gzip
+
+    rng = np.random.default_rng(3)
+    rows = "".join(f"{a:.6f},{int(b)}\n" for a, b in zip(rng.random(300_000),
+                                                           rng.random(300_000) < 0.5))
+    whole = gzip.compress(("p,y\n" + rows).encode(), 1)
+    f = tmp_path / "cut.csv.gz"
+    f.write_bytes(whole[: len(whole) * 3 // 4])
+    with pytest.raises(ValueError) as err:
+        score_file(str(f), prob="p", label="y", chunk_rows=10_000)
+    msg = one_line(err, f)
+    assert "the gzip stream ends early at or after data row " in msg
+    row = int(msg.split("data row ")[1].split()[0])
+    assert 0 < row < 300_000
+
+
+def test_directory_whose_files_have_different_columns(tmp_path):
+    d = tmp_path / "cols"
+    d.mkdir()
+    pcsv.write_csv(pa.table({"p": [0.1, 0.2], "y": [0, 1]}), str(d / "a.csv"))
+    write_csv_gz(d / "b.csv.gz", pa.table({"q": [0.1, 0.2], "y": [0, 1]}))
+    with pytest.raises(ValueError) as err:
+        score_file(str(d), prob="p", label="y")
+    assert "no column 'p'; the file has columns: 'q', 'y'" in one_line(err, d / "b.csv.gz")
+    # the same columns in another order, or with an extra column, are read by name
+    (d / "b.csv.gz").unlink()
+    write_csv_gz(d / "b.csv.gz", pa.table({"y": [1, 0], "extra": [5, 6], "p": [0.9, 0.3]}))
+    rep = score_file(str(d), prob="p", label="y")
+    ref = fastcal.calibration_report(np.array([0, 1, 1, 0]), np.array([0.1, 0.2, 0.9, 0.3]),
+                                     ace=False)
+    assert rep.n == 4 and rep.ece == pytest.approx(ref.ece, rel=1e-12)

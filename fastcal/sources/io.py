@@ -25,7 +25,14 @@ never by the file:
   is done, and each chunk is read with ordinary reads (never memory-mapped), so
   a file truncated while it is read is an error naming the file and the first
   missing row, not a SIGBUS.
-* CSV: pyarrow's streaming reader; numeric columns are parsed as float64.
+* CSV (``.csv``, or gzip-compressed ``.csv.gz``; a directory may mix both):
+  pyarrow's streaming reader, comma-separated; numeric columns are parsed as
+  float64.
+
+A directory is read as one dataset of one format. Its files of other extensions
+are not read and a ``UserWarning`` names them (names starting with ``.`` or
+``_`` are skipped silently); files of two data formats are an error naming
+both unless ``format`` picks one.
 
 Data types. A column has one dtype for the whole dataset: the widest of its
 dtypes over the files (``numpy.result_type``; float32 and float64 give
@@ -55,7 +62,7 @@ _EXTENSIONS = {
     ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
     ".feather": "feather", ".arrow": "feather", ".ipc": "feather", ".arrows": "feather",
     ".npy": "npy",
-    ".csv": "csv",
+    ".csv": "csv", ".csv.gz": "csv",
 }
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
@@ -136,6 +143,33 @@ def _stat(path):
         _fail_os(path, exc, "read it")
 
 
+def _ext(name):
+    """The extension that decides a file's format: ``.csv.gz`` as one, else the last one."""
+    low = name.lower()
+    if low.endswith(".csv.gz"):
+        return ".csv.gz"
+    return os.path.splitext(low)[1]
+
+
+def _by_format(files):
+    """{format: [files]} for the data files among ``files``, and the other files."""
+    found, other = {}, []
+    for f in files:
+        fmt = _EXTENSIONS.get(_ext(f))
+        if fmt is None:
+            other.append(f)
+        else:
+            found.setdefault(fmt, []).append(f)
+    return found, other
+
+
+def _some(path, files, k=3):
+    """Up to ``k`` file names relative to ``path``, then how many more."""
+    names = [os.path.relpath(f, path) for f in files[:k]]
+    more = f" and {len(files) - k} more" if len(files) > k else ""
+    return ", ".join(names) + more
+
+
 def detect_format(path, format=None):
     """The format of ``path``: explicit, from the extension, or from a directory's files."""
     if format is not None:
@@ -144,14 +178,17 @@ def detect_format(path, format=None):
             raise ValueError(msg)
         return format
     if os.path.isdir(path):
-        found = sorted({_EXTENSIONS[os.path.splitext(f)[1].lower()] for f in _list_dir(path)
-                        if os.path.splitext(f)[1].lower() in _EXTENSIONS})
+        found, _ = _by_format(_list_dir(path))
         if not found:
-            _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .npy or .csv)")
+            _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .npy, .csv "
+                        "or .csv.gz)")
         if len(found) > 1:
-            _fail(path, f"directory mixes formats {found}; pass format= to choose one")
-        return found[0]
-    ext = os.path.splitext(path)[1].lower()
+            kinds = "; ".join(f"{len(fs)} {fmt} ({_some(path, fs)})"
+                              for fmt, fs in sorted(found.items()))
+            _fail(path, f"directory mixes formats: {kinds}; expected one format (pass format= "
+                        "to choose one; the other files are then ignored)")
+        return next(iter(found))
+    ext = _ext(path)
     if ext not in _EXTENSIONS:
         _fail(path, f"cannot tell the format from the extension {ext!r}; pass format= "
                     f"(one of {', '.join(FORMATS)})")
@@ -159,15 +196,26 @@ def detect_format(path, format=None):
 
 
 def _files_of(path, format):
-    """The data files of a file or directory path, for a given format."""
+    """The data files of a file or directory path, for a given format.
+
+    Files of a directory in other formats or with other extensions are not
+    read: a ``UserWarning`` names them (names starting with ``.`` or ``_``,
+    such as ``_SUCCESS``, are skipped silently as dataset metadata).
+    """
     import stat
+    import warnings
 
     if not stat.S_ISDIR(_stat(path).st_mode):
         return [path]
-    exts = {e for e, f in _EXTENSIONS.items() if f == format}
-    files = [f for f in _list_dir(path) if os.path.splitext(f)[1].lower() in exts]
+    found, other = _by_format(_list_dir(path))
+    files = found.pop(format, [])
     if not files:
         _fail(path, f"directory holds no {format} data files")
+    ignored = sorted(other + [f for fs in found.values() for f in fs])
+    if ignored:
+        what = "1 file that is" if len(ignored) == 1 else f"{len(ignored)} files that are"
+        warnings.warn(f"{path}: ignored {what} not {format} data: {_some(path, ignored)}",
+                      UserWarning, stacklevel=2)
     for f in files:
         _stat(f)  # a symlink loop or a broken link among them: one line naming it
     return files
@@ -578,8 +626,15 @@ class CsvReader(_Reader):
         text = _one_line(exc)
         m = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+): ?(.*)", text)
         if m:
+            hint = ""
+            if m.group(2) == "1":
+                head = self._first_line(f)
+                seps = [s for s in (";", "\t", "|") if s in head]
+                if seps:
+                    hint = (f"; the header {head[:80]!r} looks separated by {seps[0]!r}, but "
+                            "fastcal reads comma-separated files only")
             _fail(f, f"CSV line {m.group(1)}: expected {m.group(2)} fields, got {m.group(3)}: "
-                     f"{m.group(4)[:80]!r}")
+                     f"{m.group(4)[:80]!r}{hint}")
         m = re.search(r"In CSV column #(\d+): Row #(\d+): CSV conversion error to (\w+): "
                       r"invalid value '(.*)'", text)
         if m:
@@ -596,7 +651,31 @@ class CsvReader(_Reader):
                 where = f"in the rows after row {start + file_start}"
             _fail(f, f"column {name} {where} holds {value[:80]!r}; expected a number (or an "
                      "empty field, NA, NaN or null for a missing value) (rows counted from 0)")
+        low = text.lower()
+        gz = f.lower().endswith(".gz")
+        if gz and any(w in low for w in ("zlib", "gzip", "compressed", "inflate")):
+            where = f"at or after data row {start + file_start}"
+            if "truncated" in low:
+                _fail(f, f"the gzip stream ends early {where} (a truncated file: {text}); "
+                         "expected a complete gzip-compressed CSV file")
+            _fail(f, f"not valid gzip data {where} ({text}); expected a gzip-compressed CSV "
+                     "file for a .gz name (name a plain CSV file .csv)")
+        if "empty csv" in low:
+            _fail(f, "holds no header line" + (" once decompressed" if gz else "") +
+                     " (empty or blank lines only); expected a first line naming the columns, "
+                     "such as p,y")
         _fail(f, f"CSV error after data row {file_start}: {text}")
+
+    @staticmethod
+    def _first_line(f):
+        """The file's first line (decompressed for .gz), or "" if it cannot be read."""
+        import pyarrow as pa
+
+        try:
+            with pa.input_stream(f, compression="detect") as s:
+                return s.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        except Exception:  # only a hint for a message
+            return ""
 
     def _schema(self, f):
         import pyarrow.csv as pcsv
@@ -611,8 +690,14 @@ class CsvReader(_Reader):
 
     def check(self, names):
         super().check(names)
+        import pyarrow as pa
+
         for f in self.files:
             s = self.schema if f == self.files[0] else self._schema(f)
+            for n in names:
+                if s.names.count(n) == 1 and pa.types.is_binary(s.field(n).type):
+                    _fail(f, f"column {n!r} holds bytes that are not UTF-8 text; expected "
+                             "numbers in a UTF-8 (or ASCII) CSV file")
             _check_schema(f, names, s)
 
     def _dtype(self, name):
