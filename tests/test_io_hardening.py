@@ -613,3 +613,200 @@ def test_directory_whose_files_have_different_columns(tmp_path):
     ref = fastcal.calibration_report(np.array([0, 1, 1, 0]), np.array([0.1, 0.2, 0.9, 0.3]),
                                      ace=False)
     assert rep.n == 4 and rep.ece == pytest.approx(ref.ece, rel=1e-12)
+
+
+# -- 1b. Arrow IPC files are read with ordinary reads: a file cut at any moment is a message --
+
+_RACE_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from fastcal.sources.io import open_reader
+    for path in sys.stdin:
+        path = path.strip()
+        r, _ = open_reader(path)
+        print("go", flush=True)
+        rows = 0
+        try:
+            for c in r.chunks(["p", "y"], 1 << 17):
+                rows += len(c.columns[0])
+            print("ok", rows, flush=True)
+        except ValueError as exc:
+            print("error", str(exc).replace("\\n", "\\\\n"), flush=True)
+""")
+
+
+def test_feather_file_cut_while_chunks_are_copied_never_kills_the_process(tmp_path):
+    """A child reads a one-batch Feather file while this process truncates it, 40 times at
+    a random size: every read ends complete or with one line naming the file and the row,
+    and the child is never killed by a signal (a memory map gave SIGBUS here)."""
+    import shutil
+
+    n = 1_000_000
+    rng = np.random.default_rng(20)
+    p = rng.random(n)
+    template = tmp_path / "template.feather"
+    write_feather(template, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
+    size = os.path.getsize(template)
+    f = tmp_path / "victim.feather"
+    child = subprocess.Popen([sys.executable, "-c", _RACE_CHILD, ROOT], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outcomes = []
+    try:
+        for _ in range(40):
+            shutil.copyfile(template, f)
+            child.stdin.write(f"{f}\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "go\n"
+            os.truncate(f, int(rng.integers(0, size)))  # while the child reads its chunks
+            line = child.stdout.readline()
+            assert line, f"child died: status {child.wait()}, {child.stderr.read()[-500:]}"
+            outcomes.append(line.rstrip("\n"))
+    finally:
+        child.stdin.close()
+        status = child.wait(timeout=60)
+    assert status == 0, (status, child.stderr.read()[-500:])
+    for out in outcomes:
+        if out.startswith("ok"):
+            assert out == f"ok {n}", out
+            continue
+        assert out.startswith(f"error {f}: file shrank while being read: it had {size} bytes, "
+                              "now "), out
+        assert "\\n" not in out and "cannot be read" in out, out
+        row = int(out.split("rows from ")[1].split()[0])
+        assert 0 <= row < n and row % (1 << 17) == 0, out
+
+
+def test_feather_file_cut_between_opening_and_reading_names_row_0(tmp_path):
+    p = np.random.default_rng(21).random(10_000)
+    f = tmp_path / "a.feather"
+    write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}), max_chunksize=3_000)
+    size = os.path.getsize(f)
+    for cut in (size - 1, size // 2, 100, 0):
+        r, _ = open_reader(f)
+        os.truncate(f, cut)
+        with pytest.raises(ValueError) as e:
+            next(r.chunks(["p", "y"], 1_000))
+        msg = one_line(e, f)
+        assert msg == (f"{f}: file shrank while being read: it had {size} bytes, now {cut}; "
+                       "rows from 0 on cannot be read (expected a file that does not change "
+                       "while it is scored)"), msg
+        write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}),
+                      max_chunksize=3_000)
+
+
+def test_feather_read_that_comes_back_short_names_the_chunk(tmp_path, monkeypatch):
+    """The file is cut during the reads of one chunk (after its p values, before its y
+    values): the short read is the same message, with that chunk's first row."""
+    p = np.random.default_rng(22).random(50_000)
+    f = tmp_path / "a.feather"
+    write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
+    size = os.path.getsize(f)
+    real = fio._pread_all
+    calls = []
+
+    def cut_on_third_p_read(fd, n, pos):
+        calls.append(n)
+        if calls.count(80_000) == 3 and n == 80_000:  # the p values of rows 20,000..29,999
+            os.truncate(f, pos)  # this read then finds nothing left
+        return real(fd, n, pos)
+
+    r, _ = open_reader(f)
+    monkeypatch.setattr(fio, "_pread_all", cut_on_third_p_read)
+    it = r.chunks(["p", "y"], 10_000)
+    got = [next(it).columns for _ in range(2)]
+    with pytest.raises(ValueError) as e:
+        next(it)
+    msg = one_line(e, f)
+    assert f"file shrank while being read: it had {size} bytes, now " in msg, msg
+    assert "rows from 20000 on cannot be read" in msg, msg
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), p[:20_000])
+
+
+def mixed_type_table(n, rng):
+    """Columns of many types around the numeric ones read, with nulls, as pyarrow writes them."""
+    def nulls(arr):
+        mask = rng.random(n) < 0.1
+        return pa.array(arr, mask=mask)
+
+    k = 3
+    flat = rng.random(n * k).astype(np.float32)
+    lists = pa.FixedSizeListArray.from_arrays(pa.array(flat), k)
+    child_nulls = pa.array(flat, mask=rng.random(n * k) < 0.1)
+    lists_nulls = pa.FixedSizeListArray.from_arrays(child_nulls, k)  # null values, no null rows
+    return pa.table({
+        "name": pa.array([f"r{i}" if i % 7 else None for i in range(n)]),
+        "ragged": pa.array([list(range(i % 4)) for i in range(n)], pa.list_(pa.int32())),
+        "rec": pa.array([{"a": i, "b": str(i)} for i in range(n)]),
+        "nothing": pa.nulls(n),
+        "when": pa.array(np.arange(n).astype("datetime64[ms]")),
+        "big": pa.array([str(i) * 3 for i in range(n)], pa.large_string()),
+        "p64": pa.array(rng.random(n)),
+        "p32n": nulls(rng.random(n).astype(np.float32)),
+        "i64n": nulls(rng.integers(-5, 5, n)),
+        "u8": pa.array(rng.integers(0, 2, n).astype(np.uint8)),
+        "flag": pa.array(rng.random(n) < 0.5),
+        "flagn": nulls(rng.random(n) < 0.5),
+        "half": pa.array(rng.random(n).astype(np.float16)),
+        "k3": lists,
+        "k3n": lists_nulls,
+        "dict": pa.array(rng.integers(0, 3, n).astype(np.float64)).dictionary_encode(),
+    })
+
+
+DIRECT = ["p64", "p32n", "i64n", "u8", "flag", "flagn", "half", "k3", "k3n"]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 13, 1_000, 5_000])
+def test_feather_chunks_read_by_byte_ranges_equal_pyarrow(tmp_path, monkeypatch, chunk_rows):
+    """Numeric, bool and fixed-size-list columns (with nulls, after columns of other types)
+    are read by byte ranges, never by pyarrow's batch reader, and equal pyarrow's values;
+    batches of 777 rows, so chunks start at any bit of the bitmaps."""
+    n = 2_345 if chunk_rows > 1 else 300
+    rng = np.random.default_rng(23)
+    t = mixed_type_table(n, rng)
+    f = tmp_path / "m.feather"
+    write_feather(f, t, max_chunksize=777)
+    whole = t.combine_chunks()
+    want = {c: fio._arrow_to_numpy(whole.column(c)) for c in DIRECT + ["dict"]}
+
+    def no_batch_reader(*args, **kwargs):
+        raise AssertionError("a numeric column was read through pyarrow's batch reader")
+
+    r, _ = open_reader(f)
+    assert r.n_rows == n
+    with monkeypatch.context() as m:
+        m.setattr(fio.FeatherReader, "_whole", staticmethod(no_batch_reader))
+        chunks = list(r.chunks(DIRECT, chunk_rows))
+    assert all(len(c.columns[0]) <= chunk_rows for c in chunks)
+    sizes = [len(c.columns[0]) for c in chunks]
+    assert [c.start for c in chunks] == list(np.cumsum([0] + sizes[:-1])) and sum(sizes) == n
+    for i, name in enumerate(DIRECT):
+        got = np.concatenate([c.columns[i] for c in chunks])
+        assert got.dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got, want[name], err_msg=name)
+    # a dictionary column is read by pyarrow's batch reader (plain reads, too)
+    got = np.concatenate([c.columns[1] for c in r.chunks(["p64", "dict"], chunk_rows)])
+    np.testing.assert_array_equal(got, want["dict"])
+
+
+def test_feather_reader_never_memory_maps(tmp_path, monkeypatch):
+    p = np.random.default_rng(24).random(5_000)
+    t = pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)})
+    files = {"file": tmp_path / "a.feather", "lz4": tmp_path / "c.feather",
+             "stream": tmp_path / "s.arrows"}
+    write_feather(files["file"], t, max_chunksize=1_000)
+    with pa.OSFile(str(files["lz4"]), "wb") as sink, ipc.new_file(
+            sink, t.schema, options=ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(t)
+    with pa.OSFile(str(files["stream"]), "wb") as sink, ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the Feather reader memory-maps the file")
+
+    monkeypatch.setattr(pa, "memory_map", refuse)
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    for kind, f in files.items():
+        r, _ = open_reader(f)
+        got = [c.columns for c in r.chunks(["p", "y"], 999)]
+        np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), p, err_msg=kind)
