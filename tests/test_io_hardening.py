@@ -333,7 +333,7 @@ def test_one_big_feather_batch_is_read_in_chunks(tmp_path, compression):
     assert max(sizes) <= rows and sum(sizes) == n
     got = np.concatenate([c.columns[0] for c in r.chunks(["p"], rows)])
     np.testing.assert_array_equal(got, p)
-    if compression is None:  # memory-mapped slices: no copy of the batch
+    if compression is None:  # byte ranges of each chunk: no copy of the batch
         assert peak - before < n * 9 // 4, peak - before
 
 
@@ -810,3 +810,17 @@ def test_feather_reader_never_memory_maps(tmp_path, monkeypatch):
         r, _ = open_reader(f)
         got = [c.columns for c in r.chunks(["p", "y"], 999)]
         np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), p, err_msg=kind)
+
+
+def test_feather_v1_file_is_named_as_such(tmp_path):
+    import warnings
+
+    import pyarrow.feather as feather
+
+    f = tmp_path / "old.feather"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        feather.write_feather(pa.table({"p": [0.1, 0.9], "y": [0, 1]}), str(f), version=1)
+    with pytest.raises(ValueError) as e:
+        score_file(str(f), prob="p", label="y")
+    assert "a Feather V1 file" in one_line(e, f) and "write_feather" in str(e.value)

@@ -12,11 +12,17 @@ never by the file:
   (written by ``write_page_checksum=True``) are verified by default; a page
   that fails its checksum is an error naming the file (``verify_checksums=False``
   skips the check).
-* Arrow IPC / Feather v2: a file is memory-mapped and each record batch
-  sliced into chunks without copying the batch (the map is reopened every
-  16 MiB read so that resident memory stays bounded; a compressed batch is
-  decompressed whole). A stream (``.arrows``) is read batch by batch from a
-  plain file handle (memory: one record batch).
+* Arrow IPC / Feather v2: never memory-mapped. For a file, the footer and
+  each record batch's metadata are parsed from bytes read with ``os.pread``,
+  then each chunk's rows of the columns asked for (numeric, bool or
+  fixed-size lists of them) are read as byte ranges, so memory is one chunk
+  whatever the batch's size. A batch that is compressed, or a column of
+  another type (dictionary, null), is read whole by pyarrow from a plain file
+  handle (memory: one batch of the columns asked for). A stream (``.arrows``)
+  is read batch by batch from a plain file handle (memory: one record batch).
+  A file that shrinks while it is read (checked before each chunk, and any
+  short read) is an error naming the file and the first row not read, never
+  a SIGBUS.
 * NPY (``allow_pickle=False`` always): a structured array (one column per
   field), a 1-D array, a 2-D ``(N, K)`` array (columns ``"0"`` .. ``"K-1"``),
   or a directory of ``.npy`` files with one column per file (named by the file
@@ -685,6 +691,11 @@ class FeatherReader(_Reader):
             except Exception as exc:
                 handle.close()
                 error = exc
+        with open(f, "rb") as fh:
+            if fh.read(4) == b"FEA1":
+                _fail(f, "a Feather V1 file (a format pyarrow has deprecated); expected Feather "
+                         "V2 / Arrow IPC: rewrite it with pyarrow.feather.write_feather("
+                         "pyarrow.feather.read_table(path), new_path)")
         _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(error)}")
 
     @staticmethod
