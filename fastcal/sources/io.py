@@ -556,7 +556,7 @@ def _ipc_blocks(fd, size):
     schema = root.table(1)
     big_endian = schema is None or schema.scalar(0, _I16) != 0
     blocks = root.structs(3, _BLOCK)
-    for off, meta, body in blocks:
+    for off, meta, body in root.structs(2, _BLOCK) + blocks:  # dictionaries and batches
         if off < 8 or meta <= 0 or body < 0 or off + meta + body > size:
             raise _Corrupt
     return blocks, big_endian
@@ -571,8 +571,9 @@ def _ipc_batch(fd, block):
     head = head.tobytes()
     start = 8 if head[:4] == b"\xff\xff\xff\xff" else 4  # continuation marker (format >= 0.15)
     msg = _root(head, start)
-    if msg.scalar(1, _U8) != _RECORD_BATCH:
+    if msg.scalar(1, _U8) != _RECORD_BATCH or msg.scalar(3, _I64) != body:
         raise _Corrupt
+    _verify_message(head, msg)
     rb = msg.table(2)
     if rb is None:
         raise _Corrupt
@@ -582,6 +583,39 @@ def _ipc_batch(fd, block):
         if b_off < 0 or b_len < 0 or b_off + b_len > body:
             raise _Corrupt
     return rows, nodes, bufs, rb.table(3) is not None, off + meta
+
+
+def _verify_message(head, msg):
+    """pyarrow's checks of a message's metadata (flatbuffer verifier, metadata version,
+    lengths), run on the metadata alone: a copy whose body length is set to 0."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    data = bytearray(head)
+    o = msg._off(3)
+    if o:
+        data[msg.pos + o:msg.pos + o + 8] = bytes(8)
+    try:
+        m = ipc.read_message(pa.py_buffer(bytes(data)))
+    except Exception:
+        raise _Corrupt from None
+    if m.type != "record batch":
+        raise _Corrupt
+
+
+def _lengths_agree(typ, nodes, ni, rows):
+    """Whether the field at node ``ni`` (and a fixed-size list's values) holds ``rows`` rows,
+    with a null count in range; else pyarrow's own reader judges the batch."""
+    import pyarrow as pa
+
+    if ni >= len(nodes):
+        return False
+    length, nulls = nodes[ni]
+    if length != rows or not 0 <= nulls <= length:
+        return False
+    if pa.types.is_fixed_size_list(typ):
+        return _lengths_agree(typ.value_type, nodes, ni + 1, rows * typ.list_size)
+    return True
 
 
 def _type_layout(typ):
@@ -663,6 +697,7 @@ class FeatherReader(_Reader):
             try:
                 self._sizes.append(handle.size())
                 self._schemas.append(reader.schema)
+                self._schemas[-1].names  # noqa: B018 - names that are not UTF-8 fail here
                 self._streams.append(not isinstance(reader, pa.ipc.RecordBatchFileReader))
                 if n_rows is not None and not self._streams[-1]:
                     n_rows += self._count_rows(f, reader)
@@ -834,8 +869,10 @@ class FeatherReader(_Reader):
                         rows, nodes, bufs, compressed, body = _ipc_batch(fd, blocks[i])
                     except _Corrupt:
                         compressed = True
-                    if not compressed and (len(nodes), len(bufs)) != layout[1]:
-                        compressed = True  # not the layout expected: let pyarrow read it
+                    if not compressed and ((len(nodes), len(bufs)) != layout[1] or not all(
+                            _lengths_agree(schema.field(n).type, nodes, layout[0][n][0], rows)
+                            for n in names)):
+                        compressed = True  # not the layout expected: let pyarrow judge it
                 if not direct or compressed:
                     if whole is None:
                         whole = self._whole(f, schema, names)
