@@ -867,13 +867,14 @@ class FeatherReader(_Reader):
                 if direct:
                     try:
                         rows, nodes, bufs, compressed, body = _ipc_batch(fd, blocks[i])
+                        by_pyarrow = compressed
                     except _Corrupt:
-                        compressed = True
-                    if not compressed and ((len(nodes), len(bufs)) != layout[1] or not all(
+                        by_pyarrow = True
+                    if not by_pyarrow and ((len(nodes), len(bufs)) != layout[1] or not all(
                             _lengths_agree(schema.field(n).type, nodes, layout[0][n][0], rows)
                             for n in names)):
-                        compressed = True  # not the layout expected: let pyarrow judge it
-                if not direct or compressed:
+                        by_pyarrow = True  # not the layout expected: let pyarrow judge it
+                if not direct or by_pyarrow:
                     if whole is None:
                         whole = self._whole(f, schema, names)
                     batch = whole[0].get_batch(i)
