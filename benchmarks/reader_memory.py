@@ -11,7 +11,8 @@ each in a fresh process:
 * peak RSS (``resource.getrusage(...).ru_maxrss``) of reading every chunk of
   (p, y), above the process's peak after importing numpy and pyarrow;
 * the time to read every chunk of the Parquet file with and without page
-  checksum verification, and of the NPY files (ordinary reads), best of 7.
+  checksum verification, of the Feather files and of the NPY files (all
+  ordinary reads), best of 7.
 
 Not a pytest benchmark: RSS needs a process of its own per file. The files are
 written by a child process too: ru_maxrss survives exec, so a parent that
@@ -109,6 +110,9 @@ def main():
         for mode in ("check", "nocheck"):
             _, ms, _, _ = child(files["parquet, page checksums"], "p,y", 1 << 18, mode)
             print(f"  parquet with page checksums, verify_checksums={mode == 'check'}: {ms} ms")
+        for key in ("feather, one batch", "feather, 64Ki-row batches"):
+            _, ms, _, _ = child(files[key], "p,y", 1 << 18, "time")
+            print(f"  {key} (p, y): {ms} ms")
         _, ms, _, _ = child(files["npy 1-D"], "p", 1 << 18, "time")
         print(f"  npy 1-D (p): {ms} ms")
         _, ms, _, _ = child(files["npy structured"], "p,y", 1 << 18, "time")

@@ -174,3 +174,30 @@ def test_flipped_values_under_page_checksums_are_all_caught(tmp_path):
         g.write_bytes(bytes(bad))
         assert check("parquet-ck", g, chunk_rows=250) == "error", row
         os.remove(g)
+
+
+def test_feather_metadata_flips_are_caught_or_read_exactly(tmp_path):
+    """The Feather reader parses the footer and each batch's metadata itself (to read byte
+    ranges without a memory map): every byte of the footer and of the first batch's
+    metadata, flipped, must give a clean error or exactly the numbers pyarrow reads."""
+    from fastcal.sources import io as fio
+
+    f = build("feather", tmp_path)
+    data = f.read_bytes()
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        blocks, _ = fio._ipc_blocks(fd, len(data))
+    finally:
+        os.close(fd)
+    off, meta, _ = blocks[0]
+    footer = len(data) - 10 - int.from_bytes(data[-10:-6], "little")
+    positions = list(range(off, off + meta)) + list(range(footer, len(data)))
+    seen = []
+    for pos in positions:
+        g = tmp_path / f"m{pos}.feather"
+        bad = bytearray(data)
+        bad[pos] ^= 0x01 if pos % 2 else 0xFF
+        g.write_bytes(bytes(bad))
+        seen.append(check("feather", g, chunk_rows=500))
+        os.remove(g)
+    assert seen.count("error") > 50 and seen.count("ok") > 50

@@ -333,7 +333,7 @@ def test_one_big_feather_batch_is_read_in_chunks(tmp_path, compression):
     assert max(sizes) <= rows and sum(sizes) == n
     got = np.concatenate([c.columns[0] for c in r.chunks(["p"], rows)])
     np.testing.assert_array_equal(got, p)
-    if compression is None:  # memory-mapped slices: no copy of the batch
+    if compression is None:  # byte ranges of each chunk: no copy of the batch
         assert peak - before < n * 9 // 4, peak - before
 
 
@@ -482,3 +482,345 @@ def test_single_file_dtype_is_its_own(tmp_path):
     csv = tmp_path / "a.csv"
     pcsv.write_csv(pa.table({"p": [0.25], "y": [1]}), csv)
     assert open_reader(csv)[0].dtype("p") == np.float64
+
+
+# -- 2. .csv.gz files inside directories; what a directory's stray files become --
+
+def write_csv_gz(path, table):
+    with pa.CompressedOutputStream(str(path), "gzip") as sink:
+        pcsv.write_csv(table, sink)
+
+
+def three_tables(n=500):
+    rng = np.random.default_rng(12)
+    out = []
+    for _ in range(3):
+        p = rng.random(n)
+        out.append(pa.table({"p": p, "y": (rng.random(n) < p).astype(np.uint8)}))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["gz", "mixed"])
+def test_directory_of_csv_gz_is_csv_and_every_file_is_read(tmp_path, layout):
+    tables = three_tables()
+    d = tmp_path / "preds"
+    d.mkdir()
+    for i, t in enumerate(tables):
+        if layout == "mixed" and i == 1:
+            pcsv.write_csv(t, str(d / f"part{i}.csv"))
+        else:
+            write_csv_gz(d / f"part{i}.csv.gz", t)
+    assert fio.detect_format(str(d)) == "csv"
+    reader, fmt = open_reader(str(d))
+    assert fmt == "csv" and [os.path.basename(f) for f in reader.files] == [
+        "part0.csv.gz", "part1.csv" if layout == "mixed" else "part1.csv.gz", "part2.csv.gz"]
+    whole = pa.concat_tables(tables)
+    rep = score_file(str(d), prob="p", label="y", chunk_rows=200)
+    ref = fastcal.calibration_report(whole["y"].to_numpy(), whole["p"].to_numpy(), ace=False)
+    assert rep.n == 1500
+    assert rep.ece == pytest.approx(ref.ece, rel=1e-12)
+    assert np.array_equal(rep.bins["count"], ref.bins["count"])
+
+
+def test_single_csv_gz_is_detected_in_python(tmp_path):
+    t = three_tables()[0]
+    f = tmp_path / "one.csv.gz"
+    write_csv_gz(f, t)
+    assert fio.detect_format(str(f)) == "csv"
+    rep = score_file(str(f), prob="p", label="y")
+    assert rep.n == 500
+
+
+def test_stray_files_of_a_parquet_directory_are_named(tmp_path):
+    tables = three_tables()
+    d = tmp_path / "ds"
+    d.mkdir()
+    for i, t in enumerate(tables):
+        pq.write_table(t, d / f"part{i}.parquet")
+    (d / "README.txt").write_text("notes")
+    (d / "_SUCCESS").write_text("")  # dataset metadata: skipped without a word
+    with pytest.warns(UserWarning) as rec:
+        rep = score_file(str(d), prob="p", label="y")
+    assert rep.n == 1500
+    msgs = [str(w.message) for w in rec]
+    assert msgs == [f"{d}: ignored 1 file that is not parquet data: README.txt"]
+    # a file of another data format makes the directory ambiguous: both named
+    pcsv.write_csv(tables[0], str(d / "notes.csv"))
+    with pytest.raises(ValueError) as err:
+        score_file(str(d), prob="p", label="y")
+    msg = one_line(err, d)
+    assert "mixes formats: 1 csv (notes.csv); 3 parquet (part0.parquet, part1.parquet, " \
+           "part2.parquet)" in msg and "format=" in msg
+    # choosing the format reads the Parquet files and names both others as ignored
+    with pytest.warns(UserWarning, match=r"ignored 2 files that are not parquet data: "
+                                         r"README.txt, notes.csv"):
+        assert score_file(str(d), prob="p", label="y", format="parquet").n == 1500
+
+
+# -- 4. what a new user meets with CSV files: bad gzip, empty, truncated, other separators --
+
+def test_csv_gz_faults_are_one_line_each(tmp_path):
+    import gzip
+
+    cases = {
+        "notgzip.csv.gz": (b"p,y\n0.1,0\n", "not valid gzip data at or after data row 0"),
+        "empty.csv.gz": (gzip.compress(b""), "holds no header line once decompressed"),
+        "blank.csv": (b"\n\n\n", "holds no header line (empty or blank lines only)"),
+        "junk.csv.gz": (gzip.compress(b"p,y\n0.1,0\n") + b"trailing junk",
+                        "not valid gzip data"),
+        "semi.csv": (b"p;y\n0,2;0\n0,7;1\n", "looks separated by ';', but fastcal reads "
+                                             "comma-separated files only"),
+        "latin1.csv": (b"p,y\n0.2,0\n\xff\xfe,1\n", "column 'p' holds bytes that are not "
+                                                   "UTF-8 text"),
+    }
+    for name, (data, want) in cases.items():
+        f = tmp_path / name
+        f.write_bytes(data)
+        with pytest.raises(ValueError) as err:
+            score_file(str(f), prob="p", label="y")
+        assert want in one_line(err, f), (name, str(err.value))
+
+
+def test_truncated_csv_gz_names_the_row_reached(tmp_path):
+    import gzip
+
+    rng = np.random.default_rng(3)
+    rows = "".join(f"{a:.6f},{int(b)}\n" for a, b in zip(rng.random(300_000),
+                                                           rng.random(300_000) < 0.5))
+    whole = gzip.compress(("p,y\n" + rows).encode(), 1)
+    f = tmp_path / "cut.csv.gz"
+    f.write_bytes(whole[: len(whole) * 3 // 4])
+    with pytest.raises(ValueError) as err:
+        score_file(str(f), prob="p", label="y", chunk_rows=10_000)
+    msg = one_line(err, f)
+    assert "the gzip stream ends early at or after data row " in msg
+    row = int(msg.split("data row ")[1].split()[0])
+    assert 0 < row < 300_000
+
+
+def test_directory_whose_files_have_different_columns(tmp_path):
+    d = tmp_path / "cols"
+    d.mkdir()
+    pcsv.write_csv(pa.table({"p": [0.1, 0.2], "y": [0, 1]}), str(d / "a.csv"))
+    write_csv_gz(d / "b.csv.gz", pa.table({"q": [0.1, 0.2], "y": [0, 1]}))
+    with pytest.raises(ValueError) as err:
+        score_file(str(d), prob="p", label="y")
+    assert "no column 'p'; the file has columns: 'q', 'y'" in one_line(err, d / "b.csv.gz")
+    # the same columns in another order, or with an extra column, are read by name
+    (d / "b.csv.gz").unlink()
+    write_csv_gz(d / "b.csv.gz", pa.table({"y": [1, 0], "extra": [5, 6], "p": [0.9, 0.3]}))
+    rep = score_file(str(d), prob="p", label="y")
+    ref = fastcal.calibration_report(np.array([0, 1, 1, 0]), np.array([0.1, 0.2, 0.9, 0.3]),
+                                     ace=False)
+    assert rep.n == 4 and rep.ece == pytest.approx(ref.ece, rel=1e-12)
+
+
+# -- 1b. Arrow IPC files are read with ordinary reads: a file cut at any moment is a message --
+
+_RACE_CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from fastcal.sources.io import open_reader
+    for path in sys.stdin:
+        path = path.strip()
+        r, _ = open_reader(path)
+        print("go", flush=True)
+        rows = 0
+        try:
+            for c in r.chunks(["p", "y"], 1 << 17):
+                rows += len(c.columns[0])
+            print("ok", rows, flush=True)
+        except ValueError as exc:
+            print("error", str(exc).replace("\\n", "\\\\n"), flush=True)
+""")
+
+
+def test_feather_file_cut_while_chunks_are_copied_never_kills_the_process(tmp_path):
+    """A child reads a one-batch Feather file while this process truncates it, 40 times at
+    a random size: every read ends complete or with one line naming the file and the row,
+    and the child is never killed by a signal (a memory map gave SIGBUS here)."""
+    import shutil
+
+    n = 1_000_000
+    rng = np.random.default_rng(20)
+    p = rng.random(n)
+    template = tmp_path / "template.feather"
+    write_feather(template, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
+    size = os.path.getsize(template)
+    f = tmp_path / "victim.feather"
+    child = subprocess.Popen([sys.executable, "-c", _RACE_CHILD, ROOT], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outcomes = []
+    try:
+        for _ in range(40):
+            shutil.copyfile(template, f)
+            child.stdin.write(f"{f}\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "go\n"
+            os.truncate(f, int(rng.integers(0, size)))  # while the child reads its chunks
+            line = child.stdout.readline()
+            assert line, f"child died: status {child.wait()}, {child.stderr.read()[-500:]}"
+            outcomes.append(line.rstrip("\n"))
+    finally:
+        child.stdin.close()
+        status = child.wait(timeout=60)
+    assert status == 0, (status, child.stderr.read()[-500:])
+    for out in outcomes:
+        if out.startswith("ok"):
+            assert out == f"ok {n}", out
+            continue
+        assert out.startswith(f"error {f}: file shrank while being read: it had {size} bytes, "
+                              "now "), out
+        assert "\\n" not in out and "cannot be read" in out, out
+        row = int(out.split("rows from ")[1].split()[0])
+        assert 0 <= row < n and row % (1 << 17) == 0, out
+
+
+def test_feather_file_cut_between_opening_and_reading_names_row_0(tmp_path):
+    p = np.random.default_rng(21).random(10_000)
+    f = tmp_path / "a.feather"
+    write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}), max_chunksize=3_000)
+    size = os.path.getsize(f)
+    for cut in (size - 1, size // 2, 100, 0):
+        r, _ = open_reader(f)
+        os.truncate(f, cut)
+        with pytest.raises(ValueError) as e:
+            next(r.chunks(["p", "y"], 1_000))
+        msg = one_line(e, f)
+        assert msg == (f"{f}: file shrank while being read: it had {size} bytes, now {cut}; "
+                       "rows from 0 on cannot be read (expected a file that does not change "
+                       "while it is scored)"), msg
+        write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}),
+                      max_chunksize=3_000)
+
+
+def test_feather_read_that_comes_back_short_names_the_chunk(tmp_path, monkeypatch):
+    """The file is cut during the reads of one chunk (after its p values, before its y
+    values): the short read is the same message, with that chunk's first row."""
+    p = np.random.default_rng(22).random(50_000)
+    f = tmp_path / "a.feather"
+    write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
+    size = os.path.getsize(f)
+    real = fio._pread_all
+    calls = []
+
+    def cut_on_third_p_read(fd, n, pos):
+        calls.append(n)
+        if calls.count(80_000) == 3 and n == 80_000:  # the p values of rows 20,000..29,999
+            os.truncate(f, pos)  # this read then finds nothing left
+        return real(fd, n, pos)
+
+    r, _ = open_reader(f)
+    monkeypatch.setattr(fio, "_pread_all", cut_on_third_p_read)
+    it = r.chunks(["p", "y"], 10_000)
+    got = [next(it).columns for _ in range(2)]
+    with pytest.raises(ValueError) as e:
+        next(it)
+    msg = one_line(e, f)
+    assert f"file shrank while being read: it had {size} bytes, now " in msg, msg
+    assert "rows from 20000 on cannot be read" in msg, msg
+    np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), p[:20_000])
+
+
+def mixed_type_table(n, rng):
+    """Columns of many types around the numeric ones read, with nulls, as pyarrow writes them."""
+    def nulls(arr):
+        mask = rng.random(n) < 0.1
+        return pa.array(arr, mask=mask)
+
+    k = 3
+    flat = rng.random(n * k).astype(np.float32)
+    lists = pa.FixedSizeListArray.from_arrays(pa.array(flat), k)
+    child_nulls = pa.array(flat, mask=rng.random(n * k) < 0.1)
+    lists_nulls = pa.FixedSizeListArray.from_arrays(child_nulls, k)  # null values, no null rows
+    return pa.table({
+        "name": pa.array([f"r{i}" if i % 7 else None for i in range(n)]),
+        "ragged": pa.array([list(range(i % 4)) for i in range(n)], pa.list_(pa.int32())),
+        "rec": pa.array([{"a": i, "b": str(i)} for i in range(n)]),
+        "nothing": pa.nulls(n),
+        "when": pa.array(np.arange(n).astype("datetime64[ms]")),
+        "big": pa.array([str(i) * 3 for i in range(n)], pa.large_string()),
+        "p64": pa.array(rng.random(n)),
+        "p32n": nulls(rng.random(n).astype(np.float32)),
+        "i64n": nulls(rng.integers(-5, 5, n)),
+        "u8": pa.array(rng.integers(0, 2, n).astype(np.uint8)),
+        "flag": pa.array(rng.random(n) < 0.5),
+        "flagn": nulls(rng.random(n) < 0.5),
+        "half": pa.array(rng.random(n).astype(np.float16)),
+        "k3": lists,
+        "k3n": lists_nulls,
+        "dict": pa.array(rng.integers(0, 3, n).astype(np.float64)).dictionary_encode(),
+    })
+
+
+DIRECT = ["p64", "p32n", "i64n", "u8", "flag", "flagn", "half", "k3", "k3n"]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 13, 1_000, 5_000])
+def test_feather_chunks_read_by_byte_ranges_equal_pyarrow(tmp_path, monkeypatch, chunk_rows):
+    """Numeric, bool and fixed-size-list columns (with nulls, after columns of other types)
+    are read by byte ranges, never by pyarrow's batch reader, and equal pyarrow's values;
+    batches of 777 rows, so chunks start at any bit of the bitmaps."""
+    n = 2_345 if chunk_rows > 1 else 300
+    rng = np.random.default_rng(23)
+    t = mixed_type_table(n, rng)
+    f = tmp_path / "m.feather"
+    write_feather(f, t, max_chunksize=777)
+    whole = t.combine_chunks()
+    want = {c: fio._arrow_to_numpy(whole.column(c)) for c in DIRECT + ["dict"]}
+
+    def no_batch_reader(*args, **kwargs):
+        raise AssertionError("a numeric column was read through pyarrow's batch reader")
+
+    r, _ = open_reader(f)
+    assert r.n_rows == n
+    with monkeypatch.context() as m:
+        m.setattr(fio.FeatherReader, "_whole", staticmethod(no_batch_reader))
+        chunks = list(r.chunks(DIRECT, chunk_rows))
+    assert all(len(c.columns[0]) <= chunk_rows for c in chunks)
+    sizes = [len(c.columns[0]) for c in chunks]
+    assert [c.start for c in chunks] == list(np.cumsum([0] + sizes[:-1])) and sum(sizes) == n
+    for i, name in enumerate(DIRECT):
+        got = np.concatenate([c.columns[i] for c in chunks])
+        assert got.dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got, want[name], err_msg=name)
+    # a dictionary column is read by pyarrow's batch reader (plain reads, too)
+    got = np.concatenate([c.columns[1] for c in r.chunks(["p64", "dict"], chunk_rows)])
+    np.testing.assert_array_equal(got, want["dict"])
+
+
+def test_feather_reader_never_memory_maps(tmp_path, monkeypatch):
+    p = np.random.default_rng(24).random(5_000)
+    t = pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)})
+    files = {"file": tmp_path / "a.feather", "lz4": tmp_path / "c.feather",
+             "stream": tmp_path / "s.arrows"}
+    write_feather(files["file"], t, max_chunksize=1_000)
+    with pa.OSFile(str(files["lz4"]), "wb") as sink, ipc.new_file(
+            sink, t.schema, options=ipc.IpcWriteOptions(compression="lz4")) as w:
+        w.write_table(t)
+    with pa.OSFile(str(files["stream"]), "wb") as sink, ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the Feather reader memory-maps the file")
+
+    monkeypatch.setattr(pa, "memory_map", refuse)
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    for kind, f in files.items():
+        r, _ = open_reader(f)
+        got = [c.columns for c in r.chunks(["p", "y"], 999)]
+        np.testing.assert_array_equal(np.concatenate([g[0] for g in got]), p, err_msg=kind)
+
+
+def test_feather_v1_file_is_named_as_such(tmp_path):
+    import warnings
+
+    import pyarrow.feather as feather
+
+    f = tmp_path / "old.feather"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        feather.write_feather(pa.table({"p": [0.1, 0.9], "y": [0, 1]}), str(f), version=1)
+    with pytest.raises(ValueError) as e:
+        score_file(str(f), prob="p", label="y")
+    assert "a Feather V1 file" in one_line(e, f) and "write_feather" in str(e.value)

@@ -12,11 +12,17 @@ never by the file:
   (written by ``write_page_checksum=True``) are verified by default; a page
   that fails its checksum is an error naming the file (``verify_checksums=False``
   skips the check).
-* Arrow IPC / Feather v2: a file is memory-mapped and each record batch
-  sliced into chunks without copying the batch (the map is reopened every
-  16 MiB read so that resident memory stays bounded; a compressed batch is
-  decompressed whole). A stream (``.arrows``) is read batch by batch from a
-  plain file handle (memory: one record batch).
+* Arrow IPC / Feather v2: never memory-mapped. For a file, the footer and
+  each record batch's metadata are parsed from bytes read with ``os.pread``,
+  then each chunk's rows of the columns asked for (numeric, bool or
+  fixed-size lists of them) are read as byte ranges, so memory is one chunk
+  whatever the batch's size. A batch that is compressed, or a column of
+  another type (dictionary, null), is read whole by pyarrow from a plain file
+  handle (memory: one batch of the columns asked for). A stream (``.arrows``)
+  is read batch by batch from a plain file handle (memory: one record batch).
+  A file that shrinks while it is read (checked before each chunk, and any
+  short read) is an error naming the file and the first row not read, never
+  a SIGBUS.
 * NPY (``allow_pickle=False`` always): a structured array (one column per
   field), a 1-D array, a 2-D ``(N, K)`` array (columns ``"0"`` .. ``"K-1"``),
   or a directory of ``.npy`` files with one column per file (named by the file
@@ -25,7 +31,14 @@ never by the file:
   is done, and each chunk is read with ordinary reads (never memory-mapped), so
   a file truncated while it is read is an error naming the file and the first
   missing row, not a SIGBUS.
-* CSV: pyarrow's streaming reader; numeric columns are parsed as float64.
+* CSV (``.csv``, or gzip-compressed ``.csv.gz``; a directory may mix both):
+  pyarrow's streaming reader, comma-separated; numeric columns are parsed as
+  float64.
+
+A directory is read as one dataset of one format. Its files of other extensions
+are not read and a ``UserWarning`` names them (names starting with ``.`` or
+``_`` are skipped silently); files of two data formats are an error naming
+both unless ``format`` picks one.
 
 Data types. A column has one dtype for the whole dataset: the widest of its
 dtypes over the files (``numpy.result_type``; float32 and float64 give
@@ -45,6 +58,7 @@ import errno
 import math
 import os
 import re
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +69,7 @@ _EXTENSIONS = {
     ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
     ".feather": "feather", ".arrow": "feather", ".ipc": "feather", ".arrows": "feather",
     ".npy": "npy",
-    ".csv": "csv",
+    ".csv": "csv", ".csv.gz": "csv",
 }
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
@@ -64,9 +78,6 @@ DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reade
 MAX_COLUMNS = 1 << 16
 # Parquet: pages are read through a buffer of this size, not a whole column chunk at once.
 _PARQUET_BUFFER = 1 << 20
-# Arrow IPC files: the memory map is reopened after this many bytes were read through it,
-# so that the pages already read leave the process's resident set.
-_IPC_MAP_BUDGET = 16 << 20
 # NPY: a 2-D C-order window is read in pieces of about this many bytes.
 _NPY_PIECE = 8 << 20
 
@@ -136,6 +147,33 @@ def _stat(path):
         _fail_os(path, exc, "read it")
 
 
+def _ext(name):
+    """The extension that decides a file's format: ``.csv.gz`` as one, else the last one."""
+    low = name.lower()
+    if low.endswith(".csv.gz"):
+        return ".csv.gz"
+    return os.path.splitext(low)[1]
+
+
+def _by_format(files):
+    """{format: [files]} for the data files among ``files``, and the other files."""
+    found, other = {}, []
+    for f in files:
+        fmt = _EXTENSIONS.get(_ext(f))
+        if fmt is None:
+            other.append(f)
+        else:
+            found.setdefault(fmt, []).append(f)
+    return found, other
+
+
+def _some(path, files, k=3):
+    """Up to ``k`` file names relative to ``path``, then how many more."""
+    names = [os.path.relpath(f, path) for f in files[:k]]
+    more = f" and {len(files) - k} more" if len(files) > k else ""
+    return ", ".join(names) + more
+
+
 def detect_format(path, format=None):
     """The format of ``path``: explicit, from the extension, or from a directory's files."""
     if format is not None:
@@ -144,14 +182,17 @@ def detect_format(path, format=None):
             raise ValueError(msg)
         return format
     if os.path.isdir(path):
-        found = sorted({_EXTENSIONS[os.path.splitext(f)[1].lower()] for f in _list_dir(path)
-                        if os.path.splitext(f)[1].lower() in _EXTENSIONS})
+        found, _ = _by_format(_list_dir(path))
         if not found:
-            _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .npy or .csv)")
+            _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .npy, .csv "
+                        "or .csv.gz)")
         if len(found) > 1:
-            _fail(path, f"directory mixes formats {found}; pass format= to choose one")
-        return found[0]
-    ext = os.path.splitext(path)[1].lower()
+            kinds = "; ".join(f"{len(fs)} {fmt} ({_some(path, fs)})"
+                              for fmt, fs in sorted(found.items()))
+            _fail(path, f"directory mixes formats: {kinds}; expected one format (pass format= "
+                        "to choose one; the other files are then ignored)")
+        return next(iter(found))
+    ext = _ext(path)
     if ext not in _EXTENSIONS:
         _fail(path, f"cannot tell the format from the extension {ext!r}; pass format= "
                     f"(one of {', '.join(FORMATS)})")
@@ -159,15 +200,26 @@ def detect_format(path, format=None):
 
 
 def _files_of(path, format):
-    """The data files of a file or directory path, for a given format."""
+    """The data files of a file or directory path, for a given format.
+
+    Files of a directory in other formats or with other extensions are not
+    read: a ``UserWarning`` names them (names starting with ``.`` or ``_``,
+    such as ``_SUCCESS``, are skipped silently as dataset metadata).
+    """
     import stat
+    import warnings
 
     if not stat.S_ISDIR(_stat(path).st_mode):
         return [path]
-    exts = {e for e, f in _EXTENSIONS.items() if f == format}
-    files = [f for f in _list_dir(path) if os.path.splitext(f)[1].lower() in exts]
+    found, other = _by_format(_list_dir(path))
+    files = found.pop(format, [])
     if not files:
         _fail(path, f"directory holds no {format} data files")
+    ignored = sorted(other + [f for fs in found.values() for f in fs])
+    if ignored:
+        what = "1 file that is" if len(ignored) == 1 else f"{len(ignored)} files that are"
+        warnings.warn(f"{path}: ignored {what} not {format} data: {_some(path, ignored)}",
+                      UserWarning, stacklevel=2)
     for f in files:
         _stat(f)  # a symlink loop or a broken link among them: one line naming it
     return files
@@ -401,9 +453,233 @@ class ParquetReader(_Reader):
                 _fail(f, f"read {file_start} rows but the footer says {pf.metadata.num_rows}")
 
 
-def _owned(col):
-    """A copy of ``col`` unless it owns its memory (a view of a memory map must not escape)."""
-    return col if col.flags.owndata else np.array(col, copy=True)
+# -- Arrow IPC files: layout parsed from bytes read with ordinary reads ------------------
+#
+# An IPC file is "ARROW1" + padding, the messages (schema, dictionaries, record batches),
+# a flatbuffer footer listing every batch as a Block (offset, metadata length, body
+# length), the footer's length and "ARROW1". A record batch message's metadata lists
+# one FieldNode (length, null count) per field and one Buffer (offset, length in the
+# body) per buffer, depth first over the schema. Reading these few hundred bytes with
+# os.pread, and then only the byte ranges of the rows and columns of one chunk, keeps
+# memory bounded by the chunk without a memory map: a file cut while it is read gives a
+# short read (a message), never a SIGBUS.
+
+_IPC_MAGIC = b"ARROW1"
+_BLOCK = struct.Struct("<qi4xq")   # Block: offset, metaDataLength, (pad), bodyLength
+_PAIR = struct.Struct("<qq")       # FieldNode (length, null_count); Buffer (offset, length)
+_RECORD_BATCH = 3                  # MessageHeader union: RecordBatch
+
+
+class _Corrupt(Exception):
+    """The IPC layout does not parse: the caller falls back to pyarrow's own reader."""
+
+
+def _unpack(fmt, buf, pos):
+    if pos < 0 or pos + fmt.size > len(buf):
+        raise _Corrupt
+    return fmt.unpack_from(buf, pos)
+
+
+_U16, _U32, _I32 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<i")
+_I64, _I16, _U8 = struct.Struct("<q"), struct.Struct("<h"), struct.Struct("<B")
+
+
+class _Table:
+    """A flatbuffer table: scalars, sub-tables and vectors of structs by field number."""
+
+    def __init__(self, buf, pos):
+        self.buf, self.pos = buf, pos
+        self.vt = pos - _unpack(_I32, buf, pos)[0]
+        self.vlen = _unpack(_U16, buf, self.vt)[0]
+
+    def _off(self, k):
+        i = 4 + 2 * k
+        return _unpack(_U16, self.buf, self.vt + i)[0] if i + 2 <= self.vlen else 0
+
+    def scalar(self, k, fmt, default=0):
+        o = self._off(k)
+        return _unpack(fmt, self.buf, self.pos + o)[0] if o else default
+
+    def _target(self, k):
+        o = self._off(k)
+        if not o:
+            return None
+        p = self.pos + o
+        return p + _unpack(_U32, self.buf, p)[0]
+
+    def table(self, k):
+        p = self._target(k)
+        return None if p is None else _Table(self.buf, p)
+
+    def structs(self, k, fmt):
+        p = self._target(k)
+        if p is None:
+            return []
+        n = _unpack(_U32, self.buf, p)[0]
+        if p + 4 + n * fmt.size > len(self.buf):
+            raise _Corrupt
+        return [fmt.unpack_from(self.buf, p + 4 + i * fmt.size) for i in range(n)]
+
+
+def _root(buf, start=0):
+    return _Table(buf, start + _unpack(_U32, buf, start)[0])
+
+
+def _pread_all(fd, n, pos):
+    """Exactly ``n`` bytes at ``pos`` into a new uint8 array, or None on a short read."""
+    out = np.empty(n, dtype=np.uint8)
+    view = memoryview(out)
+    got = 0
+    while got < n:
+        k = os.preadv(fd, [view[got:]], pos + got)
+        if k == 0:
+            return None
+        got += k
+    return out
+
+
+def _ipc_blocks(fd, size):
+    """The record batch Blocks (offset, metadata length, body length) of an IPC file, and
+    whether its schema is big-endian (read by pyarrow then, which swaps the bytes)."""
+    if size < 8 + 10:
+        raise _Corrupt
+    tail = _pread_all(fd, 10, size - 10)
+    if tail is None or tail[4:].tobytes() != _IPC_MAGIC:
+        raise _Corrupt
+    n = int(_I32.unpack_from(tail, 0)[0])
+    if n <= 0 or n > size - 18:
+        raise _Corrupt
+    footer = _pread_all(fd, n, size - 10 - n)
+    if footer is None:
+        raise _Corrupt
+    root = _root(footer.tobytes())
+    schema = root.table(1)
+    big_endian = schema is None or schema.scalar(0, _I16) != 0
+    blocks = root.structs(3, _BLOCK)
+    for off, meta, body in root.structs(2, _BLOCK) + blocks:  # dictionaries and batches
+        if off < 8 or meta <= 0 or body < 0 or off + meta + body > size:
+            raise _Corrupt
+    return blocks, big_endian
+
+
+def _ipc_batch(fd, block):
+    """(rows, nodes, buffers, compressed, body offset) of one record batch, from its metadata."""
+    off, meta, body = block
+    head = _pread_all(fd, meta, off)
+    if head is None:
+        raise _Corrupt
+    head = head.tobytes()
+    start = 8 if head[:4] == b"\xff\xff\xff\xff" else 4  # continuation marker (format >= 0.15)
+    msg = _root(head, start)
+    if msg.scalar(1, _U8) != _RECORD_BATCH or msg.scalar(3, _I64) != body:
+        raise _Corrupt
+    _verify_message(head, msg)
+    rb = msg.table(2)
+    if rb is None:
+        raise _Corrupt
+    rows = rb.scalar(0, _I64)
+    nodes, bufs = rb.structs(1, _PAIR), rb.structs(2, _PAIR)
+    for b_off, b_len in bufs:
+        if b_off < 0 or b_len < 0 or b_off + b_len > body:
+            raise _Corrupt
+    return rows, nodes, bufs, rb.table(3) is not None, off + meta
+
+
+def _verify_message(head, msg):
+    """pyarrow's checks of a message's metadata (flatbuffer verifier, metadata version,
+    lengths), run on the metadata alone: a copy whose body length is set to 0."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    data = bytearray(head)
+    o = msg._off(3)
+    if o:
+        data[msg.pos + o:msg.pos + o + 8] = bytes(8)
+    try:
+        m = ipc.read_message(pa.py_buffer(bytes(data)))
+    except Exception:
+        raise _Corrupt from None
+    if m.type != "record batch":
+        raise _Corrupt
+
+
+def _lengths_agree(typ, nodes, ni, rows):
+    """Whether the field at node ``ni`` (and a fixed-size list's values) holds ``rows`` rows,
+    with a null count in range; else pyarrow's own reader judges the batch."""
+    import pyarrow as pa
+
+    if ni >= len(nodes):
+        return False
+    length, nulls = nodes[ni]
+    if length != rows or not 0 <= nulls <= length:
+        return False
+    if pa.types.is_fixed_size_list(typ):
+        return _lengths_agree(typ.value_type, nodes, ni + 1, rows * typ.list_size)
+    return True
+
+
+def _type_layout(typ):
+    """(field nodes, buffers) that a column of ``typ`` takes in a record batch, children
+    included; None for a type whose layout is not listed here (read by pyarrow instead)."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_null(typ):
+        return 1, 0
+    if (t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ) or t.is_decimal(typ)
+            or t.is_temporal(typ) or t.is_fixed_size_binary(typ) or t.is_dictionary(typ)):
+        return 1, 2
+    if t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
+        return 1, 3
+    own = None
+    if t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
+        own = (1, 2)
+    elif t.is_fixed_size_list(typ) or t.is_struct(typ):
+        own = (1, 1)
+    if own is None:
+        return None
+    nodes, bufs = own
+    for i in range(typ.num_fields):
+        sub = _type_layout(typ.field(i).type)
+        if sub is None:
+            return None
+        nodes, bufs = nodes + sub[0], bufs + sub[1]
+    return nodes, bufs
+
+
+def _direct(typ):
+    """Whether the reader builds chunks of a column of ``typ`` from byte ranges itself."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_fixed_size_list(typ):
+        typ = typ.value_type
+    return t.is_boolean(typ) or t.is_integer(typ) or t.is_floating(typ)
+
+
+def _open_plain(f):
+    import pyarrow as pa
+
+    try:
+        return pa.OSFile(f, "rb")
+    except Exception as exc:
+        _fail(f, f"cannot open: {_one_line(exc)}")
+
+
+def _size_now(f):
+    """The file's size now (0 if it is gone)."""
+    try:
+        return os.path.getsize(f)
+    except OSError:
+        return 0
+
+
+def _check_size(f, now, size, row):
+    """A file that shrank since it was opened: one line with the first row not read."""
+    if now < size:
+        _fail(f, f"file shrank while being read: it had {size} bytes, now {now}; rows from "
+                 f"{row} on cannot be read (expected a file that does not change while it "
+                 "is scored)")
 
 
 class FeatherReader(_Reader):
@@ -413,13 +689,18 @@ class FeatherReader(_Reader):
         import pyarrow as pa
 
         self._schemas = []
+        self._sizes = []    # each file's size when opened: a file that shrinks is named
+        self._streams = []  # whether each file is an IPC stream (else an IPC file)
         n_rows = 0
         for f in self.files:
             reader, handle = self._open(f)
             try:
+                self._sizes.append(handle.size())
                 self._schemas.append(reader.schema)
-                if n_rows is not None and isinstance(reader, pa.ipc.RecordBatchFileReader):
-                    n_rows += reader.count_rows()
+                self._schemas[-1].names  # noqa: B018 - names that are not UTF-8 fail here
+                self._streams.append(not isinstance(reader, pa.ipc.RecordBatchFileReader))
+                if n_rows is not None and not self._streams[-1]:
+                    n_rows += self._count_rows(f, reader)
                 else:
                     n_rows = None  # stream format: unknown until read
             except Exception as exc:
@@ -432,30 +713,37 @@ class FeatherReader(_Reader):
 
     @staticmethod
     def _open(f):
-        """(reader, handle): an IPC file over a memory map (reading its footer or counting
-        its rows touches no batch), else an IPC stream over a plain file handle."""
-        import pyarrow as pa
+        """(reader, handle): an IPC file or, failing that, an IPC stream, over a plain file
+        handle (never a memory map); opening reads the footer and schema, no batch."""
         import pyarrow.ipc as ipc
 
         if os.path.getsize(f) == 0:
             _fail(f, "file is empty (0 bytes)")
+        for opener in (ipc.open_file, ipc.open_stream):
+            handle = _open_plain(f)
+            try:
+                return opener(handle), handle
+            except Exception as exc:
+                handle.close()
+                error = exc
+        with open(f, "rb") as fh:
+            if fh.read(4) == b"FEA1":
+                _fail(f, "a Feather V1 file (a format pyarrow has deprecated); expected Feather "
+                         "V2 / Arrow IPC: rewrite it with pyarrow.feather.write_feather("
+                         "pyarrow.feather.read_table(path), new_path)")
+        _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(error)}")
+
+    @staticmethod
+    def _count_rows(f, reader):
+        """Rows of an IPC file from its batches' metadata (read with ordinary reads)."""
+        fd = os.open(f, os.O_RDONLY)
         try:
-            handle = pa.memory_map(f, "r")
-        except Exception as exc:
-            _fail(f, f"cannot open: {_one_line(exc)}")
-        try:
-            return ipc.open_file(handle), handle
-        except Exception:
-            handle.close()
-        try:
-            handle = pa.OSFile(f, "rb")
-        except Exception as exc:
-            _fail(f, f"cannot open: {_one_line(exc)}")
-        try:
-            return ipc.open_stream(handle), handle
-        except Exception as exc:
-            handle.close()
-            _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(exc)}")
+            size = os.fstat(fd).st_size
+            return sum(_ipc_batch(fd, b)[0] for b in _ipc_blocks(fd, size)[0])
+        except _Corrupt:
+            return reader.count_rows()
+        finally:
+            os.close(fd)
 
     def check(self, names):
         super().check(names)
@@ -467,16 +755,13 @@ class FeatherReader(_Reader):
                         if name in s.names])
 
     def chunks(self, names, chunk_rows):
-        import pyarrow as pa
-
         dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in names}
         start = 0
-        for f, schema in zip(self.files, self._schemas):
+        for f, schema, size, stream in zip(self.files, self._schemas, self._sizes,
+                                           self._streams):
             _check_unique(f, names, schema.names)
-            reader, handle = self._open(f)
-            stream = not isinstance(reader, pa.ipc.RecordBatchFileReader)
-            handle.close()
-            parts = (self._stream_parts if stream else self._file_parts)(f, names, chunk_rows)
+            parts = (self._stream_parts if stream else self._file_parts)(f, schema, size,
+                                                                        names, chunk_rows)
             file_start = 0
             try:
                 for part in parts:
@@ -487,6 +772,7 @@ class FeatherReader(_Reader):
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
+                _check_size(f, _size_now(f), size, file_start)  # cut since it was opened?
                 _fail(f, f"cannot read Arrow data near row {file_start}: {_one_line(exc)}")
             finally:
                 parts.close()
@@ -494,72 +780,181 @@ class FeatherReader(_Reader):
     @staticmethod
     def _columns(part, names):
         idx = [part.schema.get_field_index(n) for n in names]
-        return tuple(_owned(_arrow_to_numpy(part.column(i))) for i in idx)
+        return tuple(_arrow_to_numpy(part.column(i)) for i in idx)
 
-    def _stream_parts(self, f, names, chunk_rows):
+    def _stream_parts(self, f, schema, size, names, chunk_rows):
         """An IPC stream, batch by batch from a file handle (memory: one batch)."""
-        reader, handle = self._open(f)
+        import pyarrow.ipc as ipc
+
+        row = 0
+        handle = _open_plain(f)
         try:
-            for batch in reader:
+            _check_size(f, handle.size(), size, row)
+            try:
+                reader = ipc.open_stream(handle)
+            except Exception as exc:
+                _check_size(f, handle.size(), size, row)
+                _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(exc)}")
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                except Exception:
+                    _check_size(f, os.path.getsize(f), size, row)
+                    raise
                 for off in range(0, batch.num_rows, chunk_rows):
-                    yield self._columns(batch.slice(off, chunk_rows), names)
+                    part = batch.slice(off, chunk_rows)
+                    yield self._columns(part, names)
+                    row += part.num_rows
         finally:
             handle.close()
 
-    def _file_parts(self, f, names, chunk_rows):
-        """An IPC file, memory-mapped: slices of each batch, no copy of the batch.
+    @staticmethod
+    def _layout(schema, names):
+        """{name: (node, buffer) index of its field} and the schema's (nodes, buffers) total,
+        or None when a field's layout is not known here."""
+        at, nodes, bufs = {}, 0, 0
+        for field in schema:
+            sub = _type_layout(field.type)
+            if sub is None:
+                return None
+            if field.name in names:
+                at[field.name] = (nodes, bufs)
+            nodes, bufs = nodes + sub[0], bufs + sub[1]
+        return at, (nodes, bufs)
 
-        The map is reopened after ``_IPC_MAP_BUDGET`` bytes were read through it, so
-        pages already read leave the resident set. The file's size is checked before
-        each slice: a file cut while it is read is an error, not a SIGBUS, unless the
-        cut falls within the copy of one chunk.
+    def _file_parts(self, f, schema, opened, names, chunk_rows):
+        """An IPC file, read chunk by chunk with ordinary reads (never a memory map).
+
+        For each record batch the reader reads its metadata, then for each chunk only the
+        bytes of the chunk's rows of the columns asked for, so memory is bounded by the
+        chunk whatever the batch's size. The file's size is checked before each chunk,
+        and a read that comes back short (the file was cut during it) is the same
+        message: rows from the chunk's first on cannot be read. A batch that is
+        compressed, holds a column of another type (dictionary, null) or does not parse
+        here is read whole by pyarrow, again with ordinary reads (memory: one batch of
+        the columns asked for).
         """
-        size = os.path.getsize(f)
-        reader, handle = self._open(f)
         try:
-            n_batches = reader.num_record_batches
-            row = 0
-            touched = 0  # bytes read through the current map
+            fd = os.open(f, os.O_RDONLY)
+        except OSError as exc:
+            _fail_os(f, exc, "open it")
+        row = 0
+        whole = None  # pyarrow's reader over a plain handle, for batches read whole
+        try:
+            size = opened
+            _check_size(f, os.fstat(fd).st_size, size, row)
+            layout = self._layout(schema, names)
+            try:
+                blocks, big_endian = _ipc_blocks(fd, size)
+            except _Corrupt:
+                blocks, big_endian = None, True
+            direct = (layout is not None and not big_endian
+                      and all(_direct(schema.field(n).type) for n in names))
+
+            def shrank(now):
+                _check_size(f, now, size, row)
+                _fail(f, f"a read came back short at {now} of {size} bytes; rows from {row} "
+                         "on cannot be read")
+
+            n_batches = len(blocks) if blocks is not None else None
+            if n_batches is None:
+                whole = self._whole(f, schema, names)
+                n_batches = whole[0].num_record_batches
             for i in range(n_batches):
-                if touched >= _IPC_MAP_BUDGET:
-                    handle.close()
-                    reader, handle = self._open(f)
-                    touched = 0
-                batch = reader.get_batch(i)
-                mapped = _in_map(handle, size, batch, names)
-                for off in range(0, batch.num_rows, chunk_rows):
-                    now = os.path.getsize(f)
-                    if now < size:
-                        _fail(f, f"file shrank while being read: it had {size} bytes, now "
-                                 f"{now}; rows from {row} on cannot be read (expected a file "
-                                 "that does not change while it is scored)")
-                    if mapped and touched >= _IPC_MAP_BUDGET:
-                        batch = None
-                        handle.close()
-                        reader, handle = self._open(f)
-                        batch = reader.get_batch(i)
-                        touched = 0
-                    part = batch.slice(off, chunk_rows)
-                    cols = self._columns(part, names)
-                    touched += sum(c.nbytes for c in cols)
-                    row += part.num_rows
-                    part = None
+                batch = None
+                if direct:
+                    try:
+                        rows, nodes, bufs, compressed, body = _ipc_batch(fd, blocks[i])
+                        by_pyarrow = compressed
+                    except _Corrupt:
+                        by_pyarrow = True
+                    if not by_pyarrow and ((len(nodes), len(bufs)) != layout[1] or not all(
+                            _lengths_agree(schema.field(n).type, nodes, layout[0][n][0], rows)
+                            for n in names)):
+                        by_pyarrow = True  # not the layout expected: let pyarrow judge it
+                if not direct or by_pyarrow:
+                    if whole is None:
+                        whole = self._whole(f, schema, names)
+                    batch = whole[0].get_batch(i)
+                    rows = batch.num_rows
+                for a in range(0, rows, chunk_rows):
+                    b = min(a + chunk_rows, rows)
+                    _check_size(f, os.fstat(fd).st_size, size, row)
+                    if batch is not None:
+                        cols = self._columns(batch.slice(a, b - a), names)
+                    else:
+                        cols = tuple(self._ipc_column(fd, schema.field(n).type, nodes, bufs,
+                                                      *layout[0][n], body, a, b, shrank)
+                                     for n in names)
+                    row += b - a
                     yield cols
                 batch = None
+        except _Corrupt:
+            _check_size(f, os.fstat(fd).st_size, size, row)
+            _fail(f, f"corrupt Arrow IPC record batch near row {row}: a field or buffer is "
+                     "shorter than the batch's rows; expected a file written by an Arrow "
+                     "writer")
         finally:
+            os.close(fd)
+            if whole is not None:
+                whole[1].close()
+
+    @staticmethod
+    def _whole(f, schema, names):
+        """(reader, handle): pyarrow's IPC file reader over a plain handle, only ``names``."""
+        import pyarrow.ipc as ipc
+
+        idx = sorted({schema.get_field_index(n) for n in names})
+        handle = _open_plain(f)
+        try:
+            opts = ipc.IpcReadOptions(included_fields=idx)
+            return ipc.open_file(handle, options=opts), handle
+        except Exception:
             handle.close()
+            raise
 
+    @staticmethod
+    def _ipc_column(fd, typ, nodes, bufs, ni, bi, body, a, b, shrank):
+        """Rows a..b of the column whose field is node ``ni``, buffers from ``bi``, as numpy:
+        its validity, values (and a list's child values) read from the file."""
+        a8 = a - a % 8  # bitmaps are read from a whole byte
+        arr = FeatherReader._ipc_array(fd, typ, nodes, bufs, ni, bi, body, a8, b, shrank)
+        return _arrow_to_numpy(arr.slice(a - a8, b - a))
 
-def _in_map(handle, size, batch, names):
-    """Whether the columns ``names`` of ``batch`` lie in the memory map (not decompressed)."""
-    handle.seek(0)
-    base = handle.read_buffer(1).address
-    for n in names:
-        col = batch.column(batch.schema.get_field_index(n))
-        for buf in col.buffers():
-            if buf is not None and buf.size and not base <= buf.address < base + size:
-                return False
-    return True
+    @staticmethod
+    def _ipc_array(fd, typ, nodes, bufs, ni, bi, body, a8, b, shrank):
+        import pyarrow as pa
+
+        if ni >= len(nodes) or bi + 1 >= len(bufs):
+            raise _Corrupt
+        length, nulls = nodes[ni]
+        if b > length:
+            raise _Corrupt
+
+        def read(k, lo, hi):
+            off, blen = bufs[k]
+            if hi > blen:
+                raise _Corrupt
+            data = _pread_all(fd, hi - lo, body + off + lo)
+            if data is None:
+                shrank(os.fstat(fd).st_size)
+            return pa.py_buffer(data)
+
+        n = b - a8
+        validity = read(bi, a8 // 8, (b + 7) // 8) if nulls else None
+        if pa.types.is_fixed_size_list(typ):
+            k = typ.list_size
+            child = FeatherReader._ipc_array(fd, typ.value_type, nodes, bufs, ni + 1, bi + 1,
+                                             body, a8 * k, b * k, shrank)
+            return pa.Array.from_buffers(typ, n, [validity], children=[child])
+        if pa.types.is_boolean(typ):
+            data = read(bi + 1, a8 // 8, (b + 7) // 8)
+        else:
+            w = typ.bit_width // 8
+            data = read(bi + 1, a8 * w, b * w)
+        return pa.Array.from_buffers(typ, n, [validity, data])
 
 
 class CsvReader(_Reader):
@@ -578,8 +973,15 @@ class CsvReader(_Reader):
         text = _one_line(exc)
         m = re.search(r"Row #(\d+): Expected (\d+) columns, got (\d+): ?(.*)", text)
         if m:
+            hint = ""
+            if m.group(2) == "1":
+                head = self._first_line(f)
+                seps = [s for s in (";", "\t", "|") if s in head]
+                if seps:
+                    hint = (f"; the header {head[:80]!r} looks separated by {seps[0]!r}, but "
+                            "fastcal reads comma-separated files only")
             _fail(f, f"CSV line {m.group(1)}: expected {m.group(2)} fields, got {m.group(3)}: "
-                     f"{m.group(4)[:80]!r}")
+                     f"{m.group(4)[:80]!r}{hint}")
         m = re.search(r"In CSV column #(\d+): Row #(\d+): CSV conversion error to (\w+): "
                       r"invalid value '(.*)'", text)
         if m:
@@ -596,7 +998,31 @@ class CsvReader(_Reader):
                 where = f"in the rows after row {start + file_start}"
             _fail(f, f"column {name} {where} holds {value[:80]!r}; expected a number (or an "
                      "empty field, NA, NaN or null for a missing value) (rows counted from 0)")
+        low = text.lower()
+        gz = f.lower().endswith(".gz")
+        if gz and any(w in low for w in ("zlib", "gzip", "compressed", "inflate")):
+            where = f"at or after data row {start + file_start}"
+            if "truncated" in low:
+                _fail(f, f"the gzip stream ends early {where} (a truncated file: {text}); "
+                         "expected a complete gzip-compressed CSV file")
+            _fail(f, f"not valid gzip data {where} ({text}); expected a gzip-compressed CSV "
+                     "file for a .gz name (name a plain CSV file .csv)")
+        if "empty csv" in low:
+            _fail(f, "holds no header line" + (" once decompressed" if gz else "") +
+                     " (empty or blank lines only); expected a first line naming the columns, "
+                     "such as p,y")
         _fail(f, f"CSV error after data row {file_start}: {text}")
+
+    @staticmethod
+    def _first_line(f):
+        """The file's first line (decompressed for .gz), or "" if it cannot be read."""
+        import pyarrow as pa
+
+        try:
+            with pa.input_stream(f, compression="detect") as s:
+                return s.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        except Exception:  # only a hint for a message
+            return ""
 
     def _schema(self, f):
         import pyarrow.csv as pcsv
@@ -611,8 +1037,14 @@ class CsvReader(_Reader):
 
     def check(self, names):
         super().check(names)
+        import pyarrow as pa
+
         for f in self.files:
             s = self.schema if f == self.files[0] else self._schema(f)
+            for n in names:
+                if s.names.count(n) == 1 and pa.types.is_binary(s.field(n).type):
+                    _fail(f, f"column {n!r} holds bytes that are not UTF-8 text; expected "
+                             "numbers in a UTF-8 (or ASCII) CSV file")
             _check_schema(f, names, s)
 
     def _dtype(self, name):
