@@ -29,8 +29,9 @@ speed, never correctness. The sparse product adds the same nonzero terms in the
 same order as the dense loops (the skipped terms are exact zeros), so both give
 the same bits for finite inputs.
 
-The fingerprint covers the template, the header and the bytecode of each model
-function, so editing a model function gives a new kernel file. As with Numba's
+The fingerprint covers the template, the header, ``tracking/_kernels.py`` (which
+the template inlines) and the bytecode of each model function, so editing a model
+function or the shared building blocks gives a new kernel file. As with Numba's
 own cache, an edit to a function that a model function *calls* is not seen;
 delete the kernel directory (``tracking.kernel_dir()``) after such edits.
 """
@@ -64,6 +65,11 @@ def kernel_dir():
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "tracking-kernels")
     return path
+
+
+def _kernels_source():
+    with open(_k.__file__, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _template():
@@ -249,6 +255,8 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             text = _header(paths, consts, True) + template
             digest = hashlib.sha256(text.encode())
             digest.update(numba.__version__.encode())
+            # the template inlines tracking._kernels: an edit there must give a new kernel too
+            digest.update(_kernels_source().encode())
             for disp in funcs.values():
                 _code_fingerprint(disp, digest)
             name = f"tracking_kernel_{digest.hexdigest()[:20]}"
