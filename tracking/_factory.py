@@ -137,8 +137,8 @@ def jacobian_pattern(F, n, dt, params, *, probes=3, seed=20261123):
     entry is in the pattern if it is nonzero or not finite at any of them. None
     (use the dense product) when ``F`` is None, raises, or is too dense for the
     sparse code to pay (see ``_MAX_SPARSE_DENSITY``, ``_MAX_SPARSE_TERMS``).
-    The kernel re-checks the pattern at every step, so a state-dependent zero
-    that the probes happen to hit only costs the fast path.
+    The kernel re-checks the pattern at every step, so an entry that is zero at
+    the probes but not elsewhere only costs speed: those steps take the dense product.
     """
     if F is None:
         return None
