@@ -60,3 +60,16 @@ def test_power_table(tmp_path):
     data = json.loads((tmp_path / "power.json").read_text())
     assert len(data["power"]) == 8 and len(data["coverage"]) == 3
     assert "ECD one-sided" in out
+
+
+def test_user_model_pair(tmp_path):
+    out = run_example("user_model_pair.py", tmp_path)
+    rep = json.loads((tmp_path / "user_model_pair.json").read_text())
+    assert rep["jacobian_check"] < 1e-6  # the example's analytic Jacobians match central differences
+    ekf, ukf = rep["filters"]["ekf"], rep["filters"]["ukf"]
+    assert ekf["runs"] == 20 and ekf["steps"] == 20 and ekf["dim"] == 4
+    # accurate range, coarse elevation: the EKF is over-confident, the UKF is not
+    assert ekf["verdict"].startswith("above") and ekf["mean_anees"] > 2 * ukf["mean_anees"]
+    assert ukf["verdict"] == "inside"
+    assert "drag-radar" in out and "largest relative gap" in out
+    assert (tmp_path / "user_model_pair.png").read_bytes()[:4] == b"\x89PNG"

@@ -39,3 +39,33 @@ class LogRange(SensorModel):
     params = np.array([3.0])
     h_jit = staticmethod(log_range_h)  # no H_jit: central differences
     reads = (0,)
+
+
+@njit(error_model="numpy")
+def kink_f(x, dt, p, out):
+    # 1-D constant velocity, plus a pull on the velocity once the position passes p[0]:
+    # dF[1, 0] is 0 below p[0] and 0.01 dt beyond it, a zero that random probes near 0 never see
+    out[0] = x[0] + dt * x[1]
+    pull = 0.01 * dt * (x[0] - p[0]) if x[0] > p[0] else 0.0
+    out[1] = x[1] + pull
+
+
+@njit(error_model="numpy")
+def kink_F(x, dt, p, out):
+    out[0, 0] = 1.0
+    out[0, 1] = dt
+    out[1, 0] = 0.01 * dt if x[0] > p[0] else 0.0
+    out[1, 1] = 1.0
+
+
+class Kink(MotionModel):
+    ndim = 2
+    dt = 1.0
+    params = np.array([200.0])
+    f_jit = staticmethod(kink_f)
+    F_jit = staticmethod(kink_F)
+    position_indices = (0,)
+
+    @property
+    def Q(self):
+        return np.diag([0.05, 0.02])

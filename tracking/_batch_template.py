@@ -10,6 +10,8 @@
 #   USE_UKF   True: the unscented filter; False: the extended one
 #   LINEAR    the motion is linear (F does not depend on x): F is evaluated once,
 #             and the UKF predicts with F P F^T + Q (the exact unscented transform)
+#   F_SPARSE  True: the factory appends pattern_holds(Fm) and fpft_sparse(Fm, P, Q, Pp),
+#             F P F^T + Q over the nonzeros of F only (same terms, same order)
 #   CACHE     numba's cache flag for this module
 #
 # As module globals these are compile-time constants, so the small loops unroll.
@@ -48,10 +50,18 @@ def sensor_jacobian(x, sp, Hm, xa, za, zb):
 
 @njit(**_OPTS)
 def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb):
-    """``xp = f(x)``, ``Pp = F P F^T + Q`` (symmetrised), ``F`` the Jacobian at ``x``."""
+    """``xp = f(x)``, ``Pp = F P F^T + Q`` (symmetrised), ``F`` the Jacobian at ``x``.
+
+    With ``F_SPARSE`` and ``F`` zero outside its pattern, the product runs over the
+    nonzeros only; otherwise (or if ``F`` has a nonzero outside it) the dense loops.
+    """
     f(x, dt, mp, xp)
     if not LINEAR:
         motion_jacobian(x, dt, mp, Fm, xa, fa, fb)
+    if F_SPARSE and pattern_holds(Fm):  # noqa: F821 (bound by the header / factory)
+        fpft_sparse(Fm, P, Q, Pp)  # noqa: F821
+        _k.symmetrise(Pp, N)
+        return
     for i in range(N):
         for j in range(N):
             s = 0.0

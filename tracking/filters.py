@@ -23,7 +23,7 @@ import numpy as np
 
 import warnings
 
-from tracking._factory import kernel_for
+from tracking._factory import jacobian_pattern, kernel_for
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]
@@ -241,8 +241,12 @@ class _KalmanFilter:
         self._ms = motion_spec(motion)
         self._ss = sensor_spec(sensor, self._ms.n)
         ms, ss = self._ms, self._ss
+        # The UKF uses F only for a linear motion (F P F^T + Q); otherwise sigma points.
+        needs_f = not self._use_ukf or ms.linear
+        pattern = jacobian_pattern(ms.F, ms.n, ms.dt, ms.params) if needs_f else None
         self._kernel = kernel_for(ms.f, ms.F, ss.h, ss.H, n=ms.n, m=ss.m, reads=ss.reads,
-                                  angles=ss.angles, linear=ms.linear, ukf=self._use_ukf)
+                                  angles=ss.angles, linear=ms.linear, ukf=self._use_ukf,
+                                  f_pattern=pattern)
 
     @property
     def dim_x(self):
