@@ -27,7 +27,10 @@ class ArraySource:
             self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
             if cuda.is_device_array(self.y_true):
                 self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
-        self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
+        if opts.transform is not None:
+            self.y_prob = opts.transform(v.to_array("y_prob", self.y_prob))
+        self.batch = resolve(self.y_true, self.y_prob,
+                             logits=opts.logits and opts.transform is None)
         if self.batch.n == 0:
             raise ValueError(self.empty)
         acc = opts.accumulator(self.batch.n)
