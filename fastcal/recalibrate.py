@@ -23,10 +23,10 @@ How they are fitted, from any source, in a bounded number of passes:
   binning is exact from it. Isotonic regression from a source pools the rows
   of each of ``n_fine`` bins (2**16 by default: resolution 1.5e-5 in p) at
   their mean value: it is the exact isotonic regression of the data with each
-  value replaced by its bin's mean, so it is exact when every fine bin holds
-  one distinct value, and otherwise within one fine bin of the exact fit (the
-  fitted value of a bin lies between the exact fit's values at the bin's
-  lowest and highest value; tests/test_recalibrate.py checks this). In
+  value replaced by its bin's mean (moved by less than 1 / n_fine), i.e. it
+  differs from the exact fit only in that rows inside one fine bin are no
+  longer ordered among themselves. It is therefore exact when every fine bin
+  holds one distinct value (tests/test_recalibrate.py checks both). In
   memory, ``fit`` is exact (it equals scikit-learn's IsotonicRegression).
 
 The safe target (temperature): the ECD test of the recalibrated

@@ -224,18 +224,20 @@ def pav(x, y, w, out_y):
     sorted distinct x; returns the number of blocks and writes the fit to out_y."""
     n = y.shape[0]
     val = np.empty(n, np.float64)
+    swy = np.empty(n, np.float64)  # blocks keep their sums, their mean is swy / wt
     wt = np.empty(n, np.float64)
     start = np.empty(n, np.int64)
     k = -1
     for i in range(n):
         k += 1
-        val[k] = y[i]
+        swy[k] = w[i] * y[i]
         wt[k] = w[i]
+        val[k] = y[i]
         start[k] = i
         while k > 0 and val[k - 1] >= val[k]:
-            tw = wt[k - 1] + wt[k]
-            val[k - 1] = (wt[k - 1] * val[k - 1] + wt[k] * val[k]) / tw
-            wt[k - 1] = tw
+            swy[k - 1] += swy[k]
+            wt[k - 1] += wt[k]
+            val[k - 1] = swy[k - 1] / wt[k - 1]
             k -= 1
     for b in range(k + 1):
         stop = start[b + 1] if b < k else n
