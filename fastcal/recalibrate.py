@@ -87,6 +87,22 @@ def _pass_binary_hist(y, x, logits):
     return out, counts, sum_f
 
 
+def _pass_multiclass_sample(y, x, logits, stride):
+    """The sums at s = 1 and every ``stride``-th row of the part (a start for Newton)."""
+    return _pass_multiclass(y, x, logits, 1.0), (np.asarray(y[::stride]),
+                                                np.asarray(x[::stride]))
+
+
+def _add_sample(acc, r):
+    if acc is None:
+        return r
+    return acc[0] + r[0], (np.concatenate([acc[1][0], r[1][0]]),
+                           np.concatenate([acc[1][1], r[1][1]]))
+
+
+SAMPLE_ROWS = 1 << 16  # rows of the sample a K-class temperature fit starts from
+
+
 class _Points:
     """The fine histogram of a binary feature as weighted point masses (f, y, w):
     the sums of the NLL at any (a, b) in memory, to start the exact passes near
@@ -162,9 +178,17 @@ class _Data:
             return em.ArrayParts(y, x, self.threads)
         return self.source.parts(pair)
 
-    def map(self, raw, fn, common):
+    def map(self, raw, fn, common, combine=_add):
         self.passes += 1
-        return self.parts(raw).map(fn, common, combine=_add)
+        return self.parts(raw).map(fn, common, combine=combine)
+
+    def n_rows(self):
+        """Rows of the source when known before reading it (arrays, files), else None."""
+        batch = getattr(self, "batch", None)
+        if batch is not None:
+            return batch.n
+        reader = getattr(self.source, "reader", None)
+        return getattr(reader, "n_rows", None)
 
     def check(self, n_nan, n_bad, n_rows):
         """Raise on invalid rows (or NaN rows unless omitted), with the driver's message."""
@@ -388,10 +412,29 @@ class TemperatureScaling(_Recalibration):
             return out
 
         zc = statistics.NormalDist().inv_cdf(1.0 - alpha)
-        if data.multiclass:
+        start = None
+        n_rows = data.n_rows() if data.multiclass else None
+        if data.multiclass and n_rows:
+            # pass 1: the sums at T = 1 and a strided sample of rows, fitted in memory
+            # for a start; the exact passes then polish it
+            stride = max(1, n_rows // SAMPLE_ROWS)
+            first, (ys, xs) = data.map(True, _pass_multiclass_sample, (self.logits, stride),
+                                       combine=_add_sample)
+            data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
+            seen[1.0] = first
+
+            def on_sample(u):
+                out = np.zeros(kr.N_SUMS, np.float64)
+                kr.sums_multiclass(xs, ys, self.logits, u, out)
+                return out
+
+            s0 = _newton_1d(on_sample, 1.0, 1e-8, max_iter=100)
+            if self.target == "safe":
+                start = _safe_bisect(on_sample, s0, zc)
+            s_nll = _newton_1d(evaluate, s0, self.tol)
+        elif data.multiclass:
             s_nll = _newton_1d(evaluate, 1.0, self.tol)
             first = seen[1.0]
-            start = None
         else:
             # pass 1: the sums at T = 1 and a fine histogram of the logits, on which the
             # answer is found in memory; the exact passes then only polish it

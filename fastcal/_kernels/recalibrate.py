@@ -125,6 +125,7 @@ def sums_multiclass(x, y, logits, s, out):
     (the derivatives in s go to G_A, H_AA, T_AAA)."""
     K = x.shape[1]
     z = np.empty(K, np.float64)
+    e = np.empty(K, np.float64)
     n = 0.0
     n_nan = 0.0
     n_bad = 0.0
@@ -162,18 +163,23 @@ def sums_multiclass(x, y, logits, s, out):
             m = max(m, s * z[k])
         tot = 0.0
         for k in range(K):
-            tot += np.exp(s * z[k] - m)
+            e[k] = np.exp(s * z[k] - m)
+            tot += e[k]
         lse = m + np.log(tot)
+        inv = 1.0 / tot
         mu = 0.0
         for k in range(K):
-            mu += np.exp(s * z[k] - lse) * z[k]
+            mu += e[k] * z[k]
+        mu *= inv
         v2 = 0.0
         v3 = 0.0
         for k in range(K):
             d = z[k] - mu
-            qk = np.exp(s * z[k] - lse)
-            v2 += qk * d * d
-            v3 += qk * d * d * d
+            dd = e[k] * d * d
+            v2 += dd
+            v3 += dd * d
+        v2 *= inv
+        v3 *= inv
         c = np.int64(yi)
         n += 1.0
         nll += lse - s * z[c]
