@@ -212,3 +212,27 @@ def test_cli_score_bad_recalibration_file(pfile, tmp_path, capsys):
     code = cli.main(["score", str(path), "--prob", "p", "--label", "y", "--recalibration",
                      str(tmp_path / "missing.json"), "--quiet"])
     assert code == 2 and "missing.json" in capsys.readouterr().err
+
+
+def test_example_recalibrate_safe(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, MPLBACKEND="Agg",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, str(root / "examples" / "recalibrate_safe.py"),
+                           str(tmp_path), "--small"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((tmp_path / "recalibrate.json").read_text())
+    assert 1.0 < res["T_safe"] < res["T_nll"]
+    assert res["in_sample"]["before"]["verdict"] == "over-confident"
+    assert res["in_sample"]["after (safe T)"]["ecd_p_over"] == pytest.approx(0.05, rel=1e-6)
+    assert res["cost_of_safe"]["nll"] > 0
+    assert res["passes"]["nll"] <= 3 and res["passes"]["safe"] <= 5
+    assert rc.load(tmp_path / "temperature.json").temperature_ == res["T_safe"]
+    assert (tmp_path / "before_after.png").stat().st_size > 0
+    assert not (tmp_path / "preds.parquet").exists()
