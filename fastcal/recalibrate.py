@@ -212,10 +212,20 @@ def _n_classes_of(data):
     if hasattr(src, "multi_class"):  # a file: K class columns, or one list column
         if src.multi_class:
             return len(src.names) - 1
-        dtype = src.reader.dtype(src.names[0]) if hasattr(src.reader, "dtype") else None
-        shape = getattr(dtype, "shape", ())
-        return int(shape[0]) if shape else None
+        schema = getattr(src.reader, "schema", None)
+        try:
+            t = schema.field(src.names[0]).type
+        except (AttributeError, KeyError, TypeError):
+            return None
+        if isinstance(t, _list_types()):
+            return int(getattr(t, "list_size", -1))
     return None
+
+
+def _list_types():
+    import pyarrow as pa
+
+    return (pa.FixedSizeListType, pa.ListType, pa.LargeListType)
 
 
 # -- the fitted objects ----------------------------------------------------------------

@@ -236,3 +236,17 @@ def test_example_recalibrate_safe(tmp_path):
     assert rc.load(tmp_path / "temperature.json").temperature_ == res["T_safe"]
     assert (tmp_path / "before_after.png").stat().st_size > 0
     assert not (tmp_path / "preds.parquet").exists()
+
+
+def test_file_with_one_list_column_of_k_logits(tmp_path):
+    rng = np.random.default_rng(6)
+    L = rng.normal(0, 2, (5000, 3))
+    y = (special.softmax(L / 1.3, axis=1).cumsum(1) > rng.random(5000)[:, None]).argmax(1)
+    f = tmp_path / "list.parquet"
+    pq.write_table(pa.table({"l": pa.FixedSizeListArray.from_arrays(pa.array(L.ravel()), 3),
+                             "y": y}), f)
+    got = rc.fit_file(rc.TemperatureScaling(logits=True), f, prob="l", label="y",
+                      chunk_rows=1500)
+    mem = rc.TemperatureScaling(logits=True).fit(y, L)
+    assert got.n_classes_ == 3
+    assert got.temperature_ == pytest.approx(mem.temperature_, rel=1e-10)
