@@ -23,9 +23,7 @@ import os
 import sys
 import time
 
-import numpy as np
 
-import fastcal
 from fastcal import recalibrate as rc
 from fastcal.cli import simulate_file
 from fastcal.files import score_file

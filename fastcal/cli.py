@@ -1,4 +1,4 @@
-"""The ``fastcal`` command line: ``fastcal score``, ``fastcal recalibrate`` and ``fastcal simulate``.
+"""The ``fastcal`` command line: ``fastcal score``, ``recalibrate`` and ``simulate``.
 
 Exit status 0 on success; 2 for bad usage, bad input or a fault of the
 environment (missing optional dependency, full disk, unreachable or failing

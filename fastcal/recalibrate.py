@@ -381,7 +381,8 @@ class TemperatureScaling(_Recalibration):
     >>> import numpy as np
     >>> from fastcal.recalibrate import TemperatureScaling
     >>> rng = np.random.default_rng(0)
-    >>> z = rng.normal(0, 3, 100_000); y = (rng.random(100_000) < 1 / (1 + np.exp(-z / 2))).astype(np.uint8)
+    >>> z = rng.normal(0, 3, 100_000)
+    >>> y = (rng.random(100_000) < 1 / (1 + np.exp(-z / 2))).astype(np.uint8)
     >>> t = TemperatureScaling(logits=True).fit(y, z)
     >>> round(t.temperature_, 1)
     2.0
