@@ -331,3 +331,10 @@ def test_fit_source_of_arrays_equals_fit():
     b = rc.TemperatureScaling(logits=True).fit_source(ArraySource(y, z))
     assert a.temperature_ == b.temperature_
     assert math.isfinite(a.ecd_z_)
+
+
+def test_docstring_examples():
+    import doctest
+
+    result = doctest.testmod(rc)
+    assert result.attempted > 0 and result.failed == 0
