@@ -338,3 +338,14 @@ def test_docstring_examples():
 
     result = doctest.testmod(rc)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_transform_in_the_driver_refuses_the_gpu_path():
+    from fastcal.score import Options, score
+
+    y, z = binary(1000, seed=16)
+    m = rc.TemperatureScaling(logits=True).fit(y, z)
+    with pytest.raises(ValueError, match="applied on the host"):
+        score(ArraySource(y, z), Options(logits=True, device="cuda", transform=m))
+    rep = score(ArraySource(y, z), Options(logits=True, ace=False, transform=m))
+    assert rep.ecd == pytest.approx(fastcal.ecd(y, m.transform(z)), rel=1e-12)

@@ -21,6 +21,10 @@ class ArraySource:
         from fastcal import cuda
 
         on_gpu = cuda.is_device_array(self.y_prob)
+        if opts.transform is not None and (on_gpu or opts.device == "cuda"):
+            msg = ("a recalibration (transform) is applied on the host; pass host arrays "
+                   "and device=None or 'cpu'")
+            raise ValueError(msg)
         if opts.device == "cuda" or (opts.device is None and on_gpu):
             return self._fill_device(opts, on_gpu)
         if on_gpu:  # device="cpu": copy to the host first
