@@ -645,10 +645,10 @@ class PlattScaling(_Recalibration):
     """Platt scaling (binary): q = sigmoid(a f + b), f the logit (or logit(p)).
 
     Fitted by Newton steps on the NLL with step halving; targets are the
-    labels themselves (scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``
-    since 1.? fits Platt's smoothed targets (n+ + 1) / (n+ + 2) and
-    1 / (n- + 2), so its a, b differ slightly; tests/test_recalibrate.py
-    compares with that rule too).
+    labels themselves. scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``
+    (checked with 1.9.1) fits Platt's smoothed targets (n+ + 1) / (n+ + 2) and
+    1 / (n- + 2) with L-BFGS, so its a, b differ by O(1 / n);
+    tests/test_recalibrate.py shows that the smoothing is the whole difference.
 
     Parameters
     ----------
