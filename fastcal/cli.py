@@ -1,4 +1,4 @@
-"""The ``fastcal`` command line: ``fastcal score`` and ``fastcal simulate``.
+"""The ``fastcal`` command line: ``fastcal score``, ``recalibrate`` and ``simulate``.
 
 Exit status 0 on success; 2 for bad usage, bad input or a fault of the
 environment (missing optional dependency, full disk, unreachable or failing
@@ -141,6 +141,9 @@ def _parser():
     sc.add_argument("--time-limit", type=float, default=DASK_TIME_LIMIT, metavar="SECONDS",
                     help=f"give up a --workers / --scheduler run after SECONDS "
                          f"({DASK_TIME_LIMIT:g}), naming any paused worker")
+    sc.add_argument("--recalibration", metavar="PARAMS.json",
+                    help="apply the recalibration saved by 'fastcal recalibrate --out' to every "
+                         "chunk before scoring")
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--output", metavar="FILE",
                     help="write the report to FILE instead of stdout ('-': stdout); a regular "
@@ -152,6 +155,40 @@ def _parser():
     sc.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sc.set_defaults(func=_cmd_score)
+
+    rc = sub.add_parser(
+        "recalibrate", help="fit a recalibration map on a prediction file, out of core",
+        description="Fit temperature scaling, Platt scaling, isotonic regression or histogram "
+                    "binning on a file of predictions and labels, in a few passes over it; "
+                    "save the map (--out) and print the before/after table on the same file.")
+    rc.add_argument("path", metavar="PATH", help="file, or directory of files")
+    rc.add_argument("--prob", required=True, metavar="COL",
+                    help="probability (or logit) column; for K classes a comma-separated list "
+                         "or a prefix ending in '*'")
+    rc.add_argument("--label", required=True, metavar="COL", help="label column")
+    rc.add_argument("--method", choices=("temperature", "platt", "isotonic", "histogram"),
+                    default="temperature", help="the map to fit (temperature)")
+    rc.add_argument("--target", choices=("nll", "safe"), default="nll",
+                    help="temperature: minimise the NLL, or the smallest change after which the "
+                         "ECD test no longer flags over-confidence at --alpha (safe)")
+    rc.add_argument("--alpha", type=float, default=0.05, help="level of the safe target (0.05)")
+    rc.add_argument("--logits", action="store_true", help="the columns hold logits")
+    rc.add_argument("--hist-bins", type=_count, default=15, metavar="N",
+                    help="bins of histogram binning (15)")
+    rc.add_argument("--bins", type=_count, default=15, metavar="N",
+                    help="bins of the before/after table (15)")
+    rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise")
+    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None)
+    rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N")
+    rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")
+    rc.add_argument("--plot", metavar="FILE.png", help="reliability diagrams before and after")
+    rc.add_argument("--no-table", action="store_true",
+                    help="fit only: skip the before/after passes")
+    rc.add_argument("--json", action="store_true", help="print one JSON object")
+    rc.add_argument("--quiet", action="store_true", help="no progress bar")
+    rc.add_argument("--debug", action="store_true",
+                    help="show the traceback of an error (also FASTCAL_DEBUG=1)")
+    rc.set_defaults(func=_cmd_recalibrate)
 
     sm = sub.add_parser(
         "simulate", help="write the paper's simulated predictions (eq. 16-19) to a file",
@@ -400,6 +437,10 @@ def _cmd_score(args):
         raise _Fail("--scheduler/--workers read one probability (or logit) column of a Parquet "
                     "dataset; K class columns run in one process (drop --scheduler/--workers)")
     fmt = _input_format(args)
+    transform = _load_recalibration(args.recalibration, args.logits) \
+        if args.recalibration else None
+    if on_dask and transform is not None:
+        raise _Fail("--recalibration runs in one process; drop --scheduler/--workers")
     t0 = time.perf_counter()
     if on_dask:
         rep = _score_on_dask(args, fmt)
@@ -410,7 +451,7 @@ def _cmd_score(args):
                          chunk_rows=args.chunk_rows, progress=progress, format=fmt,
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
-                         verify_checksums=not args.no_verify_checksums)
+                         verify_checksums=not args.no_verify_checksums, transform=transform)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
@@ -435,6 +476,108 @@ def _cmd_score(args):
         names = " and ".join(f"{o} {t}" for o, t in (("--output", args.output),
                                                      ("--plot", args.plot)) if t)
         raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
+                    f"no output was changed") from exc
+    return EXIT_OK
+
+
+def _load_recalibration(path, logits):
+    from fastcal import recalibrate
+
+    try:
+        model = recalibrate.load(path)
+    except OSError as exc:
+        raise _Fail(f"--recalibration {path}: {exc.strerror or _one_line(exc)}") from None
+    except ValueError as exc:
+        raise _Fail(f"--recalibration {_one_line(exc)}") from None
+    if model.logits != bool(logits):
+        want = "logits (pass --logits)" if model.logits else "probabilities (drop --logits)"
+        raise _Fail(f"--recalibration {path}: the map was fitted on {want}")
+    return model
+
+
+def _cmd_recalibrate(args):
+    from fastcal import recalibrate
+    from fastcal.files import score_file
+
+    _check_range("--bins", args.bins, 1, MAX_BINS)
+    _check_range("--hist-bins", args.hist_bins, 1, MAX_BINS)
+    _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
+    if not 0.0 < args.alpha < 0.5:
+        raise _Fail(f"--alpha must be strictly between 0 and 0.5; got {args.alpha!r}")
+    if args.target == "safe" and args.method != "temperature":
+        raise _Fail(f"--target safe is for --method temperature; got --method {args.method}")
+    for opt, target in (("--out", args.out), ("--plot", args.plot)):
+        if target:
+            _check_target(opt, target, args.path)
+    plot_kind = _plot_type(args.plot) if args.plot else None
+    if args.plot and args.no_table:
+        raise _Fail("--plot draws the before/after table's bins; drop --no-table")
+    progress = False if (args.quiet or args.json) else None
+    prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
+    fmt = _input_format(args)
+    options = {"temperature": dict(target=args.target, alpha=args.alpha),
+               "histogram": dict(n_bins=args.hist_bins)}.get(args.method, {})
+    model = recalibrate.make(args.method, logits=args.logits, nan_policy=args.nan_policy,
+                             **options)
+    t0 = time.perf_counter()
+    recalibrate.fit_file(model, args.path, prob=prob, label=args.label,
+                         chunk_rows=args.chunk_rows, progress=progress, format=fmt)
+    fit_seconds = time.perf_counter() - t0
+    out = {"file": args.path, "method": args.method, "passes": model.passes_,
+           "fit_seconds": round(fit_seconds, 6), "params": model.to_dict()}
+    lines = [f"# {args.path}: {args.method} recalibration", "",
+             f"fitted on {model.n_} rows in {model.passes_} passes, {fit_seconds:.2f} s"]
+    if args.method == "temperature":
+        lines.append(f"T = {model.temperature_:.6g}" + (
+            f" (safe at alpha = {args.alpha:g}; the NLL optimum is "
+            f"T = {model.temperature_nll_:.6g})" if args.target == "safe" else ""))
+    elif args.method == "platt":
+        lines.append(f"a = {model.a_:.6g}, b = {model.b_:.6g}")
+    reports = None
+    if not args.no_table:
+        common = dict(prob=prob, label=args.label, n_bins=args.bins, nan_policy=args.nan_policy,
+                      chunk_rows=args.chunk_rows, progress=progress, format=fmt)
+        before = score_file(args.path, logits=args.logits, **common)
+        after = score_file(args.path, logits=args.logits, transform=model, **common)
+        reports = [("before", before), ("after", after)]
+        if args.method == "temperature" and args.target == "safe":
+            nll_model = recalibrate.from_dict(dict(model.to_dict(), params=dict(
+                model.to_dict()["params"], temperature=model.temperature_nll_, target="nll")))
+            reports.append(("NLL optimum", score_file(args.path, logits=args.logits,
+                                                      transform=nll_model, **common)))
+        keys = (("ECD", "ecd"), ("ECE", "ece"), ("Brier", "brier"), ("NLL", "nll"),
+                ("ECD z", "ecd_z"), ("p(over-confident)", "ecd_p_over"))
+        out["table"] = {name: {k: float(getattr(r, attr)) for k, r in reports}
+                        for name, attr in keys}
+        out["table"]["verdict"] = {k: r.verdict for k, r in reports}
+        lines += ["", "In-sample (the fitting data; fastcal.recalibrate.evaluate cross-fits):", "",
+                  "| | " + " | ".join(k for k, _ in reports) + " |",
+                  "|---|" + "---:|" * len(reports)]
+        for name, attr in keys:
+            lines.append(f"| {name} | " + " | ".join(f"{getattr(r, attr):.4g}" for _, r in reports)
+                         + " |")
+        lines.append("| verdict | " + " | ".join(r.verdict for _, r in reports) + " |")
+        if len(reports) == 3:
+            b, n = reports[1][1], reports[2][1]
+            lines.append("")
+            lines.append(f"Cost of being safe: NLL {b.nll - n.nll:+.3g}, ECE {b.ece - n.ece:+.3g} "
+                         "against the NLL optimum.")
+    text = (json.dumps(out, allow_nan=False) if args.json else "\n".join(lines)) + "\n"
+    outputs = [("-", text.encode("utf-8"))]
+    if args.out:
+        outputs.append((args.out, (model.to_json(indent=1) + "\n").encode("utf-8")))
+    if args.plot:
+        import io
+
+        fig = recalibrate.before_after_diagram(reports[0][1], reports[1][1],
+                                               title=f"{args.method} recalibration")
+        buf = io.BytesIO()
+        fig.savefig(buf, format=plot_kind, dpi=fig.dpi)
+        outputs.append((args.plot, buf.getvalue()))
+    try:
+        _atomic.commit(outputs, stdout=_stdout_buffer())
+    except OSError as exc:
+        raise _Fail(f"--out {args.out}: could not write ({exc.strerror or _one_line(exc)}); "
                     f"no output was changed") from exc
     return EXIT_OK
 

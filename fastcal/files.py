@@ -12,7 +12,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
-               verify_checksums=True, device=None):
+               verify_checksums=True, device=None, transform=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -58,6 +58,10 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     threads : int, optional
         Threads for the fill kernel (default: numba's thread count minus one,
         leaving a core to the reader thread).
+    transform : callable, optional
+        A fitted recalibration (:mod:`fastcal.recalibrate`) applied to the
+        probability (or, with ``logits=True``, logit) columns of every chunk
+        before it is scored.
 
     Returns
     -------
@@ -117,7 +121,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device).checked()
+                      renormalize=renormalize, device=device, transform=transform).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
     out = score(source, options)

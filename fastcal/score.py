@@ -54,6 +54,9 @@ class Options:
     classwise: bool = True  # K classes: keep the class-wise state
     device: str = None  # None: where the data is; "cpu"; "cuda"
     with_logs: bool = True  # False: binned metrics only (ece/esce/mce), no logarithms
+    # a fitted recalibration map (fastcal.recalibrate), called on the probabilities (or logits,
+    # with logits=True) of every chunk before it is scored; it returns probabilities
+    transform: object = None
 
     def checked(self):
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
@@ -77,7 +80,8 @@ class Options:
         n_bins = v.check_n_bins(self.n_bins) if self.edges is None else len(self.edges) - 1
         kwargs = dict(n_bins=self.n_bins, edges=self.edges, closed=self.closed,
                       nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
-                      n_boot=self.n_boot if boot else 0, seed=self.seed, logits=self.logits,
+                      n_boot=self.n_boot if boot else 0, seed=self.seed,
+                      logits=self.logits and self.transform is None,
                       renormalize=self.renormalize, classwise=self.classwise,
                       ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
                       with_logs=self.with_logs)

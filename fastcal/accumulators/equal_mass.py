@@ -72,13 +72,18 @@ def n_buckets_for(n_bins):
     return b
 
 
-def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None):
+def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
     """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
+
+    ``raw=True``: the validated (labels, probabilities or logits) unchanged
+    (2-D for K classes), for passes that fit a recalibration map.
 
     Binary probabilities are ranked as they are; binary logits by their
     sigmoid; K-class rows by their confidence (max probability), the label
     being 1 where the argmax is the true class. Invalid rows get NaN.
     """
+    if raw:
+        return y, p
     if p.ndim == 2:
         n = p.shape[0]
         conf = np.empty(n, np.float64)

@@ -21,13 +21,20 @@ class ArraySource:
         from fastcal import cuda
 
         on_gpu = cuda.is_device_array(self.y_prob)
+        if opts.transform is not None and (on_gpu or opts.device == "cuda"):
+            msg = ("a recalibration (transform) is applied on the host; pass host arrays "
+                   "and device=None or 'cpu'")
+            raise ValueError(msg)
         if opts.device == "cuda" or (opts.device is None and on_gpu):
             return self._fill_device(opts, on_gpu)
         if on_gpu:  # device="cpu": copy to the host first
             self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
             if cuda.is_device_array(self.y_true):
                 self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
-        self.batch = resolve(self.y_true, self.y_prob, logits=opts.logits)
+        if opts.transform is not None:
+            self.y_prob = opts.transform(v.to_array("y_prob", self.y_prob))
+        self.batch = resolve(self.y_true, self.y_prob,
+                             logits=opts.logits and opts.transform is None)
         if self.batch.n == 0:
             raise ValueError(self.empty)
         acc = opts.accumulator(self.batch.n)

@@ -172,6 +172,8 @@ class _Filled:
 
 def _fill_part(index, options, start, loader, *args):
     y, p = loader(*args)
+    if options.transform is not None:
+        p = options.transform(p)
     acc = options.accumulator()
     n = int(np.shape(p)[0])
     update = acc.update_device if options.device == "cuda" else acc.update
@@ -199,6 +201,8 @@ def _message(options, offset, loader, *args):
     """Re-run the failing partition's update with its global offset: the message
     of the single-process path, rows counted from the first row of all data."""
     y, p = loader(*args)
+    if options.transform is not None:
+        p = options.transform(p)
     acc = options.accumulator()
     try:
         acc.update(y, p, start=offset)
@@ -226,7 +230,8 @@ class _DaskParts:
     """Every pass of fastcal.accumulators.equal_mass is one task per partition, results in
     partition order (the tie counters of equal values need that order)."""
 
-    def __init__(self, source, runner, pair):
+    def __init__(self, source, runner, pair, transform=None):
+        self.transform = transform
         self.source = source
         self.runner = runner
         self.pair = pair  # options of em.ranking_pair
@@ -237,7 +242,8 @@ class _DaskParts:
         import dask
 
         task = dask.delayed(_on_part, pure=True)
-        tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, *part)
+        tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, self.transform,
+                      *part)
                  for k, part in enumerate(self.source.parts)]
         self.passes += 1
         client = getattr(self.runner, "client", None)
@@ -260,8 +266,10 @@ class _DaskParts:
         return acc
 
 
-def _on_part(fn, common, extra, pair, loader, *args):
+def _on_part(fn, common, extra, pair, transform, loader, *args):
     y, p = loader(*args)
+    if transform is not None:
+        p = transform(p)
     y, p = v.check_class_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
     y, x = em.ranking_pair(y, p, **pair)
     return fn(y, x, *common, *extra)
@@ -298,6 +306,7 @@ class DaskSource:
             offsets = [int(a) for a in np.concatenate([[0], np.cumsum(lengths)[:-1]])]
         if offsets is None:
             offsets = [None] * len(self.source.parts)
+        self.transform = opts.transform
         fill = dask.delayed(_fill_part, pure=True)
         tasks = [fill(k, opts, offsets[k], *part) for k, part in enumerate(self.source.parts)]
         run = self.runner.compute(_tree(tasks, _merge_filled, self.split_every))
@@ -310,6 +319,6 @@ class DaskSource:
         return run.acc, run.n_rows
 
     def parts(self, pair):
-        return _DaskParts(self.source, self.runner, pair)
+        return _DaskParts(self.source, self.runner, pair, getattr(self, "transform", None))
 
 

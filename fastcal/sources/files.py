@@ -84,7 +84,9 @@ class _FileParts:
     """The chunks of a file as the parts of fastcal.accumulators.equal_mass: every pass reads
     the file again (with the reader thread), in the same chunks."""
 
-    def __init__(self, reader, names, chunk_rows, multi_class, options, progress, path):
+    def __init__(self, reader, names, chunk_rows, multi_class, options, progress, path,
+                 transform=None):
+        self.transform = transform
         self.reader = reader
         self.names = names
         self.chunk_rows = chunk_rows
@@ -106,6 +108,8 @@ class _FileParts:
         try:
             for chunk in chunks:
                 p, y = _chunk_arrays(chunk, self.multi_class)
+                if self.transform is not None:
+                    p = self.transform(p)
                 y, x = em.ranking_pair(*_checked(y, p), **self.options)
                 r = fn(y, x, *common, *(per_part[k] if per_part else ()))
                 if combine is None:
@@ -185,9 +189,12 @@ class FileSource:
         chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
         self.n_chunks = 0
         update = acc.update_device if opts.device == "cuda" else acc.update
+        self.transform = opts.transform
         try:
             for chunk in chunks:
                 p_col, y_col = _chunk_arrays(chunk, self.multi_class)
+                if opts.transform is not None:
+                    p_col = opts.transform(p_col)
                 try:
                     update(y_col, p_col)
                 except ValueError as exc:
@@ -201,6 +208,6 @@ class FileSource:
 
     def parts(self, pair):
         parts = _FileParts(self.reader, self.names, self.chunk_rows, self.multi_class, pair,
-                           self.progress, self.path)
-        parts.n_parts = self.n_chunks
+                           self.progress, self.path, getattr(self, "transform", None))
+        parts.n_parts = getattr(self, "n_chunks", None)  # None: parts read before any fill
         return parts
