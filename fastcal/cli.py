@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 from fastcal import _atomic
 
@@ -94,7 +95,9 @@ def _parser():
     sc.add_argument("--prob", required=True, metavar="COL",
                     help="probability column of class 1; for K classes a comma-separated list "
                          "of K columns or a prefix ending in '*' (quote it: 'p_*')")
-    sc.add_argument("--label", required=True, metavar="COL", help="label column (0/1)")
+    sc.add_argument("--label", required=True, metavar="COL",
+                    help="label column (0/1, or the class index); soft labels: K label-"
+                         "distribution columns, comma-separated or a 'prefix*'")
     sc.add_argument("--bins", type=_count, default=10, metavar="N",
                     help=f"number of bins (10; at most {MAX_BINS:,})")
     sc.add_argument("--strategy", choices=("uniform", "quantile"), default="uniform",
@@ -373,6 +376,9 @@ def _report_dict(rep, elapsed):
 
 
 def _report_text(rep, elapsed):
+    if not hasattr(rep, "n_bins"):  # soft labels: no bins
+        return (f"# {rep.source}\n\n{rep.n_rows} rows ({rep.format}) of soft labels over "
+                f"{rep.n_classes} classes scored in {elapsed:.2f} s\n\n{rep.to_markdown()}\n")
     head = [f"# {rep.source}", "",
             f"{rep.n_rows} rows ({rep.format}) scored in {elapsed:.2f} s, {rep.n_bins} "
             f"{rep.strategy} bins, closed={rep.closed!r}"]

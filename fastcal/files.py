@@ -26,8 +26,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         K column names in class order, a prefix ending in ``*`` (``"p_*"``:
         every column whose name starts with ``p_``, in file order), or one
         fixed-size-list column of K values per row (Parquet, Feather).
-    label : str, default "y"
-        The label column: 0/1, or the class index in [0, K).
+    label : str or list of str, default "y"
+        The label column: 0/1, or the class index in [0, K). Soft labels: K
+        columns holding a label distribution per row (a list in class order,
+        or a prefix ending in ``*``), one per probability column; the report
+        is then a :class:`~fastcal.reports.soft_report.SoftLabelReport`.
     logits : bool, default False
         The probability columns hold logits (sigmoid for one column, softmax
         across K columns), applied inside the kernel.
@@ -109,11 +112,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
             or chunk_rows < 1:
         msg = f"chunk_rows must be a positive integer; got {chunk_rows!r}"
         raise ValueError(msg)
-    if not isinstance(label, str) or not (
-            isinstance(prob, str)
-            or (isinstance(prob, (list, tuple)) and all(isinstance(c, str) for c in prob))):
-        msg = (f"prob must be a column name, a list of column names or a 'prefix*', and label a "
-               f"column name; got prob={prob!r} and label={label!r}")
+    if not (_names(prob) and _names(label)):
+        msg = (f"prob and label must each be a column name, a list of column names or a "
+               f"'prefix*'; got prob={prob!r} and label={label!r}")
         raise ValueError(msg)
     if threads is None:
         # Leave one core to the reader thread (pyarrow decodes while the kernel runs).
@@ -128,3 +129,9 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     out.source = source.path
     out.format = source.format
     return out
+
+
+def _names(x):
+    """A column name or a list of them."""
+    return isinstance(x, str) or (isinstance(x, (list, tuple))
+                                  and all(isinstance(c, str) for c in x))

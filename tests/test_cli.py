@@ -304,3 +304,26 @@ def test_every_scoring_option_reaches_the_command_line(tmp_path, capsys):
     got = json.loads(capsys.readouterr().out)
     ref = fastcal.calibration_report(yk, P, renormalize=True, ace=False)
     np.testing.assert_allclose(got["ece"], ref.ece, rtol=1e-12)
+
+
+def test_score_soft_label_columns(tmp_path, capsys):
+    """K label columns (a prefix or a comma list) score soft labels, as in Python."""
+    from fastcal.soft import soft_label_report
+
+    rng = np.random.default_rng(8)
+    t = rng.dirichlet(np.ones(3), 2_000)
+    p = rng.dirichlet(np.ones(3) * 2, 2_000)
+    f = tmp_path / "soft.parquet"
+    pq.write_table(pa.table({**{f"p{k}": p[:, k] for k in range(3)},
+                             **{f"t{k}": t[:, k] for k in range(3)}}), f)
+    code, out, _ = run(["score", str(f), "--prob", "p*", "--label", "t0,t1,t2", "--json"], capsys)
+    d = json.loads(out)
+    ref = soft_label_report(t, p)
+    assert code == 0 and d["n_classes"] == 3 and d["n_rows"] == 2_000
+    assert d["ecd"] == pytest.approx(ref.ecd, rel=1e-12)
+    assert d["distce"] == pytest.approx(ref.distce, rel=1e-12)
+    code, out, _ = run(["score", str(f), "--prob", "p*", "--label", "t*"], capsys)
+    assert code == 0 and "of soft labels over 3 classes" in out and "| RankCS |" in out
+    code, _, err = run(["score", str(f), "--prob", "p*", "--label", "t*", "--plot",
+                        str(tmp_path / "x.png")], capsys)
+    assert code == 2 and "soft labels" in err and not (tmp_path / "x.png").exists()

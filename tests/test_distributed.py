@@ -362,3 +362,27 @@ def test_cli_scheduler_and_workers(client, dataset, capsys):
         np.testing.assert_array_equal([b["count"] for b in got["bins"]], ref.bins["count"])
     status = cli.main(["score", root, "--prob", "p", "--label", "y", "--workers", "0"])
     assert status == 2 and "--workers must be >= 1" in capsys.readouterr().err
+
+
+# -- soft labels: a mergeable state, so Dask scores them too (issue 11) -----------------
+
+def test_soft_labels_from_dask_arrays_equal_the_in_memory_report(client):
+    from fastcal.soft import soft_label_report
+
+    rng = np.random.default_rng(11)
+    t = rng.dirichlet(np.ones(4), 9_000)
+    p = rng.dirichlet(np.ones(4) * 2, 9_000)
+    t[4321] = np.nan
+    ref = soft_label_report(t, p, nan_policy="omit")
+    rep = fd.score_dask(da.from_array(t, chunks=(2_000, 2)), da.from_array(p, chunks=(3_000, 4)),
+                        nan_policy="omit", client=client)
+    assert type(rep).__name__ == "SoftLabelReport" and rep.n == 8_999 and rep.n_omitted == 1
+    for name in ("entce", "entce_signed", "rankcs", "distce", "brier", "nll", "ecd", "ecd_var"):
+        assert getattr(rep, name) == pytest.approx(getattr(ref, name), rel=1e-12), name
+    bad = t.copy()
+    bad[4321] = 0.25
+    bad[7777] = [0.5, 0.5, 0.5, 0.0]
+    with pytest.raises(ValueError, match=r"1 rows that are not label distributions \(first at "
+                                         r"row 7777.*rows 6000-8999"):
+        fd.score_dask(da.from_array(bad, chunks=(3_000, 4)), da.from_array(p, chunks=(3_000, 4)),
+                      client=client)

@@ -159,3 +159,38 @@ def test_ace_of_class_columns_and_logits_matches_in_memory(tmp_path):
         ref = fastcal.calibration_report(yb, z[:, 0], logits=True, strategy=strategy)
         np.testing.assert_allclose(got.ace, ref.ace, rtol=1e-12)
         np.testing.assert_allclose(got.ece, ref.ece, rtol=1e-12)
+
+
+def test_soft_labels_from_files_equal_the_in_memory_report(tmp_path):
+    """K label-distribution columns (a prefix or a list) make a soft-label file."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from fastcal.soft import soft_label_report
+
+    rng = np.random.default_rng(4)
+    t = rng.dirichlet(np.ones(3), 4_000)
+    p = rng.dirichlet(np.ones(3) * 2, 4_000)
+    table = pa.table({"t_0": t[:, 0], "p_0": p[:, 0], "t_1": t[:, 1], "p_1": p[:, 1],
+                      "t_2": t[:, 2], "p_2": p[:, 2]})
+    pq.write_table(table, tmp_path / "soft.parquet", row_group_size=900)
+    pcsv.write_csv(table, tmp_path / "soft.csv")
+    ref = soft_label_report(t, p)
+    for f, label in ((tmp_path / "soft.parquet", "t_*"),
+                     (tmp_path / "soft.csv", ["t_0", "t_1", "t_2"])):
+        rep = score_file(f, prob="p_*", label=label, chunk_rows=333)
+        assert rep.n == 4_000 and rep.n_classes == 3
+        for name in ("entce", "rankcs", "distce", "brier", "nll", "ecd"):
+            assert getattr(rep, name) == pytest.approx(getattr(ref, name), rel=1e-12), name
+    with pytest.raises(ValueError, match=r"one label column per class: label= gives 2"):
+        score_file(tmp_path / "soft.parquet", prob="p_*", label=["t_0", "t_1"])
+    with pytest.raises(ValueError, match="soft labels .* have no bins"):
+        score_file(tmp_path / "soft.parquet", prob="p_*", label="t_*", strategy="quantile")
+    t[2500] = [0.7, 0.7, 0.0]
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"p_0": p[:, 0], "p_1": p[:, 1], "p_2": p[:, 2], "t_0": t[:, 0],
+                             "t_1": t[:, 1], "t_2": t[:, 2]}), bad, row_group_size=900)
+    with pytest.raises(ValueError, match=r"bad.parquet: .*1 rows that are not label "
+                                         r"distributions \(first at row 2500"):
+        score_file(bad, prob="p_*", label="t_*", chunk_rows=333)

@@ -55,7 +55,7 @@ class SoftLabelReport:
     def to_markdown(self):
         """A two-column table of the measures."""
         rows = [("n", self.n), ("omitted", self.n_omitted), ("classes", self.n_classes),
-                ("ECD (soft, eq. 12)", self.ecd), ("mean |EntCE|", self.entce),
+                ("ECD (soft, eq. 12)", self.ecd), ("mean abs(EntCE)", self.entce),
                 ("EntCE (signed)", self.entce_signed), ("RankCS", self.rankcs),
                 ("DistCE", self.distce), ("Brier", self.brier), ("cross-entropy", self.nll)]
         lines = ["| measure | value |", "|---|---:|"]

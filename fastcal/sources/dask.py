@@ -79,8 +79,10 @@ def _array_source(y_true, y_prob):
     if y_prob.ndim not in (1, 2):
         msg = f"y_prob must be 1-D or (N, K); got shape {y_prob.shape}"
         raise ValueError(msg)
-    if y_true.ndim != 1:
-        msg = f"y_true must be 1-D with one label per sample; got shape {y_true.shape}"
+    soft = y_true.ndim == 2 and y_prob.ndim == 2  # label distributions, one per row
+    if y_true.ndim != 1 and not soft:
+        msg = (f"y_true must be 1-D with one label per sample, or (N, K) label distributions "
+               f"with an (N, K) y_prob; got shapes {y_true.shape} and {y_prob.shape}")
         raise ValueError(msg)
     if any(np.isnan(c) for c in y_prob.chunks[0]) or any(np.isnan(c) for c in y_true.chunks[0]):
         msg = ("y_true and y_prob have unknown chunk sizes; call .compute_chunk_sizes() first "
@@ -91,6 +93,8 @@ def _array_source(y_true, y_prob):
         raise ValueError(msg)
     if y_prob.ndim == 2 and len(y_prob.chunks[1]) > 1:
         y_prob = y_prob.rechunk({1: -1})  # one block holds all K classes of its rows
+    if soft and len(y_true.chunks[1]) > 1:
+        y_true = y_true.rechunk({1: -1})
     if y_true.chunks[0] != y_prob.chunks[0]:
         y_true = y_true.rechunk({0: y_prob.chunks[0]})
     yb = y_true.to_delayed().ravel()

@@ -84,13 +84,13 @@ class _FileParts:
     """The chunks of a file as the parts of fastcal.accumulators.equal_mass: every pass reads
     the file again (with the reader thread), in the same chunks."""
 
-    def __init__(self, reader, names, chunk_rows, multi_class, options, progress, path,
+    def __init__(self, reader, names, chunk_rows, n_prob, options, progress, path,
                  transform=None):
         self.transform = transform
         self.reader = reader
         self.names = names
         self.chunk_rows = chunk_rows
-        self.multi_class = multi_class
+        self.n_prob = n_prob
         self.options = options
         self.progress = progress
         self.path = path
@@ -107,7 +107,7 @@ class _FileParts:
         k = 0
         try:
             for chunk in chunks:
-                p, y = _chunk_arrays(chunk, self.multi_class)
+                p, y = _chunk_arrays(chunk, self.n_prob)
                 if self.transform is not None:
                     p = self.transform(p)
                 y, x = em.ranking_pair(*_checked(y, p), **self.options)
@@ -128,37 +128,58 @@ class _FileParts:
         return results if combine is None else acc
 
 
-def _chunk_arrays(chunk, multi_class):
-    """(probabilities, labels) of a chunk: (rows, K) for K class columns."""
-    if multi_class:
-        return np.column_stack(chunk.columns[:-1]), chunk.columns[-1]
-    return chunk.columns  # p is (rows, K) for a fixed-size-list column
+def _chunk_arrays(chunk, n_prob):
+    """(probabilities, labels) of a chunk whose first ``n_prob`` columns hold
+    probabilities: (rows, K) for K class columns (or one fixed-size-list
+    column); labels (rows, K) for K label-distribution columns (soft labels)."""
+    cols = chunk.columns
+    p = np.column_stack(cols[:n_prob]) if n_prob > 1 else cols[0]
+    rest = cols[n_prob:]
+    return p, (np.column_stack(rest) if len(rest) > 1 else rest[0])
 
 
 def _checked(y, p):
+    if y.ndim == 2:
+        return v.check_soft_pair(y, p, False)
     if p.ndim == 2:
         return v.check_class_pair(y, p, False)
     return v.check_pair(y, p)
 
 
-def _prob_columns(path, prob, label, available):
-    """The probability column names: one (binary) or K (a list, or every match of 'prefix*')."""
+def _prob_columns(path, prob, label, available, name="prob"):
+    """The probability column names: one (binary) or K (a list, or every match of
+    'prefix*'); with ``name="label"``, the label columns the same way (K of them:
+    soft labels, one label distribution per row). ``label``: names to leave out."""
+    others = [label] if isinstance(label, str) else list(label or ())
     if isinstance(prob, str) and prob.endswith("*"):
         prefix = prob[:-1]
-        cols = [c for c in available if c.startswith(prefix) and c != label]
+        cols = [c for c in available if c.startswith(prefix) and c not in others]
         if len(cols) < 2:
-            msg = (f"{path}: prob={prob!r} matches {len(cols)} column(s) {cols}; a prefix needs "
-                   f"at least 2 class columns; the file has columns: {list(available)}")
+            msg = (f"{path}: {name}={prob!r} matches {len(cols)} column(s) {cols}; a prefix "
+                   f"needs at least 2 class columns; the file has columns: {list(available)}")
             raise ValueError(msg)
         return cols
     if isinstance(prob, str):
         return [prob]
     cols = list(prob)
     if len(cols) < 2:
-        msg = f"prob lists {len(cols)} column(s); give one name (binary) or at least 2 (classes)"
+        msg = (f"{name} lists {len(cols)} column(s); give one name or at least 2 (one per "
+               "class)")
         raise ValueError(msg)
-    if len(set(cols)) != len(cols) or label in cols:
-        msg = f"prob lists a column twice or the label column: {cols}"
+    if len(set(cols)) != len(cols) or set(cols) & set(others):
+        other = "the label column" if name == "prob" else "a probability column"
+        msg = f"{name} lists a column twice or {other}: {cols}"
+        raise ValueError(msg)
+    return cols
+
+
+def _label_columns(path, label, prob, available):
+    """The label column, or K label-distribution columns (soft labels) after the
+    probability columns ``prob``, whose class order they must follow."""
+    cols = _prob_columns(path, label, prob, available, name="label")
+    if len(cols) > 1 and len(cols) != len(prob):
+        msg = (f"{path}: soft labels need one label column per class: label= gives "
+               f"{len(cols)} columns {cols} but prob= gives {len(prob)} {list(prob)}")
         raise ValueError(msg)
     return cols
 
@@ -172,9 +193,13 @@ class FileSource:
         self.reader, self.format = open_reader(self.path, format,
                                                verify_checksums=verify_checksums)
         self.prob, self.label = prob, label
-        prob_cols = _prob_columns(self.path, prob, label, self.reader.columns)
+        soft = not isinstance(label, str) or label.endswith("*")
+        prob_cols = _prob_columns(self.path, prob, () if soft else label, self.reader.columns)
+        label_cols = _label_columns(self.path, label, prob_cols, self.reader.columns) \
+            if soft else [label]
         self.multi_class = len(prob_cols) > 1
-        self.names = (*prob_cols, label)
+        self.n_prob = len(prob_cols)
+        self.names = (*prob_cols, *label_cols)
         self.reader.check(self.names)
         self.chunk_rows = chunk_rows
         self.progress = progress
@@ -192,7 +217,7 @@ class FileSource:
         self.transform = opts.transform
         try:
             for chunk in chunks:
-                p_col, y_col = _chunk_arrays(chunk, self.multi_class)
+                p_col, y_col = _chunk_arrays(chunk, self.n_prob)
                 if opts.transform is not None:
                     p_col = opts.transform(p_col)
                 try:
@@ -207,7 +232,7 @@ class FileSource:
         return acc, acc.n_rows
 
     def parts(self, pair):
-        parts = _FileParts(self.reader, self.names, self.chunk_rows, self.multi_class, pair,
+        parts = _FileParts(self.reader, self.names, self.chunk_rows, self.n_prob, pair,
                            self.progress, self.path, getattr(self, "transform", None))
         parts.n_parts = getattr(self, "n_chunks", None)  # None: parts read before any fill
         return parts
