@@ -438,8 +438,13 @@ def _cmd_score(args):
     plot_kind = _check_score_args(args)
     progress = False if (args.quiet or args.json) else None
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
+    label = [c.strip() for c in args.label.split(",")] if "," in args.label else args.label
+    soft = not isinstance(label, str) or label.endswith("*")
+    if soft and args.plot:
+        raise _Fail("--plot draws a reliability diagram of bins; soft labels (K --label "
+                    "columns) have no bins: drop --plot")
     on_dask = args.scheduler is not None or args.workers is not None
-    if on_dask and (not isinstance(prob, str) or prob.endswith("*")):
+    if on_dask and (not isinstance(prob, str) or prob.endswith("*") or soft):
         raise _Fail("--scheduler/--workers read one probability (or logit) column of a Parquet "
                     "dataset; K class columns run in one process (drop --scheduler/--workers)")
     fmt = _input_format(args)
@@ -451,7 +456,7 @@ def _cmd_score(args):
     if on_dask:
         rep = _score_on_dask(args, fmt)
     else:
-        rep = score_file(args.path, prob=prob, label=args.label, n_bins=args.bins,
+        rep = score_file(args.path, prob=prob, label=label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
                          nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
                          chunk_rows=args.chunk_rows, progress=progress, format=fmt,
@@ -962,6 +967,14 @@ def main(argv=None):
         return EXIT_BAD
     debug = _debug(args)
     old = _install_signals()
+    shown = warnings.showwarning
+
+    def note(message, category, filename, lineno, file=None, line=None):
+        # a user's warning is one line on stderr, not Python's two (message and source line)
+        print(f"fastcal {args.command}: note: {message}", file=sys.stderr)
+
+    if not debug:
+        warnings.showwarning = note
     try:
         return args.func(args)
     except _Terminated as exc:
@@ -984,6 +997,7 @@ def main(argv=None):
         print(f"fastcal {args.command}: error: {text}", file=sys.stderr)
         return code
     finally:
+        warnings.showwarning = shown
         for s, h in old.items():
             try:
                 signal.signal(s, h)

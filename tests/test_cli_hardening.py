@@ -489,3 +489,21 @@ def test_failed_dask_run_prints_one_line_only(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err and "row 2500" in err, err
+
+
+def test_warnings_are_one_note_line_and_verdicts_cap_their_bin_lists(tmp_path, capsys):
+    y, p = fastcal.simulate(2_000, seed=4)
+    d = tmp_path / "ds"
+    d.mkdir()
+    pq.write_table(pa.table({"p": p, "y": y}), d / "a.parquet")
+    (d / "notes.txt").write_text("not data")
+    code, _, err = run(score(str(d)), capsys)
+    assert code == 0
+    assert err.strip().splitlines() == [
+        f"fastcal score: note: {d}: ignored 1 file that is not parquet data: notes.txt"]
+    from fastcal.reports.stats import MAX_RANGES, _bin_ranges
+
+    every_other = list(range(1, 4 * MAX_RANGES, 2))
+    text = _bin_ranges(every_other)
+    assert text.count(",") == MAX_RANGES - 1 and text.endswith(f"and {MAX_RANGES} more bins")
+    assert _bin_ranges([1, 2, 3, 5]) == "1-3, 5"

@@ -10,6 +10,7 @@ distributions soft-label, while it is still empty. The classes behind it
 kind of input; :func:`accumulator_for` makes one from a kind.
 """
 
+import functools
 import inspect
 
 from fastcal.inputs import validation as v
@@ -27,8 +28,14 @@ def accumulator_for(kind, **options):
     """A fresh accumulator of ``kind`` ("binary", "logits", "multiclass" or
     "soft"), given the options that apply to it (the others are ignored)."""
     cls = CLASSES[kind]
-    accepted = inspect.signature(cls.__init__).parameters
+    accepted = _accepted(cls)
     return cls(**{k: x for k, x in options.items() if k in accepted})
+
+
+@functools.cache
+def _accepted(cls):
+    """The keyword options of a state class (read once: inspect is slow)."""
+    return frozenset(inspect.signature(cls.__init__).parameters)
 
 
 class CalibrationAccumulator(Mergeable):

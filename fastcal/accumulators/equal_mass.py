@@ -529,22 +529,33 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     cap = m[cand]
     cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
     results = parts.map(_gather, (omit, slot, cap_start))
-    for s, bucket in enumerate(cand):
-        keys = np.concatenate([r[0][r[2][s]:r[2][s + 1]] for r in results])
-        labels = np.concatenate([r[1][r[2][s]:r[2][s + 1]] for r in results])
-        if keys.shape[0] != cap[s]:
-            msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
-                   f"{keys.shape[0]} found there")
-            raise ValueError(msg)
-        order = np.argsort(keys, kind="stable")
-        x = keys[order].view(np.float64)
-        lab = labels[order]
-        g = np.searchsorted(starts, below[bucket] + np.arange(x.shape[0]), side="right") - 1
-        counts[:, 0] += np.bincount(g, minlength=n_bins)
-        counts[:, 1] += np.bincount(g, weights=lab, minlength=n_bins).astype(np.int64)
-        counts[:, 2] += np.bincount(g, weights=(x > 0.5) == (lab == 1),
-                                    minlength=n_bins).astype(np.int64)
-        sums[:, 0] += np.bincount(g, weights=x, minlength=n_bins)
+    found = np.sum([np.diff(r[2]) for r in results], axis=0)
+    if not np.array_equal(found, cap):
+        s = int(np.flatnonzero(found != cap)[0])
+        msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
+               f"{int(found[s])} found there")
+        raise ValueError(msg)
+    # every gathered row, bucket by bucket and, in a bucket, part by part (row order);
+    # the buckets hold disjoint, increasing values, so one stable sort ranks them all
+    if len(results) == 1:
+        keys, labels = results[0][0], results[0][1]
+    else:
+        keys = np.concatenate([r[0][r[2][s]:r[2][s + 1]] for s in range(cand.size)
+                               for r in results])
+        labels = np.concatenate([r[1][r[2][s]:r[2][s + 1]] for s in range(cand.size)
+                                 for r in results])
+    order = np.argsort(keys, kind="stable")
+    x = keys[order].view(np.float64)
+    lab = labels[order]
+    j = np.arange(x.shape[0], dtype=np.int64)
+    s_of = np.searchsorted(cap_start, j, side="right") - 1
+    rank = below[cand][s_of] + j - cap_start[s_of]
+    g = np.searchsorted(starts, rank, side="right") - 1
+    counts[:, 0] += np.bincount(g, minlength=n_bins)
+    counts[:, 1] += np.bincount(g, weights=lab, minlength=n_bins).astype(np.int64)
+    counts[:, 2] += np.bincount(g, weights=(x > 0.5) == (lab == 1),
+                                minlength=n_bins).astype(np.int64)
+    sums[:, 0] += np.bincount(g, weights=x, minlength=n_bins)
     return counts, sums, 1
 
 

@@ -213,8 +213,13 @@ class ECDTestResult:
 
 # -- the per-bin test: miscalibration in any direction --------------------------
 
+# a verdict names at most this many ranges of bins, then says how many more bins there are
+MAX_RANGES = 20
+
+
 def _bin_ranges(bins):
-    """1-based bin numbers as compact ranges: [1, 2, 3, 5] -> "1-3, 5"."""
+    """1-based bin numbers as compact ranges: [1, 2, 3, 5] -> "1-3, 5"; after
+    MAX_RANGES ranges, "... and N more bins" (a line, not 1e6 bins of text)."""
     parts = []
     start = prev = None
     for b in bins:
@@ -227,7 +232,12 @@ def _bin_ranges(bins):
             start = prev = b
     if start is not None:
         parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ", ".join(parts)
+    if len(parts) <= MAX_RANGES:
+        return ", ".join(parts)
+    shown = parts[:MAX_RANGES]
+    n_shown = sum(int(p.split("-")[1]) - int(p.split("-")[0]) + 1 if "-" in p else 1
+                  for p in shown)
+    return ", ".join(shown) + f" and {len(bins) - n_shown} more bins"
 
 
 @dataclass
