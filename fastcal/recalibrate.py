@@ -524,7 +524,7 @@ def _check_alpha(alpha):
 
 
 def _newton_1d(evaluate, s, tol, max_iter=None):
-    """Minimiser of the convex NLL in s = 1 / T by safeguarded Newton steps
+    """Minimiser of the convex NLL in s = 1 / T by safeguarded Halley steps
     (bisection when a step leaves the bracket the gradients' signs give)."""
     lo, hi = 0.0, math.inf
     it = 0
@@ -541,7 +541,11 @@ def _newton_1d(evaluate, s, tol, max_iter=None):
             hi = min(hi, s)
         else:
             lo = max(lo, s)
-        new = s - g / h
+        # Halley's step (the passes give the third derivative too): cubic convergence,
+        # one pass fewer than Newton's from a sample start; Newton's if it misbehaves
+        t3 = out[kr.T_AAA]
+        den = 2.0 * h * h - g * t3
+        new = s - 2.0 * g * h / den if den > h * h else s - g / h
         if abs(new - s) <= tol * s or (max_iter and it >= max_iter):
             return new  # converged (a step below tol is taken without another pass)
         if not lo < new < hi:
