@@ -319,8 +319,10 @@ def write_results(bench, mach, path):
         "- netcal `ECE`: clips p to [eps, 1 - eps] (eps of p's dtype), so p = 1.0 is counted at 1 - eps "
         "in the last bin, and uses float64 edges; with the same clipping and edges it agrees to 1e-9.",
         "- numpy contenders use fastcal's edges and conventions and agree to 1e-9 or better.",
-        "- ACE is not in the timed report (`ace=False`): it needs a sort of all predictions, "
-        "O(N log N), and is not a single pass.", "",
+        "- fastcal report rows: \"fastcal report\" is the default call (ACE on: value-bucket "
+        "statistics fused into the fill, then one light pass over the rows of the buckets that "
+        "hold an equal-mass boundary; no sort); \"ace=False\" is the strict one-pass report. "
+        "Peers compute no ACE.", "",
     ]
     text = "\n".join(lines) + "\n"
     tmp = path.with_suffix(".tmp")
