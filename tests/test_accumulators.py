@@ -151,3 +151,18 @@ def test_one_table_words_every_kernel_check():
             if check.nan:
                 assert ck.first_error(table, checks, "omit", 100, y=y, p=p, t=p) is None
         assert ck.first_error(table, np.zeros(2 * table.n_kinds, np.int64), "raise") is None
+
+
+def test_front_door_checks_settings_across_kinds_and_shapes_on_device_calls():
+    yk, pk = mc_data(50, 3, seed=2)
+    m = fastcal.CalibrationAccumulator(n_bins=5).update(yk, pk)
+    # an empty front door still has bins: merging it into K-class state checks them
+    with pytest.raises(ValueError, match="different bins, closed side or eps"):
+        m + fastcal.CalibrationAccumulator(n_bins=6)
+    assert (m + fastcal.CalibrationAccumulator(n_bins=5)).report().n == 50
+    # 1-D rows offered to K-class state (host arrays: refused before any GPU work)
+    with pytest.raises(ValueError, match=r"shape \(4,\), which does not match .* multiclass state"):
+        m.update_device(np.array([0, 1, 0, 1]), np.array([0.1, 0.2, 0.3, 0.4]))
+    t, q = soft_data(10, 3, 2)
+    with pytest.raises(ValueError, match=r"ci=\) are not available for soft labels"):
+        SoftLabelAccumulator().update(t, q).report(ci=0.95)

@@ -386,3 +386,12 @@ def test_soft_labels_from_dask_arrays_equal_the_in_memory_report(client):
                                          r"row 7777.*rows 6000-8999"):
         fd.score_dask(da.from_array(bad, chunks=(3_000, 4)), da.from_array(p, chunks=(3_000, 4)),
                       client=client)
+
+
+def test_dataframes_and_datasets_name_one_column_each(dataset):
+    df = dd.from_pandas(pd.DataFrame({"p": [0.2, 0.3], "t0": [0.5, 0.5], "t1": [0.5, 0.5]}),
+                        npartitions=1)
+    with pytest.raises(ValueError, match=r"one column name here; got label=\['t0', 't1'\]"):
+        fd.score_dataframe(df, label=["t0", "t1"], prob="p")
+    with pytest.raises(ValueError, match="score_dask on \\(N, K\\) arrays"):
+        fd.score_dataset(dataset[0], label="y", prob=["p", "q"])

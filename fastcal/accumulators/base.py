@@ -139,7 +139,19 @@ class Binned(Mergeable):
                    "their uniform bins have different edges; cast to one dtype")
             raise ValueError(msg)
 
-    def _add_bins(self, other):
+    def _check_binned(self, other):
+        """What every binned state checks before a merge: bins and both parts."""
+        self._check_bins(other)
+        self.buckets._check_compatible(other.buckets)
+        self.boot._check_compatible(other.boot)
+
+    def _add_binned(self, other):
+        """Add the per-bin state, both parts and the row counts of ``other``."""
+        self.counts += other.counts
+        self.sums += other.sums
+        self.totals += other.totals
+        self.boot._add(other.boot)
+        self.buckets._add(other.buckets)
         self.edge_dtype = self.edge_dtype or other.edge_dtype
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows

@@ -107,17 +107,10 @@ class BinaryAccumulator(Binned):
 
     def _check_compatible(self, other):
         self._check_type(other, type(self).__name__)
-        self._check_bins(other)
-        self.buckets._check_compatible(other.buckets)
-        self.boot._check_compatible(other.boot)
+        self._check_binned(other)
 
     def _add(self, other):
-        self.counts += other.counts
-        self.sums += other.sums
-        self.totals += other.totals
-        self.boot._add(other.boot)
-        self.buckets._add(other.buckets)
-        self._add_bins(other)
+        self._add_binned(other)
 
     # -- reading ---------------------------------------------------------
 

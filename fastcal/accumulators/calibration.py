@@ -15,7 +15,7 @@ import inspect
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
-from fastcal.accumulators.base import Mergeable, check_start
+from fastcal.accumulators.base import Binned, Mergeable, check_start
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.soft import SoftLabelAccumulator
@@ -221,10 +221,12 @@ class CalibrationAccumulator(Mergeable):
         def host():
             return tuple(a.copy_to_host() if hasattr(a, "copy_to_host") else a for a in (y, p))
 
-        kind = "multiclass" if p.ndim == 2 else self._state.kind
+        kind = "multiclass" if p.ndim == 2 else ("logits" if self._options["logits"]
+                                                 else "binary")
         state = self._state_for(kind)
         if state.kind != kind:
-            msg = f"y_prob has {int(p.shape[1])} columns, which does not match this accumulator's state"
+            msg = (f"y_prob has shape {tuple(p.shape)}, which does not match this "
+                   f"accumulator's {state.kind} state")
             raise ValueError(msg)
         state.update_device(y, p, row0, host)
         return self
@@ -245,6 +247,8 @@ class CalibrationAccumulator(Mergeable):
                        f"state ({theirs.describe()}): different numbers of classes or kinds "
                        "of input")
                 raise ValueError(msg)
+            if isinstance(mine, Binned) and isinstance(theirs, Binned):
+                mine._check_binned(theirs)  # an empty state still has bins and parts
             return
         mine._check_compatible(theirs)
 

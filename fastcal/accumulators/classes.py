@@ -132,7 +132,7 @@ class MulticlassAccumulator(Binned):
 
     def _check_compatible(self, other):
         self._check_type(other, "MulticlassAccumulator")
-        self._check_bins(other)
+        self._check_binned(other)
         a, b = self.n_classes, other.n_classes
         if a != b and None not in (a, b):
             msg = f"cannot merge accumulators with different numbers of classes: {a} and {b}"
@@ -144,8 +144,6 @@ class MulticlassAccumulator(Binned):
             msg = ("cannot merge accumulators of logits and probabilities, or with and without "
                    "renormalize")
             raise ValueError(msg)
-        self.buckets._check_compatible(other.buckets)
-        self.boot._check_compatible(other.boot)
 
     def _add(self, other):
         if other.n_classes is not None:
@@ -154,12 +152,7 @@ class MulticlassAccumulator(Binned):
             if self.classwise:
                 self.class_counts += other.class_counts
                 self.class_sums += other.class_sums
-        self.counts += other.counts
-        self.sums += other.sums
-        self.totals += other.totals
-        self.boot._add(other.boot)
-        self.buckets._add(other.buckets)
-        self._add_bins(other)
+        self._add_binned(other)
 
     # -- reading ---------------------------------------------------------
 

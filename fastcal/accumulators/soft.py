@@ -83,10 +83,14 @@ class SoftLabelAccumulator(Mergeable):
         self.n_rows += other.n_rows
         self.n_omitted += other.n_omitted
 
-    def report(self, **_):
-        """The :class:`~fastcal.reports.soft_report.SoftLabelReport` so far."""
+    def report(self, *, observed="frac_pos", ci=None):
+        """The :class:`~fastcal.reports.soft_report.SoftLabelReport` so far
+        (``observed`` has no meaning without bins; ``ci`` is refused)."""
         from fastcal.reports.soft_report import SoftLabelReport
 
+        if ci is not None:
+            msg = "confidence intervals (ci=) are not available for soft labels"
+            raise ValueError(msg)
         return SoftLabelReport.from_totals(self.totals, self.n, self.n_omitted, self.n_classes)
 
     def describe(self):

@@ -79,14 +79,7 @@ def as_prob_1d(y_prob):
     if p.ndim != 1:
         msg = f"y_prob must be 1-D with one probability per sample; got shape {p.shape}"
         raise ValueError(msg)
-    if p.dtype in (np.float32, np.float64):
-        return p
-    if p.dtype == np.float16:
-        return p.astype(np.float32)
-    if p.dtype.kind in "iub":
-        return p.astype(np.float64)
-    msg = f"y_prob must hold numbers; got dtype {p.dtype}"
-    raise ValueError(msg)
+    return float_dtype("y_prob", p)
 
 
 def as_labels_1d(y_true):

@@ -108,7 +108,17 @@ def _array_source(y_true, y_prob):
                    multi=y_prob.ndim == 2, offsets=[int(a) for a in starts[:-1]])
 
 
+def _check_names(label, prob):
+    """Dataframes and datasets read one label and one probability column."""
+    if not (isinstance(label, str) and isinstance(prob, str)):
+        msg = (f"label and prob must each be one column name here; got label={label!r} and "
+               f"prob={prob!r} (K class or soft-label columns: score_dask on (N, K) arrays, or "
+               "fastcal.score_file)")
+        raise ValueError(msg)
+
+
 def _frame_source(df, label, prob):
+    _check_names(label, prob)
     missing = [c for c in (label, prob) if c not in df.columns]
     if missing:
         msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
@@ -131,6 +141,7 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     from fastcal.sources.files import _reword
     from fastcal.sources.io import Chunk, ParquetReader
 
+    _check_names(label, prob)
     reader = ParquetReader(path, verify_checksums=verify_checksums)
     reader.check([prob, label])
     prob_dtype = reader.dtype(prob)  # the widest over the files: one rule for binning
