@@ -14,6 +14,7 @@ import pytest
 from numba import njit
 
 from fastcal._kernels import binary as kb
+from fastcal._kernels import equal_mass as kem
 from fastcal._kernels._config import FASTMATH_EXACT, FLUSH
 from fastcal._kernels.mathfn import log1m, log64, log_pair
 from fastcal.inputs.binning import uniform_edges
@@ -46,7 +47,10 @@ def reference_fill(p, y, edges, closed, eps):
     return counts, sums, scale, totals, tscale
 
 
-def run_kernel(p, y, n_bins, closed, eps, threads, edges=None, omit=False):
+def run_kernel(p, y, n_bins, closed, eps, threads, edges=None, omit=False, fine=0):
+    """The kernel's state; with ``fine`` value buckets (ACE's, filled in the
+    same pass through the joint table) also checks those buckets against
+    ``equal_mass.bucket_stats``, a separate plain loop."""
     if edges is None:
         kedges, uniform = uniform_edges(n_bins, p.dtype), True
     else:
@@ -54,10 +58,30 @@ def run_kernel(p, y, n_bins, closed, eps, threads, edges=None, omit=False):
     right = closed == "right"
     if threads == 0:  # the serial entry point
         counts, sums, totals, checks = kb.new_state(kedges.shape[0] - 1)
-        kb.fill_range(p, y, 0, p.shape[0], kedges, uniform, right, omit, eps, True,
-                      counts, sums, totals, checks)
-        return counts, sums, totals, checks
-    return kb.fill_parallel(p, y, kedges, uniform, right, omit, eps, True, threads)
+        if not fine:
+            kb.fill_range(p, y, 0, p.shape[0], kedges, uniform, right, omit, eps, True,
+                          counts, sums, totals, checks)
+            return counts, sums, totals, checks
+        fc = np.zeros((fine + 1, kb.N_COUNTS), np.int64)
+        fp = np.zeros(fine + 1)
+        kb.fill_range_fine(p, y, 0, p.shape[0], kedges, uniform, right, omit, eps, True,
+                           counts, sums, totals, checks, fc, fp)
+    elif not fine:
+        return kb.fill_parallel(p, y, kedges, uniform, right, omit, eps, True, threads)
+    else:
+        counts, sums, totals, checks, fc, fp = kb.fill_parallel_fine(
+            p, y, kedges, uniform, right, omit, eps, True, threads, fine)
+    want_c = np.zeros((fine + 1, kb.N_COUNTS), np.int64)
+    want_p = np.zeros(fine + 1)
+    kem.bucket_stats(p, y, omit, want_c, want_p)
+    np.testing.assert_array_equal(fc[:fine], want_c[:fine])
+    np.testing.assert_allclose(fp[:fine], want_p[:fine], rtol=1e-12, atol=1e-300)
+    assert fc[fine, 0] == counts[-1, 0]  # invalid rows: both trash rows
+    return counts, sums, totals, checks
+
+
+# ACE's value buckets off, fewer than the bins, and the default for many rows
+FINE = [0, 8, 1 << 14]
 
 
 def assert_state_matches(got, ref, rtol=1e-12):
@@ -88,24 +112,27 @@ def simulated(n, dtype, seed):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("closed", ["left", "right"])
 @pytest.mark.parametrize("eps", [0.0, 1e-3])
-def test_random_data_matches_reference(dtype, closed, eps):
+@pytest.mark.parametrize("fine", FINE)
+def test_random_data_matches_reference(dtype, closed, eps, fine):
     p, y = simulated(3001, dtype, seed=7)
     p[:4] = [0.0, 1.0, 0.0, 1.0]  # ECD limits 0 (p == y) and +inf (p == 1 - y) unless eps
     y[:4] = [0, 1, 1, 0]
     ref = reference_fill(p, y, naive.uniform_edges(15, dtype), closed, eps)
     for threads in (0, 1, 2):
-        assert_state_matches(run_kernel(p, y, 15, closed, eps, threads), ref)
+        assert_state_matches(run_kernel(p, y, 15, closed, eps, threads, fine=fine), ref)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_explicit_edges_match_reference(dtype):
+@pytest.mark.parametrize("fine", FINE)
+def test_explicit_edges_match_reference(dtype, fine):
     p, y = simulated(2000, dtype, seed=3)
     edges = [0.0, 0.05, 0.3, 0.3000001, 0.5, 0.9, 1.0]
     p[:6] = np.asarray(edges[:6], dtype)  # on the edges
     for closed in ("left", "right"):
         ref = reference_fill(p, y, [float(e) for e in edges], closed, 0.0)
         for threads in (0, 2):
-            assert_state_matches(run_kernel(p, y, None, closed, 0.0, threads, edges=edges), ref)
+            got = run_kernel(p, y, None, closed, 0.0, threads, edges=edges, fine=fine)
+            assert_state_matches(got, ref)
 
 
 @pytest.mark.parametrize("label_dtype", [np.bool_, np.float64])
@@ -122,7 +149,8 @@ def test_label_dtypes(label_dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("closed", ["left", "right"])
-def test_every_edge_of_every_n_bins(dtype, closed):
+@pytest.mark.parametrize("fine", FINE)
+def test_every_edge_of_every_n_bins(dtype, closed, fine):
     """p on every edge k/n (in p's dtype) and one ulp either side, n = 1..100."""
     for n in range(1, 101):
         edges = naive.uniform_edges(n, dtype)
@@ -130,7 +158,7 @@ def test_every_edge_of_every_n_bins(dtype, closed):
         p = np.concatenate([e, np.nextafter(e, dtype(2)), np.nextafter(e, dtype(-1))])
         p = np.clip(p, 0, 1).astype(dtype)
         y = (np.arange(p.shape[0]) % 2).astype(np.uint8)
-        counts, sums, _, _ = run_kernel(p, y, n, closed, 0.0, 0)
+        counts, sums, _, _ = run_kernel(p, y, n, closed, 0.0, 0, fine=fine)
         want = np.zeros(n, np.int64)
         want_p = np.zeros(n)
         for pi in p.astype(np.float64).tolist():
@@ -186,7 +214,8 @@ def test_more_bins_than_direct_min_match_reference(dtype):
     assert counts[:n_bins, 0].sum() == keep.sum()
 
 
-def test_packed_counters_across_flushes():
+@pytest.mark.parametrize("fine", FINE)
+def test_packed_counters_across_flushes(fine):
     """Counts packed three to a word stay exact over several flushes."""
     n = 2 * FLUSH + 4097
     p = np.full(n, 0.9, np.float32)
@@ -194,14 +223,15 @@ def test_packed_counters_across_flushes():
     p[-3:] = 0.1
     y[-1] = 0
     for threads in (0, 2):
-        counts, _, _, _ = run_kernel(p, y, 10, "left", 0.0, threads)
+        counts, _, _, _ = run_kernel(p, y, 10, "left", 0.0, threads, fine=fine)
         assert counts[9].tolist() == [n - 3, n - 3, n - 3]
         assert counts[1].tolist() == [3, 2, 1]
 
 
 # -- invalid input -----------------------------------------------------------
 
-def test_invalid_values_counted_with_first_index():
+@pytest.mark.parametrize("fine", FINE)
+def test_invalid_values_counted_with_first_index(fine):
     n = 5000
     p, y = simulated(n, np.float64, seed=2)
     yf = y.astype(np.float64)
@@ -215,7 +245,8 @@ def test_invalid_values_counted_with_first_index():
     ref = reference_fill(p[good], yf[good], naive.uniform_edges(10, np.float64), "left", 0.0)
     for threads in (0, 1, 2):
         for omit in (False, True):
-            counts, sums, totals, checks = run_kernel(p, yf, 10, "left", 0.0, threads, omit=omit)
+            counts, sums, totals, checks = run_kernel(p, yf, 10, "left", 0.0, threads,
+                                                      omit=omit, fine=fine)
             assert_state_matches((counts, sums, totals, checks), ref)
             k = kb.N_CHECK_KINDS
             assert checks[kb.CHECK_NAN_P] == 4 and checks[k + kb.CHECK_NAN_P] == 3000

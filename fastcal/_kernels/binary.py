@@ -24,8 +24,13 @@ per row, into COPIES interleaved copies of the per-bin accumulators (the
 three counts packed into one int64), flushed into the output every FLUSH
 rows. With more than DIRECT_MIN bins the copies would cost more to clear
 and flush than they save (rows rarely meet in one bin): the block is added
-straight into the output instead. Invalid rows are counted in (2); only a
-block that holds some is scanned again for the counts and first indices. benchmarks/NOTES.md has the
+straight into the output instead. With ACE's value buckets (fill_range_fine)
+the scatter goes into one table with a row per (value bucket, bin) pair
+instead of the copies, four updates per row as without them, and the table
+is added to both the bins and the buckets at each flush (_flush_joint): the
+buckets cost an index per row, not two more updates into a second table.
+Invalid rows are counted in (2); only a block that holds some is scanned
+again for the counts and first indices. benchmarks/NOTES.md has the
 measurements behind these choices.
 """
 
@@ -255,7 +260,9 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     # Interleaved per-bin scratch, COPIES copies of nb + 1 rows one after the
     # other: packed integer counters and float sums.
     direct = nb > DIRECT_MIN
-    n_loc = 0 if direct else COPIES * (nb + 1)
+    n_fine = fine_counts.shape[0] - 1
+    fine = n_fine > 0
+    n_loc = 0 if direct or fine else COPIES * (nb + 1)
     loc_i = np.zeros(n_loc, np.int64)
     loc_p = np.zeros(n_loc, np.float64)
     loc_e = np.zeros(n_loc, np.float64)
@@ -263,13 +270,18 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     # Uniform edges are recomputed in the loop; use the stored ones instead in
     # the (never expected) case that the formula does not reproduce them.
     uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
-    n_fine = fine_counts.shape[0] - 1
-    fine = n_fine > 0
     fscale = np.float64(max(n_fine, 1))
     ftop = max(n_fine - 1, 0)
     fbi = np.empty(BLOCK if fine else 0, np.int64)
-    loc_fi = np.zeros(n_fine + 1, np.int64)
-    loc_fp = np.zeros(n_fine + 1, np.float64)
+    # Many bins: value buckets in their own scratch. Otherwise one table of
+    # value bucket + bin (see _flush_joint) replaces the interleaved copies.
+    joint = fine and not direct
+    loc_fi = np.zeros(n_fine + 1 if direct else 0, np.int64)
+    loc_fp = np.zeros(n_fine + 1 if direct else 0, np.float64)
+    n_joint = n_fine + nb
+    loc_j = np.zeros((n_joint + 1 if joint else 0, 4), np.float64)
+    loc_ji = loc_j.view(np.int64)
+    joint_start = _joint_starts(edges, nb, n_fine) if joint else np.zeros(0, np.int64)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
@@ -288,8 +300,8 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
         n_good = _terms(pb, yb, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
         if n_good < m:
             _record_checks(p, y, bstart, m, omit, checks)
-        # Stage 3: scatter into interleaved copies.
-        # (unsigned indices: no negative-index wraparound in the loop)
+        # Stage 3: scatter into the interleaved copies, the joint table or the
+        # output (unsigned indices: no negative-index wraparound in the loops).
         if direct:
             _scatter_direct(m, bi, nb, inc, pv, ev, vv, counts, sums)
             if fine:
@@ -298,32 +310,91 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
                     g = np.uint64(min(np.int64(pv[j] * fscale), ftop) if good else n_fine)
                     loc_fi[g] += inc[j]
                     loc_fp[g] += pv[j]
-        elif fine:
-            # Value buckets of the block (trash row n_fine for invalid rows,
-            # which _terms marked by their bin nb), added in the same scatter.
+        elif joint:
+            # Value bucket plus bin of each valid row (invalid rows, which
+            # _terms marked by their bin nb, go to the last row), then one
+            # scatter of all four statistics into that row.
             for j in range(m):
-                good = bi[j] - (j & (COPIES - 1)) * (nb + 1) != nb
-                fbi[j] = min(np.int64(pv[j] * fscale), ftop) if good else n_fine
+                b = bi[j] - (j & (COPIES - 1)) * (nb + 1)
+                fbi[j] = min(np.int64(pv[j] * fscale), ftop) + b if b != nb else n_joint
             for j in range(m):
-                f = np.uint64(bi[j])
-                loc_i[f] += inc[j]
-                loc_p[f] += pv[j]
-                loc_e[f] += ev[j]
-                loc_v[f] += vv[j]
                 g = np.uint64(fbi[j])
-                loc_fi[g] += inc[j]
-                loc_fp[g] += pv[j]
+                loc_ji[g, 3] += inc[j]
+                loc_j[g, 0] += pv[j]
+                loc_j[g, 1] += ev[j]
+                loc_j[g, 2] += vv[j]
         else:
             _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
         since_flush += m
         if since_flush >= FLUSH:
-            _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
-            if fine:
-                _flush_fine(loc_fi, loc_fp, fine_counts, fine_p)
+            _flush_all(loc_i, loc_p, loc_e, loc_v, counts, sums, loc_fi, loc_fp, fine_counts,
+                       fine_p, loc_j, joint_start)
             since_flush = 0
-    _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
-    if fine:
+    _flush_all(loc_i, loc_p, loc_e, loc_v, counts, sums, loc_fi, loc_fp, fine_counts, fine_p,
+               loc_j, joint_start)
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _flush_all(loc_i, loc_p, loc_e, loc_v, counts, sums, loc_fi, loc_fp, fine_counts, fine_p,
+               loc_j, joint_start):
+    if loc_i.shape[0]:
+        _flush(loc_i, loc_p, loc_e, loc_v, counts, sums)
+    if loc_fi.shape[0]:
         _flush_fine(loc_fi, loc_fp, fine_counts, fine_p)
+    if loc_j.shape[0]:
+        _flush_joint(loc_j, joint_start, counts, sums, fine_counts, fine_p)
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def _joint_starts(edges, nb, n_fine):
+    """First row of each bin in the joint table: row t holds the rows of bin
+    b and value bucket k = t - b, for joint_start[b] <= t < joint_start[b + 1].
+
+    A row of bin b lies between edges b and b + 1 (bin 0 and the last bin
+    also take what lies beyond their outer edge), so its bucket lies between
+    the buckets of those edges, and t = bucket + bin is below the next
+    bin's start, the bucket of edge b + 1 plus b + 1. Both the bin and the
+    bucket grow with p, so rows are also in value order across the table.
+    """
+    scale = np.float64(n_fine)
+    top = n_fine - 1
+    start = np.zeros(nb + 1, np.int64)
+    for b in range(1, nb):
+        start[b] = min(np.int64(np.float64(edges[b]) * scale), top) + b
+    start[nb] = n_fine + nb
+    return start
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def _flush_joint(loc_j, joint_start, counts, sums, fine_counts, fine_p):
+    """Add the joint table to the bins and to the value buckets, and clear it
+    (its last row, the invalid rows, goes to both trash rows)."""
+    loc_ji = loc_j.view(np.int64)
+    nb = joint_start.shape[0] - 1
+    n_fine = fine_counts.shape[0] - 1
+    for b in range(nb + 1):
+        t_end = joint_start[b + 1] if b < nb else joint_start[nb] + 1
+        for t in range(joint_start[b], t_end):
+            k = t - b if b < nb else n_fine
+            packed = loc_ji[t, 3]
+            if packed != 0:
+                c0 = packed & _FIELD
+                c1 = (packed >> _SHIFT_POS) & _FIELD
+                c2 = (packed >> _SHIFT_OK) & _FIELD
+                counts[b, 0] += c0
+                counts[b, 1] += c1
+                counts[b, 2] += c2
+                fine_counts[k, 0] += c0
+                fine_counts[k, 1] += c1
+                fine_counts[k, 2] += c2
+                loc_ji[t, 3] = 0
+            sums[b, 0] += loc_j[t, 0]
+            sums[b, 1] += loc_j[t, 1]
+            sums[b, 2] += loc_j[t, 2]
+            fine_p[k] += loc_j[t, 0]
+            loc_j[t, 0] = 0.0
+            loc_j[t, 1] = 0.0
+            loc_j[t, 2] = 0.0
 
 
 @njit(inline="always", error_model="numpy", cache=True)
@@ -431,7 +502,7 @@ def _new_checks():
     return checks
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_parallel(p, y, edges, uniform, right, omit, eps, with_logs, n_threads):
     """Fill fresh state from all of (p, y) with n_threads contiguous ranges.
 

@@ -355,3 +355,60 @@ def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
             keys[i] = max(ibuf[0], 0)
             labels[i] = np.uint8(yv == 1.0)
             filled[s] += 1
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def rank_gathered(keys, labels, slot_start, slot_below, starts, counts, sums):
+    """Add the gathered rows of the buckets that hold a group boundary to
+    their groups (counts: rows, positives, correct; sums: p).
+
+    Slot s holds the keys and labels keys[slot_start[s]:slot_start[s + 1]]
+    of one bucket in row order; slot_below[s] rows have smaller values.
+    Group g holds the ranks [starts[g], starts[g + 1]). A bucket with one
+    boundary inside needs no sort: the value v at the boundary's rank is
+    selected, rows below v and the first rows equal to v (in row order) go
+    to the lower group. A bucket with more boundaries is sorted (stable).
+    """
+    buf = np.empty(1, np.int64)
+    fbuf = buf.view(np.float64)
+    for s in range(slot_start.shape[0] - 1):
+        a = slot_start[s]
+        m = slot_start[s + 1] - a
+        if m == 0:
+            continue
+        k = keys[a:a + m]
+        lab = labels[a:a + m]
+        base = slot_below[s]
+        g0 = np.searchsorted(starts, base, side="right") - 1
+        g1 = np.searchsorted(starts, base + m - 1, side="right") - 1
+        if g1 == g0 + 1:
+            r = starts[g1] - base  # rows of this bucket in the lower group
+            v = np.partition(k, r)[r]
+            n_less = 0
+            for i in range(m):
+                n_less += k[i] < v
+            ties_low = r - n_less
+            for i in range(m):
+                g = g0
+                if k[i] > v:
+                    g = g1
+                elif k[i] == v:
+                    g = g0 if ties_low > 0 else g1
+                    ties_low -= 1
+                buf[0] = k[i]
+                _add_row(counts, sums, g, fbuf[0], lab[i])
+        else:
+            order = np.argsort(k, kind="mergesort")
+            for j in range(m):
+                g = np.searchsorted(starts, base + j, side="right") - 1
+                buf[0] = k[order[j]]
+                _add_row(counts, sums, g, fbuf[0], lab[order[j]])
+
+
+@njit(inline="always", cache=True)
+def _add_row(counts, sums, g, x, label):
+    pos = label == 1
+    counts[g, 0] += 1
+    counts[g, 1] += np.int64(pos)
+    counts[g, 2] += np.int64((x > 0.5) == pos)
+    sums[g, 0] += x

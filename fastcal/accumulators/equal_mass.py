@@ -535,8 +535,7 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
         msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
                f"{int(found[s])} found there")
         raise ValueError(msg)
-    # every gathered row, bucket by bucket and, in a bucket, part by part (row order);
-    # the buckets hold disjoint, increasing values, so one stable sort ranks them all
+    # every gathered row, bucket by bucket and, in a bucket, part by part (row order)
     if len(results) == 1:
         keys, labels = results[0][0], results[0][1]
     else:
@@ -544,18 +543,7 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
                                for r in results])
         labels = np.concatenate([r[1][r[2][s]:r[2][s + 1]] for s in range(cand.size)
                                  for r in results])
-    order = np.argsort(keys, kind="stable")
-    x = keys[order].view(np.float64)
-    lab = labels[order]
-    j = np.arange(x.shape[0], dtype=np.int64)
-    s_of = np.searchsorted(cap_start, j, side="right") - 1
-    rank = below[cand][s_of] + j - cap_start[s_of]
-    g = np.searchsorted(starts, rank, side="right") - 1
-    counts[:, 0] += np.bincount(g, minlength=n_bins)
-    counts[:, 1] += np.bincount(g, weights=lab, minlength=n_bins).astype(np.int64)
-    counts[:, 2] += np.bincount(g, weights=(x > 0.5) == (lab == 1),
-                                minlength=n_bins).astype(np.int64)
-    sums[:, 0] += np.bincount(g, weights=x, minlength=n_bins)
+    kem.rank_gathered(keys, labels, cap_start, below[cand], starts, counts, sums)
     return counts, sums, 1
 
 
