@@ -280,7 +280,9 @@ MAX_RUNS = 32  # more runs of wanted buckets: a table look-up per row instead
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
     """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
-    (B = slot.shape[0]); slot s gets keys[cap_start[s]:cap_start[s] + filled[s]].
+    (B = slot.shape[0]); slot s has room for cap_start[s + 1] - cap_start[s] rows
+    and finds filled[s]. On return the slots' rows lie one after the other
+    from keys[0] (slot s from sum(filled[:s])).
 
     The wanted buckets are few (one per group boundary, for ACE): they are
     merged into runs of consecutive buckets, and a first loop per block marks
@@ -355,29 +357,80 @@ def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
             keys[i] = max(ibuf[0], 0)
             labels[i] = np.uint8(yv == 1.0)
             filled[s] += 1
+    # close the gaps: the slots' rows one after the other from 0
+    at = 0
+    for s in range(filled.shape[0]):
+        a = cap_start[s]
+        for i in range(filled[s]):
+            keys[at + i] = keys[a + i]
+            labels[at + i] = labels[a + i]
+        at += filled[s]
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def rank_gathered(keys, labels, slot_start, slot_below, starts, counts, sums):
+def bucket_groups(fine_counts, fine_p, n_bins, counts, sums, cand, cand_below):
+    """Add every value bucket that lies inside one equal-mass group to that
+    group (counts: rows, positives, correct; sums: p) and list the others,
+    the buckets with a group boundary strictly inside, in cand (with the rows
+    of smaller value, cand_below). Returns the number of those buckets.
+
+    Group g holds the ranks [g n // G, (g + 1) n // G) of the n rows.
+    """
+    nb = fine_counts.shape[0] - 1
+    n = 0
+    for b in range(nb):
+        n += fine_counts[b, 0]
+    n_cand = 0
+    below = 0
+    g = 0
+    for b in range(nb):
+        m = fine_counts[b, 0]
+        if m == 0:
+            continue
+        while (g + 1) * n // n_bins <= below:  # the group of the bucket's first rank
+            g += 1
+        if g + 1 < n_bins and (g + 1) * n // n_bins < below + m:
+            cand[n_cand] = b
+            cand_below[n_cand] = below
+            n_cand += 1
+        else:
+            for c in range(3):
+                counts[g, c] += fine_counts[b, c]
+            sums[g, 0] += fine_p[b]
+        below += m
+    return n_cand
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def rank_gathered(keys, labels, offsets, slot_below, starts, counts, sums):
     """Add the gathered rows of the buckets that hold a group boundary to
     their groups (counts: rows, positives, correct; sums: p).
 
-    Slot s holds the keys and labels keys[slot_start[s]:slot_start[s + 1]]
-    of one bucket in row order; slot_below[s] rows have smaller values.
-    Group g holds the ranks [starts[g], starts[g + 1]). A bucket with one
-    boundary inside needs no sort: the value v at the boundary's rank is
-    selected, rows below v and the first rows equal to v (in row order) go
-    to the lower group. A bucket with more boundaries is sorted (stable).
+    Part q holds the rows of slot s, in row order, at
+    keys[offsets[q, s]:offsets[q, s + 1]] (parts in row order);
+    slot_below[s] rows have smaller values. Group g holds the ranks
+    [starts[g], starts[g + 1]). A bucket with one boundary inside needs no
+    sort: the value v at the boundary's rank is selected, rows below v and
+    the first rows equal to v (in row order) go to the lower group. A bucket
+    with more boundaries is sorted (stable).
     """
     buf = np.empty(1, np.int64)
     fbuf = buf.view(np.float64)
-    for s in range(slot_start.shape[0] - 1):
-        a = slot_start[s]
-        m = slot_start[s + 1] - a
+    n_parts = offsets.shape[0]
+    for s in range(offsets.shape[1] - 1):
+        m = 0
+        for q in range(n_parts):
+            m += offsets[q, s + 1] - offsets[q, s]
         if m == 0:
             continue
-        k = keys[a:a + m]
-        lab = labels[a:a + m]
+        k = np.empty(m, np.int64)
+        lab = np.empty(m, np.uint8)
+        at = 0
+        for q in range(n_parts):
+            for i in range(offsets[q, s], offsets[q, s + 1]):
+                k[at] = keys[i]
+                lab[at] = labels[i]
+                at += 1
         base = slot_below[s]
         g0 = np.searchsorted(starts, base, side="right") - 1
         g1 = np.searchsorted(starts, base + m - 1, side="right") - 1

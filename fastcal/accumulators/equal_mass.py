@@ -54,12 +54,13 @@ SUM_TOL = _config.SUM_TOL
 
 def fine_buckets_for(n_bins, n_rows=None):
     """Value buckets of the statistics that ACE is read from: 2**14 to 2**18, and
-    fewer (down to 64) for fewer rows, whose few buckets are then cheap to read."""
+    for fewer rows fewer (down to 64, and to about 8 rows a bucket, at least 4 per
+    group), which are cheaper to fill, clear and read."""
     b = 1 << 14
     while b < 4 * n_bins and b < (1 << 18):
         b <<= 1
     if n_rows is not None:
-        while b > 64 and b > 4 * n_rows:
+        while b > 64 and b > max(4 * n_bins, n_rows // 8):
             b >>= 1
     return b
 
@@ -486,10 +487,8 @@ def _gather(y, x, omit, slot, cap_start):
     labels = np.empty(cap_start[-1], np.uint8)
     filled = np.zeros(n_slots, np.int64)
     kem.gather_buckets(x, y, omit, slot, cap_start, keys, labels, filled)
-    start = np.concatenate([[0], np.cumsum(filled)]).astype(np.int64)
-    keep = np.concatenate([np.arange(cap_start[s], cap_start[s] + filled[s])
-                           for s in range(n_slots)] or [np.zeros(0, np.int64)])
-    return keys[keep], labels[keep], start
+    n = int(filled.sum())
+    return keys[:n].copy(), labels[:n].copy(), filled
 
 
 def light_groups(fine_counts, fine_p, n_bins, parts, omit):
@@ -502,48 +501,37 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     buckets hold more than ``GATHER_BUDGET`` rows (then ``groups`` is used).
     """
     nb = fine_counts.shape[0] - 1
-    m = fine_counts[:nb, 0]
-    n = int(m.sum())
-    cum = np.cumsum(m)
-    below = cum - m
-    starts = (np.arange(n_bins, dtype=np.int64) * n) // n_bins
-    cut = starts[1:]
-    b = np.searchsorted(cum, cut, side="right")
-    inside = below[np.minimum(b, nb - 1)] < cut
-    cand = np.unique(b[inside])
-    if int(m[cand].sum()) > GATHER_BUDGET:
-        return None
-    group = np.searchsorted(starts, below, side="right") - 1
-    whole = np.ones(nb, bool)
-    whole[cand] = False
     counts = np.zeros((n_bins, kb.N_COUNTS), np.int64)
     sums = np.zeros((n_bins, kb.N_SUMS), np.float64)
-    for c in range(kb.N_COUNTS):
-        counts[:, c] = np.bincount(group[whole], weights=fine_counts[:nb, c][whole],
-                                   minlength=n_bins)
-    sums[:, 0] = np.bincount(group[whole], weights=fine_p[:nb][whole], minlength=n_bins)
-    if cand.size == 0:
+    cand = np.empty(nb, np.int64)
+    cand_below = np.empty(nb, np.int64)
+    n_cand = kem.bucket_groups(fine_counts, fine_p, n_bins, counts, sums, cand, cand_below)
+    if n_cand == 0:
         return counts, sums, 0
+    cand, cand_below = cand[:n_cand], cand_below[:n_cand]
+    cap = fine_counts[cand, 0]
+    if int(cap.sum()) > GATHER_BUDGET:
+        return None
     slot = np.full(nb, -1, np.int64)
-    slot[cand] = np.arange(cand.size)
-    cap = m[cand]
+    slot[cand] = np.arange(n_cand)
     cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
     results = parts.map(_gather, (omit, slot, cap_start))
-    found = np.sum([np.diff(r[2]) for r in results], axis=0)
+    filled = np.array([r[2] for r in results], np.int64).reshape(len(results), n_cand)
+    found = filled.sum(axis=0)
     if not np.array_equal(found, cap):
         s = int(np.flatnonzero(found != cap)[0])
         msg = (f"the data changed between passes: {int(cap[s])} rows counted in a bucket, "
                f"{int(found[s])} found there")
         raise ValueError(msg)
-    # every gathered row, bucket by bucket and, in a bucket, part by part (row order)
-    if len(results) == 1:
-        keys, labels = results[0][0], results[0][1]
-    else:
-        keys = np.concatenate([r[0][r[2][s]:r[2][s + 1]] for s in range(cand.size)
-                               for r in results])
-        labels = np.concatenate([r[1][r[2][s]:r[2][s + 1]] for s in range(cand.size)
-                                 for r in results])
-    kem.rank_gathered(keys, labels, cap_start, below[cand], starts, counts, sums)
+    # part q's rows of slot s at offsets[q, s]:offsets[q, s + 1] (parts one after the other)
+    offsets = np.zeros((len(results), n_cand + 1), np.int64)
+    offsets[:, 1:] = np.cumsum(filled, axis=1)
+    offsets += np.concatenate([[0], np.cumsum(offsets[:-1, -1])])[:, None]
+    keys = np.concatenate([r[0] for r in results])
+    labels = np.concatenate([r[1] for r in results])
+    n = int(fine_counts[:nb, 0].sum())
+    starts = (np.arange(n_bins, dtype=np.int64) * n) // n_bins
+    kem.rank_gathered(keys, labels, offsets, cand_below, starts, counts, sums)
     return counts, sums, 1
 
 
