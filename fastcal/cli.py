@@ -444,9 +444,6 @@ def _cmd_score(args):
         raise _Fail("--plot draws a reliability diagram of bins; soft labels (K --label "
                     "columns) have no bins: drop --plot")
     on_dask = args.scheduler is not None or args.workers is not None
-    if on_dask and (not isinstance(prob, str) or prob.endswith("*") or soft):
-        raise _Fail("--scheduler/--workers read one probability (or logit) column of a Parquet "
-                    "dataset; K class columns run in one process (drop --scheduler/--workers)")
     fmt = _input_format(args)
     transform = _load_recalibration(args.recalibration, args.logits) \
         if args.recalibration else None
@@ -454,7 +451,7 @@ def _cmd_score(args):
         raise _Fail("--recalibration runs in one process; drop --scheduler/--workers")
     t0 = time.perf_counter()
     if on_dask:
-        rep = _score_on_dask(args, fmt)
+        rep = _score_on_dask(args, fmt, prob, label)
     else:
         rep = score_file(args.path, prob=prob, label=label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
@@ -657,8 +654,9 @@ def _quiet_dask(debug):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _score_on_dask(args, fmt):
-    """``--scheduler`` / ``--workers``: the same report, computed by Dask workers."""
+def _score_on_dask(args, fmt, prob, label):
+    """``--scheduler`` / ``--workers``: the same report, computed by Dask workers
+    (``prob``, ``label``: the column names, or lists of them, as parsed)."""
     from fastcal.sources.io import detect_format
 
     fmt = detect_format(args.path, fmt)
@@ -686,7 +684,7 @@ def _score_on_dask(args, fmt):
             where = f"local cluster of {args.workers} workers"
         with _Watchdog(client, args.time_limit) as dog:
             try:
-                rep = score_dataset(args.path, prob=args.prob, label=args.label,
+                rep = score_dataset(args.path, prob=prob, label=label,
                                     n_bins=args.bins, closed=args.closed,
                                     strategy=args.strategy, observed=args.observed,
                                     nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,

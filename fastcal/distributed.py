@@ -330,8 +330,11 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     ----------
     df : dask.dataframe.DataFrame
         For example ``dd.read_parquet(directory)``.
-    prob, label : str, default "p" and "y"
-        Column names of the probabilities and the 0/1 labels.
+    prob, label : str or list of str, default "p" and "y"
+        Column names of the probabilities and the labels, as in
+        :func:`fastcal.score_file`: one probability column (binary), or K class
+        columns as a list or a prefix ``"p_*"``; one label column, or K
+        label-distribution columns (soft labels) as a list or a prefix.
     {options}
     Returns
     -------
@@ -387,8 +390,11 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         A Parquet file, or a directory whose Parquet files (searched
         recursively in sorted path order, as :func:`fastcal.score_file` does)
         hold the rows in that order. Workers must see the same path.
-    prob, label : str, default "p" and "y"
-        Column names of the probabilities and the 0/1 labels.
+    prob, label : str or list of str, default "p" and "y"
+        Column names of the probabilities and the labels, as in
+        :func:`fastcal.score_file`: one probability column (binary), or K class
+        columns as a list or a prefix ``"p_*"``; one label column, or K
+        label-distribution columns (soft labels) as a list or a prefix.
     {options}
     rows_per_partition : int, default 2**22
         Whole row groups of one file are grouped into partitions of about

@@ -388,10 +388,88 @@ def test_soft_labels_from_dask_arrays_equal_the_in_memory_report(client):
                       client=client)
 
 
-def test_dataframes_and_datasets_name_one_column_each(dataset):
-    df = dd.from_pandas(pd.DataFrame({"p": [0.2, 0.3], "t0": [0.5, 0.5], "t1": [0.5, 0.5]}),
-                        npartitions=1)
-    with pytest.raises(ValueError, match=r"one column name here; got label=\['t0', 't1'\]"):
-        fd.score_dataframe(df, label=["t0", "t1"], prob="p")
-    with pytest.raises(ValueError, match="score_dask on \\(N, K\\) arrays"):
-        fd.score_dataset(dataset[0], label="y", prob=["p", "q"])
+# -- K class and soft-label columns of dataframes, datasets and --workers ---------------
+
+@pytest.fixture(scope="module")
+def class_columns(tmp_path_factory):
+    """3-class probabilities p0..p2, labels y and label distributions t0..t2, as a
+    pandas frame and as a dataset of three Parquet files (the middle one float32)."""
+    rng = np.random.default_rng(21)
+    n = 6_000
+    p = rng.dirichlet(np.ones(3) * 2, n)
+    t = rng.dirichlet(np.ones(3), n)
+    frame = pd.DataFrame({"y": rng.integers(0, 3, n),
+                          **{f"p{i}": p[:, i] for i in range(3)},
+                          **{f"t{i}": t[:, i] for i in range(3)}})
+    root = tmp_path_factory.mktemp("classes") / "preds"
+    root.mkdir()
+    for i, rows in enumerate(np.array_split(np.arange(n), 3)):
+        part = frame.iloc[rows]
+        if i == 1:
+            part = part.astype({f"p{j}": np.float32 for j in range(3)})
+        pq.write_table(pa.Table.from_pandas(part, preserve_index=False),
+                       root / f"part-{i}.parquet", row_group_size=700)
+    # what the files hold, in file order: one float32 file is widened to float64
+    whole = pd.concat([pq.read_table(root / f"part-{i}.parquet").to_pandas()
+                       for i in range(3)])
+    return frame, str(root), whole
+
+
+def test_class_and_soft_label_columns_of_dataframes_and_datasets(client, class_columns):
+    from fastcal.soft import soft_label_report
+
+    frame, root, whole = class_columns
+    df = dd.from_pandas(frame, npartitions=4)
+    for score, where, rows in ((fd.score_dataframe, df, frame), (fd.score_dataset, root, whole)):
+        p = rows[["p0", "p1", "p2"]].to_numpy(np.float64)
+        t = rows[["t0", "t1", "t2"]].to_numpy()
+        ref = fastcal.calibration_report(rows["y"].to_numpy(), p, n_bins=10)
+        for prob in ("p*", ["p0", "p1", "p2"]):
+            rep = score(where, prob=prob, label="y", n_bins=10, ace=True, client=client)
+            assert type(rep).__name__ == "MulticlassReport"
+            assert_same(rep, ref)
+        soft_ref = soft_label_report(t, p)
+        for label in ("t*", ["t0", "t1", "t2"]):
+            rep = score(where, prob="p*", label=label, client=client)
+            assert type(rep).__name__ == "SoftLabelReport" and rep.n == soft_ref.n
+            for name in ("entce", "entce_signed", "rankcs", "distce", "brier", "nll", "ecd"):
+                assert getattr(rep, name) == pytest.approx(getattr(soft_ref, name),
+                                                           rel=1e-12), name
+
+
+def test_class_columns_name_their_problems(client, class_columns):
+    frame, root, _ = class_columns
+    df = dd.from_pandas(frame, npartitions=2)
+    with pytest.raises(ValueError, match=r"the dataframe has no column 'p9'"):
+        fd.score_dataframe(df, prob=["p0", "p9"], label="y", client=client)
+    with pytest.raises(ValueError, match=r"one label column per class: label= gives 2"):
+        fd.score_dataframe(df, prob="p*", label=["t0", "t1"], client=client)
+    with pytest.raises(ValueError, match=r"prob='q\*' matches 0 column"):
+        fd.score_dataset(root, prob="q*", label="y", client=client)
+    bad = frame.copy()
+    bad.loc[4321, "t1"] = 0.9  # this row's labels no longer sum to 1
+    with pytest.raises(ValueError, match=r"row 4321.*\[in partition 2 of 3\]"):
+        fd.score_dataframe(dd.from_pandas(bad, npartitions=3), prob="p*", label="t*",
+                           client=client)
+
+
+def test_cli_workers_take_class_and_soft_label_columns(class_columns, capsys):
+    _, root, whole = class_columns
+    p = whole[["p0", "p1", "p2"]].to_numpy(np.float64)
+    ref = fastcal.calibration_report(whole["y"].to_numpy(), p, n_bins=10, ace=False)
+    status = cli.main(["score", root, "--prob", "p0,p1,p2", "--label", "y", "--bins", "10",
+                       "--workers", "1", "--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    got = json.loads(out)
+    assert got["n"] == ref.n
+    for name in ("ece", "ecd", "brier", "nll"):
+        np.testing.assert_allclose(got[name], getattr(ref, name), rtol=1e-12, atol=1e-13)
+    status = cli.main(["score", root, "--prob", "p*", "--label", "t*", "--workers", "1",
+                       "--json"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    from fastcal.soft import soft_label_report
+
+    soft_ref = soft_label_report(whole[["t0", "t1", "t2"]].to_numpy(), p)
+    np.testing.assert_allclose(json.loads(out)["entce"], soft_ref.entce, rtol=1e-12)

@@ -33,40 +33,51 @@ def _pair(y, p):
     return y, p
 
 
-def _frame_columns(frame, label, prob):
+def _frame_columns(frame, label_cols, prob_cols):
     cols = list(frame.columns)
-    asked = (label, prob)
-    for name in dict.fromkeys(asked):
-        # The partition holds the columns selected as [label, prob]; a name the
-        # dataframe holds k times comes k times per selection.
-        k = cols.count(name) // asked.count(name)
+    for name in frame.columns.unique():
+        # the partition holds the selected columns; a name the dataframe holds
+        # k times comes k times
+        k = cols.count(name)
         if k > 1:
             msg = (f"the dataframe has column {name!r} {k} times; expected each column name "
                    "once (rename the duplicates)")
             raise ValueError(msg)
-    return frame[label].to_numpy(), frame[prob].to_numpy()
+    return _stack(frame, label_cols), _stack(frame, prob_cols)
 
 
-def _read_row_groups(path, row_groups, label, prob, prob_dtype=None, verify_checksums=True):
-    """Columns (label, prob) of some row groups of one file; ``prob_dtype`` is the
-    dataset's dtype of ``prob`` (``ParquetReader.dtype``), to which a narrower
-    file is widened so that every partition is binned alike."""
+def _stack(frame, names):
+    """One column as a 1-D array, K columns as (rows, K)."""
+    if len(names) == 1:
+        return frame[names[0]].to_numpy()
+    return np.column_stack([frame[n].to_numpy() for n in names])
+
+
+def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True):
+    """Columns (labels, probabilities) of some row groups of one file; ``dtypes``
+    holds each column's dtype over the dataset (``ParquetReader.dtype``), to which
+    a narrower file is widened so that every partition is binned alike."""
     import pyarrow.parquet as pq
 
     from fastcal.sources.io import _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
 
+    names = list(dict.fromkeys([*label_cols, *prob_cols]))
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=verify_checksums)
     except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
         _fail(path, f"not a readable Parquet file: {_one_line(exc)}")
-    _check_unique(path, [label, prob], pf.schema_arrow.names)
+    _check_unique(path, names, pf.schema_arrow.names)
     try:
-        table = pf.read_row_groups(row_groups, columns=list(dict.fromkeys([label, prob])))
+        table = pf.read_row_groups(row_groups, columns=names)
     except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
         _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
                     f"{_one_line(exc)}")
-    p = _widen(_arrow_to_numpy(table.column(prob)), prob_dtype)
-    return _arrow_to_numpy(table.column(label)), p
+
+    def stack(cols):
+        arrays = [_widen(_arrow_to_numpy(table.column(c)), dtypes[c]) for c in cols]
+        return arrays[0] if len(arrays) == 1 else np.column_stack(arrays)
+
+    return stack(label_cols), stack(prob_cols)
 
 
 def _array_source(y_true, y_prob):
@@ -108,28 +119,24 @@ def _array_source(y_true, y_prob):
                    multi=y_prob.ndim == 2, offsets=[int(a) for a in starts[:-1]])
 
 
-def _check_names(label, prob):
-    """Dataframes and datasets read one label and one probability column."""
-    if not (isinstance(label, str) and isinstance(prob, str)):
-        msg = (f"label and prob must each be one column name here; got label={label!r} and "
-               f"prob={prob!r} (K class or soft-label columns: score_dask on (N, K) arrays, or "
-               "fastcal.score_file)")
-        raise ValueError(msg)
-
-
 def _frame_source(df, label, prob):
-    _check_names(label, prob)
-    missing = [c for c in (label, prob) if c not in df.columns]
+    from fastcal.sources.files import resolve_columns
+
+    names = [c for c in (*([prob] if isinstance(prob, str) else prob),
+                         *([label] if isinstance(label, str) else label)) if not c.endswith("*")]
+    missing = [c for c in names if c not in df.columns]
     if missing:
         msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
                f"{list(df.columns)} (pass label= and prob= to name them)")
         raise ValueError(msg)
-    parts = df[[label, prob]].to_delayed()
+    prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
+    parts = df[list(dict.fromkeys([*label_cols, *prob_cols]))].to_delayed()
 
     def reword(k, text):
         return f"{text} [in partition {k} of {len(parts)}]"
 
-    return _Source([(_frame_columns, parts[k], label, prob) for k in range(len(parts))], reword)
+    return _Source([(_frame_columns, parts[k], label_cols, prob_cols) for k in range(len(parts))],
+                   reword, multi=len(prob_cols) > 1)
 
 
 def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True):
@@ -141,10 +148,13 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     from fastcal.sources.files import _reword
     from fastcal.sources.io import Chunk, ParquetReader
 
-    _check_names(label, prob)
+    from fastcal.sources.files import resolve_columns
+
     reader = ParquetReader(path, verify_checksums=verify_checksums)
-    reader.check([prob, label])
-    prob_dtype = reader.dtype(prob)  # the widest over the files: one rule for binning
+    prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
+    reader.check([*prob_cols, *label_cols])
+    # each column's widest dtype over the files: one rule for binning
+    dtypes = {c: reader.dtype(c) for c in (*prob_cols, *label_cols)}
     parts, chunks = [], []
     first_row = 0
     for f in reader.files:
@@ -154,7 +164,7 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
             group.append(g)
             rows += meta.row_group(g).num_rows
             if rows >= rows_per_partition or g == meta.num_row_groups - 1:
-                parts.append((_read_row_groups, f, group, label, prob, prob_dtype,
+                parts.append((_read_row_groups, f, group, label_cols, prob_cols, dtypes,
                               verify_checksums))
                 chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
@@ -164,7 +174,7 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     def reword(k, text):
         return _reword(ValueError(text), chunks[k], prob, label)
 
-    return _Source(parts, reword, offsets=[c.start for c in chunks])
+    return _Source(parts, reword, multi=len(prob_cols) > 1, offsets=[c.start for c in chunks])
 
 
 def _length(loader, *args):

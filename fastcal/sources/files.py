@@ -184,6 +184,16 @@ def _label_columns(path, label, prob, available):
     return cols
 
 
+def resolve_columns(where, prob, label, available):
+    """(probability columns, label columns) named by ``prob`` and ``label``: one
+    or K (a list, or 'prefix*') probability columns, and one label column or K
+    label-distribution columns (soft labels). ``where`` starts the messages."""
+    soft = not isinstance(label, str) or label.endswith("*")
+    prob_cols = _prob_columns(where, prob, () if soft else label, available)
+    label_cols = _label_columns(where, label, prob_cols, available) if soft else [label]
+    return prob_cols, label_cols
+
+
 class FileSource:
     """A prediction file read in chunks with a reader thread (the driver's source)."""
 
@@ -193,10 +203,7 @@ class FileSource:
         self.reader, self.format = open_reader(self.path, format,
                                                verify_checksums=verify_checksums)
         self.prob, self.label = prob, label
-        soft = not isinstance(label, str) or label.endswith("*")
-        prob_cols = _prob_columns(self.path, prob, () if soft else label, self.reader.columns)
-        label_cols = _label_columns(self.path, label, prob_cols, self.reader.columns) \
-            if soft else [label]
+        prob_cols, label_cols = resolve_columns(self.path, prob, label, self.reader.columns)
         self.multi_class = len(prob_cols) > 1
         self.n_prob = len(prob_cols)
         self.names = (*prob_cols, *label_cols)
