@@ -447,11 +447,9 @@ def _cmd_score(args):
     fmt = _input_format(args)
     transform = _load_recalibration(args.recalibration, args.logits) \
         if args.recalibration else None
-    if on_dask and transform is not None:
-        raise _Fail("--recalibration runs in one process; drop --scheduler/--workers")
     t0 = time.perf_counter()
     if on_dask:
-        rep = _score_on_dask(args, fmt, prob, label)
+        rep = _score_on_dask(args, fmt, prob, label, transform)
     else:
         rep = score_file(args.path, prob=prob, label=label, n_bins=args.bins,
                          closed=args.closed, strategy=args.strategy, observed=args.observed,
@@ -654,9 +652,10 @@ def _quiet_dask(debug):
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def _score_on_dask(args, fmt, prob, label):
+def _score_on_dask(args, fmt, prob, label, transform):
     """``--scheduler`` / ``--workers``: the same report, computed by Dask workers
-    (``prob``, ``label``: the column names, or lists of them, as parsed)."""
+    (``prob``, ``label``: the column names, or lists of them, as parsed;
+    ``transform``: the --recalibration map or None)."""
     from fastcal.sources.io import detect_format
 
     fmt = detect_format(args.path, fmt)
@@ -689,7 +688,7 @@ def _score_on_dask(args, fmt, prob, label):
                                     strategy=args.strategy, observed=args.observed,
                                     nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
                                     logits=args.logits, ci=args.ci, n_boot=args.n_boot,
-                                    seed=args.seed, device=args.device,
+                                    seed=args.seed, device=args.device, transform=transform,
                                     verify_checksums=not args.no_verify_checksums,
                                     client=client,
                                     rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)

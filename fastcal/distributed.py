@@ -231,7 +231,12 @@ _OPTIONS_DOC = """
         reads the data once, as :func:`fastcal.score_file`.
     logits, renormalize, ci, n_boot, seed, device
         As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
-        serves every entry point). Bootstrap weights hang on global rows: a
+        serves every entry point).
+    transform : callable, optional
+        A fitted recalibration (:mod:`fastcal.recalibrate`), applied on the
+        workers to every partition's probabilities (or logits) before they
+        are scored, as in :func:`fastcal.score_file`; it travels to the
+        workers with the task. Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
         to count them when ``ci`` is given.
     threads : int, default 1
@@ -259,7 +264,8 @@ _OPTIONS_DOC = """
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
-               logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None):
+               logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
+               transform=None):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -317,13 +323,14 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device)
+                      seed=seed, device=device, transform=transform)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
-                    workers=None, timeout=10.0, logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None):
+                    workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
+                    n_boot=200, seed=0, device=None, transform=None):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -373,7 +380,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device)
+                      seed=seed, device=device, transform=transform)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -381,7 +388,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-                  verify_checksums=True):
+                  verify_checksums=True, transform=None):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -441,7 +448,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                      threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device)
+                      seed=seed, device=device, transform=transform)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

@@ -2,6 +2,7 @@
 equals the fit in memory; the fitted map applied per chunk by the driver
 (Options.transform, score_file, fastcal score --recalibration); the CLI."""
 
+import importlib.util
 import json
 
 import numpy as np
@@ -172,6 +173,31 @@ def test_cli_recalibrate_then_score(pfile, tmp_path, capsys):
     ref = fastcal.calibration_report(cols["y"], m.transform(cols["z"]), ace=False)
     assert rep["ecd"] == pytest.approx(ref.ecd, rel=1e-12)
     assert rep["nll"] == pytest.approx(t["NLL"]["after"], rel=1e-12)
+    if importlib.util.find_spec("distributed") is not None:
+        # the same map applied on Dask workers (the map travels with the tasks)
+        code = cli.main(["score", str(path), "--prob", "z", "--label", "y", "--logits",
+                         "--recalibration", str(out), "--workers", "1", "--json", "--quiet"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        on_dask = json.loads(captured.out)
+        for name in ("ecd", "ece", "brier", "nll"):
+            assert on_dask[name] == pytest.approx(rep[name], rel=1e-12), name
+
+
+def test_dask_sources_apply_the_map(pfile):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    from fastcal import distributed as fd
+
+    _, cols = pfile
+    m = rc.TemperatureScaling(logits=True).fit(cols["y"], cols["z"])
+    ref = fastcal.calibration_report(cols["y"], m.transform(cols["z"]), n_bins=12, ace=True)
+    df = dd.from_pandas(pd.DataFrame({"z": cols["z"], "y": cols["y"]}), npartitions=5)
+    rep = fd.score_dataframe(df, prob="z", label="y", logits=True, transform=m, n_bins=12,
+                             ace=True)
+    for name in ("ece", "ace", "ecd", "brier", "nll"):
+        assert getattr(rep, name) == pytest.approx(getattr(ref, name), rel=1e-12), name
+    np.testing.assert_array_equal(rep.bins["count"], ref.bins["count"])
 
 
 def test_cli_recalibrate_text_and_plot(pfile, tmp_path, capsys):
