@@ -378,15 +378,8 @@ def _flush_joint(loc_j, joint_start, counts, sums, fine_counts, fine_p):
             k = t - b if b < nb else n_fine
             packed = loc_ji[t, 3]
             if packed != 0:
-                c0 = packed & _FIELD
-                c1 = (packed >> _SHIFT_POS) & _FIELD
-                c2 = (packed >> _SHIFT_OK) & _FIELD
-                counts[b, 0] += c0
-                counts[b, 1] += c1
-                counts[b, 2] += c2
-                fine_counts[k, 0] += c0
-                fine_counts[k, 1] += c1
-                fine_counts[k, 2] += c2
+                _add_packed(counts, b, packed)
+                _add_packed(fine_counts, k, packed)
                 loc_ji[t, 3] = 0
             sums[b, 0] += loc_j[t, 0]
             sums[b, 1] += loc_j[t, 1]
@@ -410,15 +403,20 @@ def _scatter(m, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v):
 
 
 @njit(inline="always", error_model="numpy", cache=True)
+def _add_packed(counts, b, packed):
+    """Add the three counts packed in one int64 (see _terms) to counts[b]."""
+    counts[b, 0] += packed & _FIELD
+    counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
+    counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+
+
+@njit(inline="always", error_model="numpy", cache=True)
 def _scatter_direct(m, bi, nb, inc, pv, ev, vv, counts, sums):
     """Stage 3 for many bins: the block's rows straight into the output
     (bi as _terms leaves it, with the copy offset, which is taken off here)."""
     for j in range(m):
         b = bi[j] - (j & (COPIES - 1)) * (nb + 1)
-        packed = inc[j]
-        counts[b, 0] += packed & _FIELD
-        counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
-        counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+        _add_packed(counts, b, inc[j])
         sums[b, 0] += pv[j]
         sums[b, 1] += ev[j]
         sums[b, 2] += vv[j]
@@ -429,9 +427,7 @@ def _flush_fine(loc_fi, loc_fp, fine_counts, fine_p):
     for b in range(loc_fi.shape[0]):
         packed = loc_fi[b]
         if packed != 0:
-            fine_counts[b, 0] += packed & _FIELD
-            fine_counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
-            fine_counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+            _add_packed(fine_counts, b, packed)
             loc_fi[b] = 0
         fine_p[b] += loc_fp[b]
         loc_fp[b] = 0.0
@@ -443,10 +439,7 @@ def _flush(loc_i, loc_p, loc_e, loc_v, counts, sums):
     for c in range(loc_i.shape[0] // nb1):
         for b in range(nb1):
             k = c * nb1 + b
-            packed = loc_i[k]
-            counts[b, 0] += packed & _FIELD
-            counts[b, 1] += (packed >> _SHIFT_POS) & _FIELD
-            counts[b, 2] += (packed >> _SHIFT_OK) & _FIELD
+            _add_packed(counts, b, loc_i[k])
             sums[b, 0] += loc_p[k]
             sums[b, 1] += loc_e[k]
             sums[b, 2] += loc_v[k]
