@@ -231,14 +231,14 @@ _OPTIONS_DOC = """
         reads the data once, as :func:`fastcal.score_file`.
     logits, renormalize, ci, n_boot, seed, device
         As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
-        serves every entry point).
+        serves every entry point). Bootstrap weights hang on global rows: a
+        dataframe, whose partition lengths are unknown, costs one light pass
+        to count them when ``ci`` is given.
     transform : callable, optional
         A fitted recalibration (:mod:`fastcal.recalibrate`), applied on the
         workers to every partition's probabilities (or logits) before they
         are scored, as in :func:`fastcal.score_file`; it travels to the
-        workers with the task. Bootstrap weights hang on global rows: a
-        dataframe, whose partition lengths are unknown, costs one light pass
-        to count them when ``ci`` is given.
+        workers with the task.
     threads : int, default 1
         Numba threads per partition. Dask already runs partitions in
         parallel; raise this only for workers with one Dask thread and

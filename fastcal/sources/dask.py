@@ -25,7 +25,6 @@ class _Source:
 
     parts: list
     reword: object
-    multi: bool = False  # (N, K) probabilities
     offsets: object = None  # global row of each partition's first row, if known
 
 
@@ -43,14 +42,10 @@ def _frame_columns(frame, label_cols, prob_cols):
             msg = (f"the dataframe has column {name!r} {k} times; expected each column name "
                    "once (rename the duplicates)")
             raise ValueError(msg)
-    return _stack(frame, label_cols), _stack(frame, prob_cols)
+    from fastcal.sources.files import stack_columns
 
-
-def _stack(frame, names):
-    """One column as a 1-D array, K columns as (rows, K)."""
-    if len(names) == 1:
-        return frame[names[0]].to_numpy()
-    return np.column_stack([frame[n].to_numpy() for n in names])
+    return (stack_columns([frame[c].to_numpy() for c in label_cols]),
+            stack_columns([frame[c].to_numpy() for c in prob_cols]))
 
 
 def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True):
@@ -59,6 +54,7 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
     a narrower file is widened so that every partition is binned alike."""
     import pyarrow.parquet as pq
 
+    from fastcal.sources.files import stack_columns
     from fastcal.sources.io import _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
 
     names = list(dict.fromkeys([*label_cols, *prob_cols]))
@@ -73,11 +69,10 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
         _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
                     f"{_one_line(exc)}")
 
-    def stack(cols):
-        arrays = [_widen(_arrow_to_numpy(table.column(c)), dtypes[c]) for c in cols]
-        return arrays[0] if len(arrays) == 1 else np.column_stack(arrays)
+    def columns(names):
+        return stack_columns([_widen(_arrow_to_numpy(table.column(c)), dtypes[c]) for c in names])
 
-    return stack(label_cols), stack(prob_cols)
+    return columns(label_cols), columns(prob_cols)
 
 
 def _array_source(y_true, y_prob):
@@ -116,27 +111,26 @@ def _array_source(y_true, y_prob):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
     return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
-                   multi=y_prob.ndim == 2, offsets=[int(a) for a in starts[:-1]])
+                   offsets=[int(a) for a in starts[:-1]])
 
 
 def _frame_source(df, label, prob):
     from fastcal.sources.files import resolve_columns
 
-    names = [c for c in (*([prob] if isinstance(prob, str) else prob),
-                         *([label] if isinstance(label, str) else label)) if not c.endswith("*")]
+    prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
+    names = list(dict.fromkeys([*label_cols, *prob_cols]))
     missing = [c for c in names if c not in df.columns]
     if missing:
         msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
                f"{list(df.columns)} (pass label= and prob= to name them)")
         raise ValueError(msg)
-    prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
-    parts = df[list(dict.fromkeys([*label_cols, *prob_cols]))].to_delayed()
+    parts = df[names].to_delayed()
 
     def reword(k, text):
         return f"{text} [in partition {k} of {len(parts)}]"
 
     return _Source([(_frame_columns, parts[k], label_cols, prob_cols) for k in range(len(parts))],
-                   reword, multi=len(prob_cols) > 1)
+                   reword)
 
 
 def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True):
@@ -145,10 +139,8 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     :func:`fastcal.score_file`."""
     import pyarrow.parquet as pq
 
-    from fastcal.sources.files import _reword
+    from fastcal.sources.files import _reword, resolve_columns
     from fastcal.sources.io import Chunk, ParquetReader
-
-    from fastcal.sources.files import resolve_columns
 
     reader = ParquetReader(path, verify_checksums=verify_checksums)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
@@ -174,7 +166,7 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     def reword(k, text):
         return _reword(ValueError(text), chunks[k], prob, label)
 
-    return _Source(parts, reword, multi=len(prob_cols) > 1, offsets=[c.start for c in chunks])
+    return _Source(parts, reword, offsets=[c.start for c in chunks])
 
 
 def _length(loader, *args):

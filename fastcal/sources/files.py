@@ -128,14 +128,18 @@ class _FileParts:
         return results if combine is None else acc
 
 
+def stack_columns(arrays):
+    """One column as it is (1-D, or the (rows, K) of a fixed-size-list column),
+    K columns as (rows, K)."""
+    return arrays[0] if len(arrays) == 1 else np.column_stack(arrays)
+
+
 def _chunk_arrays(chunk, n_prob):
     """(probabilities, labels) of a chunk whose first ``n_prob`` columns hold
     probabilities: (rows, K) for K class columns (or one fixed-size-list
     column); labels (rows, K) for K label-distribution columns (soft labels)."""
     cols = chunk.columns
-    p = np.column_stack(cols[:n_prob]) if n_prob > 1 else cols[0]
-    rest = cols[n_prob:]
-    return p, (np.column_stack(rest) if len(rest) > 1 else rest[0])
+    return stack_columns(cols[:n_prob]), stack_columns(cols[n_prob:])
 
 
 def _checked(y, p):
