@@ -86,6 +86,8 @@ ratios = {
                                                     "test_torchmetrics_binary[float64]"),
     "multi-class K=10: fastcal / torchmetrics": ratio("test_fastcal_multiclass",
                                                       "test_torchmetrics_multiclass"),
+    "binary 100 bins: fastcal / torchmetrics float32": ratio(
+        "test_fastcal_binary_many_bins[100]", "test_torchmetrics_binary_100_bins"),
 }
 json.dump({"rows": rows, "speedups": ratios}, open(os.path.join(out, "summary.json"), "w"), indent=1)
 lines = [f"GPU: {rows[0]['device'] if rows else '?'}", "",

@@ -134,6 +134,33 @@ def test_torchmetrics_binary(benchmark, binary_data, binary_cpu_state, dtype):
         assert val == pytest.approx(float(want), rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.parametrize("n_bins", [100, 2000])
+def test_fastcal_binary_many_bins(benchmark, binary_data, n_bins):
+    """Warp-private bins: in shared memory (100) and in global rows (2000)."""
+    y, p = binary_data
+    dy, dp = _on_gpu(y), _on_gpu(p)
+    edges = kernel_edges(n_bins, "<f4")
+
+    def run():
+        return _report(fc.fill_binary(dy, dp, edges, True, False, False, 0.0, True), n_bins)
+
+    rep = _race(benchmark, run, n=N, name=f"fastcal GPU report, {n_bins} bins", dtype="float32")
+    yh, ph = (t.cpu().numpy() for t in binary_data)
+    cpu = kb.fill_parallel(ph, yh, edges, True, False, False, 0.0, True, 16 if N > 10**6 else 1)
+    _check_state(fc.fill_binary(dy, dp, edges, True, False, False, 0.0, True), cpu)
+    benchmark.extra_info.update(ece=float(rep.ece), n_bins=n_bins)
+
+
+def test_torchmetrics_binary_100_bins(benchmark, binary_data):
+    y, p = binary_data
+
+    def run():
+        return tm.binary_calibration_error(p, y, n_bins=100, norm="l1")
+
+    val = float(_race(benchmark, run, n=N, name="torchmetrics float32, 100 bins"))
+    benchmark.extra_info.update(ece=val, n_bins=100)
+
+
 @pytest.fixture(scope="module")
 def mc_data():
     g = torch.Generator(device=DEV).manual_seed(1)

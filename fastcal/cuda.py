@@ -153,12 +153,14 @@ def _binary_launch(kernel, n, nb, args):
     kc = _k("_cuda")
     kcb = _k("cuda_binary")
     cuda = kc.cuda
-    blocks, threads, shared = kc.launch_shape(n, kcb.shared_per_thread(nb))
+    plan = kc.plan_launch(n, nb, kcb.N_TOT + kcb.N_CHK)
+    blocks = plan.blocks
     parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
              cuda.device_array((blocks, nb + 1, 3), np.float64),
              cuda.device_array((blocks, kcb.N_TOT), np.float64),
-             cuda.device_array((blocks, 2 * kcb.N_KINDS), np.int64))
-    kernel[blocks, threads, 0, shared](*args, *parts)
+             cuda.device_array((blocks, kcb.N_CHK), np.int64))
+    kernel[blocks, plan.threads, 0, plan.shared](*args, plan.warp_bins, plan.bins_global,
+                                                 plan.scratch("bins"), *parts)
     return _reduce_binary(parts)
 
 
@@ -256,32 +258,32 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     d_edges = cuda.to_device(edges)
     state = km.new_state(nb, K, classwise)
     kern = kcm.kernel(K)
-    cw_bytes = 8 * 3 * K * nb if classwise else 0
-    cw_shared = bool(classwise) and cw_bytes <= 16 * 1024
+    class_slots = kc.CLASS_FIELDS * K * nb if classwise else 0
     for off, (dy, dP) in _chunks((y, P), n, chunk_rows):
         m = int(dP.shape[0])
         if m == 0:
             continue
-        blocks, threads, shared = kc.launch_shape(
-            m, kcm.shared_per_thread(nb), cw_bytes if cw_shared else 0)
+        plan = kc.plan_launch(m, nb, kcm.N_TOT + kcm.N_CHK, class_slots)
+        blocks = plan.blocks
         parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
                  cuda.device_array((blocks, nb + 1, 3), np.float64),
                  cuda.device_array((blocks, kcm.N_TOT), np.float64),
                  cuda.device_array((blocks, kcm.N_CHK), np.int64),
-                 cuda.to_device(np.zeros((blocks, max(3 * K * nb, 1)), np.float64)))
-        kern[blocks, threads, 0, shared](
+                 cuda.device_array((blocks, max(class_slots, 1)), np.float64))
+        kern[blocks, plan.threads, 0, plan.shared](
             dP, dy, d_edges, bool(uniform), bool(right), f32, eps, bool(logits),
-            bool(renormalize), float(tol), bool(classwise), bool(with_logs), cw_shared, *parts)
+            bool(renormalize), float(tol), bool(classwise), bool(with_logs), plan.warp_bins,
+            plan.bins_global, plan.scratch("bins"), plan.classes_global, plan.scratch("classes"),
+            *parts)
         part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
         checks = km.new_state(0, 0)[5]
         for row in part_c:
             _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
         if classwise:
-            w = part_w.sum(axis=0)
-            cnt = np.rint(w[:K * nb]).astype(np.int64).reshape(K, nb)
-            lab = np.rint(w[K * nb:2 * K * nb]).astype(np.int64).reshape(K, nb)
-            ccounts = np.stack([cnt, lab], axis=-1)
-            csums = w[2 * K * nb:].reshape(K, nb).copy()
+            ints = np.rint(part_w[:, :2 * K * nb]).astype(np.int64).sum(axis=0)
+            ccounts = np.stack([ints[:K * nb].reshape(K, nb), ints[K * nb:].reshape(K, nb)],
+                               axis=-1)
+            csums = part_w[:, 2 * K * nb:].sum(axis=0).reshape(K, nb)
         else:
             ccounts, csums = state[3].copy(), state[4].copy()
         out = (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums,

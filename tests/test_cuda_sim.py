@@ -50,6 +50,12 @@ def test_import_fastcal_does_not_import_numba_cuda():
     assert out.stdout.strip() == "False"
 
 
+if SIM:
+    # Simulated threads are Python threads that meet at every syncthreads (and the
+    # warp exchanges, which the simulator builds from it): a short switch interval
+    # lets them meet in microseconds rather than the default 5 ms.
+    sys.setswitchinterval(1e-5)
+
 if CASES:
     from fastcal import cuda as fc
     from fastcal.accumulators import classes as mc
@@ -213,6 +219,74 @@ if CASES:
         gpu = fc.fill_multiclass(cuda.to_device(y), cuda.to_device(P), edges, True, False, 0.0,
                                  False, False, True)
         _same(gpu, cpu)
+
+    def test_warp_group_sums_in_lane_order():
+        from fastcal._kernels import _cuda as kc
+
+        @cuda.jit
+        def sums(keys, vals, grps, out):
+            tid = cuda.threadIdx.x
+            key = keys[tid]
+            grp = kc.warp_match(key)
+            a, b, c = kc.group_sum(grp, tid % 32, 3, vals[tid], 2.0 * vals[tid], 1.0)
+            grps[tid] = grp
+            out[tid, 0] = a
+            out[tid, 1] = b
+            out[tid, 2] = c
+
+        # warp 0: groups of several sizes and a lone -1; warp 1: one key (the butterfly)
+        keys = np.array([j % 5 for j in range(32)] + [7] * 32, np.int64)
+        keys[[3, 8, 13]] = 9
+        keys[31] = -1
+        vals = np.arange(64, dtype=np.float64) + 0.25
+        vals[[3, 8, 13]] = [1e16, 1.0, -1e16]  # in lane order: (1e16 + 1) - 1e16 == 0
+        grps = np.zeros(64, np.int64)
+        out = np.zeros((64, 3))
+        sums[1, 64](keys, vals, grps, out)
+        for t in range(64):
+            w = t - t % 32
+            same = [j for j in range(w, w + 32) if keys[j] == keys[t]]
+            assert grps[t] == sum(1 << (j - w) for j in same)
+            if w == 0:  # pulled lane by lane, in increasing order
+                want = 0.0
+                for j in same:
+                    want += vals[j]
+            else:
+                want = vals[same].sum()  # exact: quarter-integers far below 2**53
+            assert out[t, 0] == want and out[t, 1] == 2.0 * want and out[t, 2] == len(same)
+        assert out[3, 0] == 0.0
+
+    @pytest.mark.parametrize("n_bins", [48, 300, 1100, 3000])
+    def test_binary_many_bins_warp_private_matches_cpu(n_bins):
+        # 48 and 300: per-warp bins in shared memory; 1100 and 3000: in global rows
+        from fastcal._kernels import _cuda as kc
+
+        rng = np.random.default_rng(8)
+        n = 130
+        p = rng.random(n)
+        p[:4] = [0.0, 1.0, 0.5, 17 / n_bins]
+        p[5:40] = 0.3  # one bin shared by most lanes of a warp
+        y = (rng.random(n) < p).astype(np.uint8)
+        p[9] = np.nan
+        plan = kc.plan_launch(n, n_bins, 15)
+        assert plan.warp_bins and plan.bins_global == (n_bins > 1000)
+        for dtype in (np.float32, np.float64):
+            edges = kernel_edges(n_bins, np.dtype(dtype).str)
+            x = p.astype(dtype)
+            gpu = fc.fill_binary(y, x, edges, True, n_bins % 2 == 0, False, 0.0, True)
+            _same(gpu, _cpu_binary(y, x, edges, True, n_bins % 2 == 0))
+        # random logits: one whose sigmoid is within an ulp of an edge may bin
+        # differently on the GPU (libdevice's log, see README "GPU scoring")
+        z = rng.normal(scale=3, size=n)
+        cpu = kb.new_state(n_bins)
+        km.fill_binary_logits_range(z, y, 0, n, kernel_edges(n_bins, "<f8"), True, False, 0.0,
+                                    *cpu, np.arange(5, dtype=np.int64))
+        _same(fc.fill_binary_logits(y, z, kernel_edges(n_bins, "<f8"), True, False, 0.0), cpu)
+        P = rng.dirichlet(np.ones(3), size=n)
+        yk = rng.integers(0, 3, n)
+        edges = kernel_edges(n_bins, "<f8")
+        _same(fc.fill_multiclass(yk, P, edges, True, False, 0.0, False, False, True),
+              mc.fill(yk, P, edges, True, False, 0.0, False, False, True, 1))
 
     def test_gaussian_matches_cpu_kernel():
         rng = np.random.default_rng(7)

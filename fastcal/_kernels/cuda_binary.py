@@ -5,12 +5,15 @@ and reduces their per-block partial results on the host.
 
 Design (one pass over the data, a persistent grid-stride loop):
 
-* Each thread owns private bins in shared memory, laid out slot-major
-  (``sh[slot * T + tid]``) so a warp's accesses hit distinct banks. Four
-  float64 slots per bin: the three counters packed into one exact integer
-  (see ``_cuda.PACK``), the sum of p, of the ECD terms and of their variance.
-  An update is four shared-memory read-add-writes: no atomics at all, and
-  no per-bin compare-and-add.
+* Up to 47 bins, each thread owns private bins in shared memory, laid out
+  slot-major (``sh[slot * T + tid]``) so a warp's accesses hit distinct
+  banks. Four float64 slots per bin: the three counters packed into one exact
+  integer (see ``_cuda.PACK``), the sum of p, of the ECD terms and of their
+  variance. An update is four shared-memory read-add-writes: no atomics at
+  all, and no per-bin compare-and-add.
+* With more bins, each warp owns private bins (``_cuda.bins_add_warp``: lanes
+  with the same bin are grouped and added by one lane, in lane order), in
+  shared memory while they fit, else in the warp's row of a global array.
 * The five global sums and the invalid-input counters stay in registers.
 * At the end each block reduces its threads' bins in a fixed order and
   writes one partial row per block; the host adds the rows. Float sums are
@@ -26,9 +29,10 @@ import math
 
 import numpy as np
 
-from ._cuda import F64, I64, PACK, PACK2, cuda, exp64, log0, log1m, note, search_bin, uniform_bin, unpack
+from ._cuda import (BIN_FIELDS, F64, I64, PACK, PACK2, SLOTS_PER_BIN, WARP, bins_add_warp, cuda,
+                    exp64, log0, log1m, note, reduce_thread_bins, reduce_totals, reduce_warp_bins,
+                    search_bin, uniform_bin)
 
-SLOTS = 4          # shared float64 slots per bin and thread
 N_TOT = 5
 N_KINDS = 5        # binary.CHECK_* kinds
 N_CHK = 2 * N_KINDS  # counts then first indices (a literal size for local arrays)
@@ -50,76 +54,54 @@ def _add(sh, T, tid, nb1, b, packed, pv, ev, vv):
 
 
 @cuda.jit(device=True, inline=True)
-def _block_reduce(sh, T, tid, nb1, tot, chk, part_i, part_f, part_t, part_c, blk):
-    """Fixed-order reduction of the block's private bins, totals and checks."""
+def _start(sh, gw, T, tid, nb1, warp_bins, wglobal):
+    """Zero this block's bins; (store, base of this warp, base of the block's warps)."""
+    nw = T // WARP
+    size = BIN_FIELDS * nb1
+    if not warp_bins:
+        for s in range(SLOTS_PER_BIN * nb1):
+            sh[s * T + tid] = 0.0
+        return sh, 0, 0
+    base0 = cuda.blockIdx.x * nw * size if wglobal else 0
+    store = gw if wglobal else sh
+    for s in range(tid, nw * size, T):
+        store[base0 + s] = 0.0
     cuda.syncthreads()
-    for s in range(tid, SLOTS * nb1, T):
-        f = s // nb1
-        b = s - f * nb1
-        base = s * T
-        if f == 0:
-            c0 = np.int64(0)
-            c1 = np.int64(0)
-            c2 = np.int64(0)
-            for j in range(T):
-                a0, a1, a2 = unpack(sh[base + j])
-                c0 += a0
-                c1 += a1
-                c2 += a2
-            part_i[blk, b, 0] = c0
-            part_i[blk, b, 1] = c1
-            part_i[blk, b, 2] = c2
-        else:
-            acc = 0.0
-            for j in range(T):
-                acc += sh[base + j]
-            part_f[blk, b, f - 1] = acc
+    return store, base0 + (tid // WARP) * size, base0
+
+
+@cuda.jit(device=True, inline=True)
+def _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t,
+            part_c):
+    blk = cuda.blockIdx.x
     cuda.syncthreads()
-    # Totals and checks through the same shared memory (at least 15 slots per thread).
-    for k in range(N_TOT):
-        sh[k * T + tid] = tot[k]
-    for k in range(2 * N_KINDS):
-        sh[(N_TOT + k) * T + tid] = np.float64(chk[k])
-    cuda.syncthreads()
-    for r in range(tid, N_TOT + N_KINDS, T):
-        if r < N_TOT:
-            acc = 0.0
-            for j in range(T):
-                acc += sh[r * T + j]
-            part_t[blk, r] = acc
-        else:
-            k = r - N_TOT
-            cnt = np.int64(0)
-            first = np.int64(-1)
-            for j in range(T):
-                cnt += np.int64(sh[(N_TOT + k) * T + j])
-                fj = np.int64(sh[(N_TOT + N_KINDS + k) * T + j])
-                if fj >= 0 and (first < 0 or fj < first):
-                    first = fj
-            part_c[blk, k] = cnt
-            part_c[blk, N_KINDS + k] = first
+    if warp_bins:
+        reduce_warp_bins(store, base0, T // WARP, T, tid, nb1, part_i, part_f, blk)
+    else:
+        reduce_thread_bins(sh, T, tid, nb1, part_i, part_f, blk)
+    reduce_totals(sh, T, tid, N_TOT, N_KINDS, tot, chk, part_t, part_c, blk)
 
 
 @cuda.jit
-def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs,
+def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, wglobal, gw,
               part_i, part_f, part_t, part_c):
     """Binary probabilities: one partial state per block (see the module docstring).
 
     ``is32`` says the edges are float32-rounded (float32 p): it selects the
-    edge formula, exactly as on the CPU.
+    edge formula, exactly as on the CPU. ``warp_bins``/``wglobal``/``gw``:
+    where the bins live (``_cuda.plan_launch``).
     """
     sh = cuda.shared.array(0, F64)
     T = cuda.blockDim.x
     tid = cuda.threadIdx.x
-    blk = cuda.blockIdx.x
+    lane = tid % WARP
     n = p.shape[0]
     nb = edges.shape[0] - 1
     nb1 = nb + 1
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    for s in range(SLOTS * nb1):
-        sh[s * T + tid] = 0.0
+    store, wbase, base0 = _start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
     for k in range(N_TOT):
@@ -127,11 +109,15 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs,
     for k in range(N_KINDS):
         chk[k] = 0
         chk[N_KINDS + k] = -1
-    start = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    for i in range(start, n, stride):
-        pj = np.float64(p[i])
-        yj = np.float64(y[i])
+    # every thread of a block runs the same number of rounds (warp_bins needs whole warps)
+    for i0 in range(cuda.blockIdx.x * T, n, cuda.gridsize(1)):
+        i = i0 + tid
+        live = i < n
+        pj = 0.5
+        yj = 0.0
+        if live:
+            pj = np.float64(p[i])
+            yj = np.float64(y[i])
         good = (pj >= 0.0) and (pj <= 1.0) and ((yj == 0.0) or (yj == 1.0))
         ps = pj if good else 0.5
         ys = yj if good else 0.0
@@ -156,7 +142,6 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs,
             b = search_bin(edges, nb, ps, right)
         pos = ys == 1.0
         ok = (ps > 0.5) == pos
-        packed = 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0)
         ev = 0.0
         vv = 0.0
         if with_logs:
@@ -172,7 +157,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs,
             ev = 0.0 if d == 0.0 else d * logit
             pq = q * (1.0 - q)
             vv = 0.0 if pq == 0.0 else pq * logit * logit
-            if good:
+            if good and live:
                 nll = -lp if pos else -lq
                 db = ps - ys
                 br = db * db
@@ -181,8 +166,12 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs,
                 tot[2] += ev * ev
                 tot[3] += br * br
                 tot[4] += nll * nll
-        _add(sh, T, tid, nb1, b, packed, ps, ev, vv)
-    _block_reduce(sh, T, tid, nb1, tot, chk, part_i, part_f, part_t, part_c, blk)
+        if warp_bins:
+            bins_add_warp(store, wbase, nb1, b if live else -1, lane, pos, ok, ps, ev, vv)
+        elif live:
+            _add(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
+                 ps, ev, vv)
+    _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t, part_c)
 
 
 @cuda.jit(device=True, inline=True)
@@ -196,7 +185,7 @@ def _log_sigmoid(z):
 
 
 @cuda.jit
-def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos,
+def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal, gw,
                part_i, part_f, part_t, part_c):
     """Binary logits (``multiclass.fill_binary_logits_range``): p = sigmoid(z) never stored.
 
@@ -206,12 +195,11 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos,
     sh = cuda.shared.array(0, F64)
     T = cuda.blockDim.x
     tid = cuda.threadIdx.x
-    blk = cuda.blockIdx.x
+    lane = tid % WARP
     n = z.shape[0]
     nb = edges.shape[0] - 1
     nb1 = nb + 1
-    for s in range(SLOTS * nb1):
-        sh[s * T + tid] = 0.0
+    store, wbase, base0 = _start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
     for k in range(N_TOT):
@@ -220,11 +208,17 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos,
         chk[k] = 0
         chk[N_KINDS + k] = -1
     nbf = np.float64(nb)
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        zi = np.float64(z[i])
-        yi = np.float64(y[i])
+    for i0 in range(cuda.blockIdx.x * T, n, cuda.gridsize(1)):
+        i = i0 + tid
+        live = i < n
+        zi = 0.0
+        yi = 0.0
+        if live:
+            zi = np.float64(z[i])
+            yi = np.float64(y[i])
         fin = (zi > -math.inf) and (zi < math.inf)
         y_ok = (yi == 0.0) or (yi == 1.0)
+        use = live and fin and y_ok
         if not (fin and y_ok):
             nan_z = zi != zi
             nan_y = yi != yi
@@ -238,45 +232,49 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos,
                 note(chk, _NAN_Y, N_KINDS, i)
             elif not y_ok:
                 note(chk, _BAD_Y, N_KINDS, i)
-            continue
-        lp = _log_sigmoid(zi)
-        lq = _log_sigmoid(-zi)
-        p = exp64(lp)
-        if eps_pos:
-            pe = min(max(p, lo), hi)
-            lp = math.log(pe)
-            lq = math.log(1.0 - pe)
-        else:
-            pe = p
-        logit = lp - lq
-        e = (pe - yi) * logit
-        v = pe * (1.0 - pe) * logit * logit
-        pos = yi == 1.0
-        nll = -lp if pos else -lq
-        db = p - yi
-        br = db * db
-        if uniform:
-            # the multi-class kernel's uniform bin (float64 edges: logits give float64 p)
-            b = min(max(np.int64(p * nbf), np.int64(0)), nb - 1)
-            if right:
-                b = b - np.int64((b > 0) and (p <= edges[b]))
-                b = b + np.int64((b < nb - 1) and (p > edges[b + 1]))
+        p = 0.0
+        e = 0.0
+        v = 0.0
+        pos = False
+        ok = False
+        b = np.int64(-1)
+        if use:
+            lp = _log_sigmoid(zi)
+            lq = _log_sigmoid(-zi)
+            p = exp64(lp)
+            if eps_pos:
+                pe = min(max(p, lo), hi)
+                lp = math.log(pe)
+                lq = math.log(1.0 - pe)
             else:
-                b = b - np.int64((b > 0) and (p < edges[b]))
-                b = b + np.int64((b < nb - 1) and (p >= edges[b + 1]))
-        else:
-            b = search_bin(edges, nb, p, right)
-        ok = (p > 0.5) == pos
-        packed = 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0)
-        tot[0] += br
-        tot[1] += nll
-        tot[2] += e * e
-        tot[3] += br * br
-        tot[4] += nll * nll
-        _add(sh, T, tid, nb1, b, packed, p, e, v)
-    _block_reduce(sh, T, tid, nb1, tot, chk, part_i, part_f, part_t, part_c, blk)
-
-
-def shared_per_thread(n_bins):
-    """Dynamic shared-memory bytes per thread for n_bins bins."""
-    return 8 * max(SLOTS * (n_bins + 1), N_TOT + 2 * N_KINDS)
+                pe = p
+            logit = lp - lq
+            e = (pe - yi) * logit
+            v = pe * (1.0 - pe) * logit * logit
+            pos = yi == 1.0
+            nll = -lp if pos else -lq
+            db = p - yi
+            br = db * db
+            if uniform:
+                # the multi-class kernel's uniform bin (float64 edges: logits give float64 p)
+                b = min(max(np.int64(p * nbf), np.int64(0)), nb - 1)
+                if right:
+                    b = b - np.int64((b > 0) and (p <= edges[b]))
+                    b = b + np.int64((b < nb - 1) and (p > edges[b + 1]))
+                else:
+                    b = b - np.int64((b > 0) and (p < edges[b]))
+                    b = b + np.int64((b < nb - 1) and (p >= edges[b + 1]))
+            else:
+                b = search_bin(edges, nb, p, right)
+            ok = (p > 0.5) == pos
+            tot[0] += br
+            tot[1] += nll
+            tot[2] += e * e
+            tot[3] += br * br
+            tot[4] += nll * nll
+        if warp_bins:
+            bins_add_warp(store, wbase, nb1, b, lane, pos, ok, p, e, v)
+        elif use:
+            _add(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
+                 p, e, v)
+    _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t, part_c)

@@ -1,0 +1,114 @@
+"""Every GPU kernel compiled for the GPUs we target, without a GPU.
+
+The simulator runs the kernels' logic as Python, so it cannot tell whether
+they compile for a real GPU, nor what the compiled code does in its hot loop.
+numba-cuda compiles to PTX with NVVM alone (no driver, no device): this file
+compiles each kernel for every argument type the host side launches it with,
+for sm_90 (H100, H200) and sm_80 (A100), and checks the PTX: no float64
+atomics (a CAS loop in shared memory on these GPUs; they would also make the
+sums depend on scheduling), and no local memory in the binary fills.
+
+Like tests/test_cuda_sim.py, it runs in a subprocess: compiling imports
+``numba.cuda``, which the main test process never does.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+CHILD = os.environ.get("FASTCAL_PTX_CHILD") == "1"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _missing():
+    try:
+        import numba_cuda  # noqa: F401
+    except ImportError:
+        return "numba-cuda is not installed (the test extra installs it)"
+    return None
+
+
+def test_kernels_compile_in_subprocess():
+    if CHILD:
+        pytest.skip("already in the subprocess")
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(FASTCAL_PTX_CHILD="1", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           os.path.abspath(__file__)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert " passed" in proc.stdout
+
+
+if CHILD:
+    from numba import cuda, typeof
+
+    from fastcal._kernels import cuda_binary as kcb
+    from fastcal._kernels import cuda_gaussian as kcg
+    from fastcal._kernels import cuda_multiclass as kcm
+
+    def _a(dtype, ndim, layout="C"):
+        t = typeof(np.zeros((2,) * ndim, dtype))
+        return t if layout == "C" else t.copy(layout=layout)
+
+    B, F8, I8 = typeof(True), typeof(1.0), typeof(np.int64(1))
+    PARTS = (_a(np.int64, 3), _a(np.float64, 3), _a(np.float64, 2), _a(np.int64, 2))
+    WARP_ARGS = (B, B, _a(np.float64, 1))
+    LABELS = (np.bool_, np.int64, np.float32)
+
+    def _binary_cases():
+        for pdt in (np.float32, np.float64):
+            for ydt in LABELS:
+                yield (f"fill_prob p={np.dtype(pdt).name} y={np.dtype(ydt).name}", kcb.fill_prob,
+                       (_a(pdt, 1), _a(ydt, 1), _a(np.float64, 1), B, B, B, F8, F8, B)
+                       + WARP_ARGS + PARTS)
+                yield (f"fill_logit z={np.dtype(pdt).name} y={np.dtype(ydt).name}",
+                       kcb.fill_logit,
+                       (_a(pdt, 1), _a(ydt, 1), _a(np.float64, 1), B, B, F8, F8, B)
+                       + WARP_ARGS + PARTS)
+        # strided input (a column of a wider array) compiles for layout "A"
+        yield ("fill_prob strided", kcb.fill_prob,
+               (_a(np.float32, 1, "A"), _a(np.int64, 1, "A"), _a(np.float64, 1), B, B, B, F8, F8,
+                B) + WARP_ARGS + PARTS)
+
+    def _multiclass_cases():
+        for K, pdt in ((2, np.float32), (10, np.float32), (10, np.float64), (100, np.float32)):
+            yield (f"multiclass K={K} P={np.dtype(pdt).name}", kcm.kernel(K),
+                   (_a(pdt, 2), _a(np.int64, 1), _a(np.float64, 1), B, B, B, F8, B, B, F8, B, B)
+                   + WARP_ARGS + WARP_ARGS[1:] + PARTS + (_a(np.float64, 2),))
+        yield ("multiclass K=10 strided P", kcm.kernel(10),
+               (_a(np.float32, 2, "A"), _a(np.uint8, 1), _a(np.float64, 1), B, B, B, F8, B, B, F8,
+                B, B) + WARP_ARGS + WARP_ARGS[1:] + PARTS + (_a(np.float64, 2),))
+
+    def _gaussian_cases():
+        for d in (1, 3):
+            yield (f"gaussian d={d}", kcg.kernel(d),
+                   (_a(np.float64, 2), _a(np.float64, 3), I8, F8, _a(np.int64, 2),
+                    _a(np.float64, 2), _a(np.int64, 2), _a(np.int64, 3)))
+
+    CASES = [*_binary_cases(), *_multiclass_cases(), *_gaussian_cases()]
+    F64_ATOMIC = re.compile(r"\b(atom|red)(\.\w+)*\.add\.f64\b")
+
+    # every case for sm_90 (H100, H200); the first of each kernel for sm_80 (A100) too
+    FIRSTS = {"fill_prob p=float32 y=bool", "fill_logit z=float32 y=bool",
+              "multiclass K=2 P=float32", "gaussian d=1"}
+    TARGETS = [(c, (9, 0)) for c in CASES] + [(c, (8, 0)) for c in CASES if c[0] in FIRSTS]
+
+    @pytest.mark.parametrize("case,cc", TARGETS,
+                             ids=[f"{c[0]} sm_{cc[0]}{cc[1]}" for c, cc in TARGETS])
+    def test_kernel_compiles_without_float64_atomics(case, cc):
+        name, kernel, sig = case
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+        assert f".target sm_{cc[0]}{cc[1]}" in ptx
+        assert ".entry" in ptx
+        assert not F64_ATOMIC.search(ptx), f"{name}: float64 atomic add in the PTX"
+        assert "atom.shared.cas" not in ptx, f"{name}: compare-and-swap loop in shared memory"
+        if name.startswith("fill_"):
+            assert ".local" not in ptx, f"{name}: local memory (a spilled per-thread array)"
