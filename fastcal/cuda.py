@@ -10,7 +10,9 @@ float64; the ``checks`` array with the CPU's counts and first indices, so
 the same error messages come out). Inputs may be device arrays (anything
 with ``__cuda_array_interface__`` or a CUDA DLPack capsule: torch CUDA
 tensors, CuPy arrays, Numba device arrays), scored in place, or host arrays,
-copied to the device in chunks of ``chunk_rows`` rows.
+streamed to the device in chunks: each chunk is copied into a pinned buffer
+and sent on its own CUDA stream, two chunks in flight, so the copy of one
+overlaps the fill of the other.
 """
 
 import numpy as np
@@ -21,8 +23,10 @@ from fastcal._kernels import multiclass as km
 
 # DLPack device types that live in GPU memory: kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
 _DLPACK_CUDA = (2, 3, 13)
-# Rows per host-to-device copy when the input is on the host.
+# Rows per host-to-device copy when the input is on the host, and at most this
+# many bytes of any one array per chunk (two pinned buffers per array are kept).
 CHUNK_ROWS = 1 << 26
+CHUNK_BYTES = 64 << 20
 
 _kernels = {}
 
@@ -116,25 +120,74 @@ def _merge_checks(checks, part, nk, offset):
                 checks[nk + k] = f
 
 
-def _chunks(arrays, n, chunk_rows):
-    """Yield (offset, device arrays) for [offset, offset + chunk) of every array.
+def _device_views(arrays):
+    """Device arrays of the inputs: views of device inputs, whole copies of host ones."""
+    cuda = _k("_cuda").cuda
+    return [as_device_array("array", a) if is_device_array(a) else cuda.to_device(
+        np.ascontiguousarray(a)) for a in arrays]
 
-    Device inputs are sliced (views); host inputs are copied one chunk at a time.
+
+class _Staging:
+    """Pinned host buffers and device buffers for the chunks of host inputs, two
+    sets (one per stream), kept between calls while the shapes match."""
+
+    cache = {}
+
+    @classmethod
+    def buffers(cls, slot, index, dtype, shape):
+        cuda = _k("_cuda").cuda
+        key = (slot, index)
+        have = cls.cache.get(key)
+        if have is None or have[0].dtype != dtype or have[0].shape != shape:
+            have = (cuda.pinned_array(shape, dtype), cuda.device_array(shape, dtype))
+            cls.cache[key] = have
+        return have
+
+
+def _pipeline(arrays, n, chunk_rows, launch):
+    """Run each chunk of rows through ``launch`` and yield (offset, result) in order.
+
+    ``launch(device arrays, stream)`` enqueues a chunk's kernels on ``stream``
+    and returns a function that gives the chunk's host result once the
+    stream is done. Device inputs are one chunk, read in place. Host inputs
+    are copied a chunk at a time into a pinned buffer and sent to the GPU
+    asynchronously, alternating between two streams: while one chunk is
+    copied and filled, the other's result is collected and its buffers refilled.
     """
     cuda = _k("_cuda").cuda
     on_dev = [is_device_array(a) for a in arrays]
-    devs = [as_device_array("array", a) if d else np.asarray(a) for a, d in zip(arrays, on_dev)]
     if all(on_dev):
-        yield 0, devs
+        yield 0, launch([as_device_array("array", a) for a in arrays], 0)()
         return
-    step = max(1, int(chunk_rows))
-    for start in range(0, max(n, 1), step):
+    srcs = [as_device_array("array", a) if d else np.asarray(a) for a, d in zip(arrays, on_dev)]
+    row_bytes = max(a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
+                    for a, d in zip(srcs, on_dev) if not d)
+    step = max(1, min(int(chunk_rows), CHUNK_BYTES // max(row_bytes, 1), max(n, 1)))
+    streams = (cuda.stream(), cuda.stream())
+    pending = []
+    for j, start in enumerate(range(0, max(n, 1), step)):
+        if len(pending) == 2:
+            off, stream, finish = pending.pop(0)
+            stream.synchronize()
+            yield off, finish()
         stop = min(n, start + step)
-        out = []
-        for a, d in zip(devs, on_dev):
-            part = a[start:stop]
-            out.append(part if d else cuda.to_device(np.ascontiguousarray(part)))
-        yield start, out
+        m = stop - start
+        stream = streams[j % 2]
+        views = []
+        for idx, (a, d) in enumerate(zip(srcs, on_dev)):
+            if d:
+                views.append(a[start:stop])
+                continue
+            host, dev = _Staging.buffers(j % 2, idx, a.dtype, (step, *a.shape[1:]))
+            dev_m = dev[:m]
+            if m:
+                host[:m] = a[start:stop]
+                dev_m.copy_to_device(host[:m], stream=stream)
+            views.append(dev_m)
+        pending.append((start, stream, launch(views, stream)))
+    for off, stream, finish in pending:
+        stream.synchronize()
+        yield off, finish()
 
 
 def _reduce_binary(parts):
@@ -149,19 +202,24 @@ def _reduce_binary(parts):
     return counts, sums, totals, checks
 
 
-def _binary_launch(kernel, n, nb, args):
+def _binary_launch(kernel, nb, args, stream):
+    """Enqueue a binary fill of the chunk whose first argument is args[0];
+    returns the function that gives its (counts, sums, totals, checks)."""
     kc = _k("_cuda")
     kcb = _k("cuda_binary")
     cuda = kc.cuda
+    n = int(args[0].shape[0])
+    if n == 0:
+        return lambda: None
     plan = kc.plan_launch(n, nb, kcb.N_TOT + kcb.N_CHK)
     blocks = plan.blocks
     parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
              cuda.device_array((blocks, nb + 1, 3), np.float64),
              cuda.device_array((blocks, kcb.N_TOT), np.float64),
              cuda.device_array((blocks, kcb.N_CHK), np.int64))
-    kernel[blocks, plan.threads, 0, plan.shared](*args, plan.warp_bins, plan.bins_global,
-                                                 plan.scratch("bins"), *parts)
-    return _reduce_binary(parts)
+    kernel[blocks, plan.threads, stream, plan.shared](*args, plan.warp_bins, plan.bins_global,
+                                                      plan.scratch("bins"), *parts)
+    return lambda: _reduce_binary(parts)
 
 
 def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows=CHUNK_ROWS):
@@ -184,14 +242,15 @@ def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows
     eps = 0.0 if eps is None else float(eps)
     d_edges = cuda.to_device(edges)
     state = kb.new_state(nb)
-    for off, (dy, dp) in _chunks((y, p), n, chunk_rows):
-        m = int(dp.shape[0])
-        if m == 0:
-            continue
-        out = _binary_launch(kcb.fill_prob, m, nb,
-                             (dp, dy, d_edges, uniform, bool(right), is32, eps, 1.0 - eps,
-                              bool(with_logs)))
-        _add_state(state, out, kb.N_CHECK_KINDS, off)
+
+    def launch(devs, stream):
+        dy, dp = devs
+        return _binary_launch(kcb.fill_prob, nb, (dp, dy, d_edges, uniform, bool(right), is32,
+                                                  eps, 1.0 - eps, bool(with_logs)), stream)
+
+    for off, out in _pipeline((y, p), n, chunk_rows, launch):
+        if out is not None:
+            _add_state(state, out, kb.N_CHECK_KINDS, off)
     return state
 
 
@@ -210,14 +269,15 @@ def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROW
     eps = 0.0 if eps is None else float(eps)
     d_edges = cuda.to_device(edges)
     state = kb.new_state(nb)
-    for off, (dy, dz) in _chunks((y, z), n, chunk_rows):
-        m = int(dz.shape[0])
-        if m == 0:
-            continue
-        out = _binary_launch(kcb.fill_logit, m, nb,
-                             (dz, dy, d_edges, bool(uniform), bool(right), eps, 1.0 - eps,
-                              eps > 0.0))
-        _add_state(state, out, kb.N_CHECK_KINDS, off)
+
+    def launch(devs, stream):
+        dy, dz = devs
+        return _binary_launch(kcb.fill_logit, nb, (dz, dy, d_edges, bool(uniform), bool(right),
+                                                   eps, 1.0 - eps, eps > 0.0), stream)
+
+    for off, out in _pipeline((y, z), n, chunk_rows, launch):
+        if out is not None:
+            _add_state(state, out, kb.N_CHECK_KINDS, off)
     return state
 
 
@@ -259,10 +319,12 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     state = km.new_state(nb, K, classwise)
     kern = kcm.kernel(K)
     class_slots = kc.CLASS_FIELDS * K * nb if classwise else 0
-    for off, (dy, dP) in _chunks((y, P), n, chunk_rows):
+
+    def launch(devs, stream):
+        dy, dP = devs
         m = int(dP.shape[0])
         if m == 0:
-            continue
+            return lambda: None
         plan = kc.plan_launch(m, nb, kcm.N_TOT + kcm.N_CHK, class_slots)
         blocks = plan.blocks
         parts = (cuda.device_array((blocks, nb + 1, 3), np.int64),
@@ -270,26 +332,32 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
                  cuda.device_array((blocks, kcm.N_TOT), np.float64),
                  cuda.device_array((blocks, kcm.N_CHK), np.int64),
                  cuda.device_array((blocks, max(class_slots, 1)), np.float64))
-        kern[blocks, plan.threads, 0, plan.shared](
+        kern[blocks, plan.threads, stream, plan.shared](
             dP, dy, d_edges, bool(uniform), bool(right), f32, eps, bool(logits),
             bool(renormalize), float(tol), bool(classwise), bool(with_logs), plan.warp_bins,
             plan.bins_global, plan.scratch("bins"), plan.classes_global, plan.scratch("classes"),
             *parts)
-        part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
-        checks = km.new_state(0, 0)[5]
-        for row in part_c:
-            _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
-        if classwise:
-            ints = np.rint(part_w[:, :2 * K * nb]).astype(np.int64).sum(axis=0)
-            ccounts = np.stack([ints[:K * nb].reshape(K, nb), ints[K * nb:].reshape(K, nb)],
-                               axis=-1)
-            csums = part_w[:, 2 * K * nb:].sum(axis=0).reshape(K, nb)
-        else:
-            ccounts, csums = state[3].copy(), state[4].copy()
-        out = (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums,
-               checks)
-        _add_state(state, out, km.N_CHECK_KINDS, off)
+        return lambda: _reduce_multiclass(parts, K, nb, classwise, state)
+
+    for off, out in _pipeline((y, P), n, chunk_rows, launch):
+        if out is not None:
+            _add_state(state, out, km.N_CHECK_KINDS, off)
     return state
+
+
+def _reduce_multiclass(parts, K, nb, classwise, state):
+    """Host sum of the per-block partial results of one multi-class launch."""
+    part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
+    checks = km.new_state(0, 0)[5]
+    for row in part_c:
+        _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
+    if classwise:
+        ints = np.rint(part_w[:, :2 * K * nb]).astype(np.int64).sum(axis=0)
+        ccounts = np.stack([ints[:K * nb].reshape(K, nb), ints[K * nb:].reshape(K, nb)], axis=-1)
+        csums = part_w[:, 2 * K * nb:].sum(axis=0).reshape(K, nb)
+    else:
+        ccounts, csums = state[3].copy(), state[4].copy()
+    return (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums, checks)
 
 
 def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
@@ -308,7 +376,7 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
     kc = _k("_cuda")
     kcg = _k("cuda_gaussian")
     cuda = kc.cuda
-    (de, dc), = [devs for _, devs in _chunks((errors, covs), int(errors.shape[0]), 1 << 62)]
+    de, dc = _device_views((errors, covs))
     n, d = int(de.shape[0]), int(de.shape[1])
     G = int(n_groups)
     runs = n // G if G else 0
