@@ -86,6 +86,8 @@ ratios = {
                                                     "test_torchmetrics_binary[float64]"),
     "multi-class K=10: fastcal / torchmetrics": ratio("test_fastcal_multiclass",
                                                       "test_torchmetrics_multiclass"),
+    "binary default report with ACE: fastcal / torchmetrics float32": ratio(
+        "test_fastcal_default_report_with_ace", "test_torchmetrics_binary[float32]"),
     "binary 100 bins: fastcal / torchmetrics float32": ratio(
         "test_fastcal_binary_many_bins[100]", "test_torchmetrics_binary_100_bins"),
 }

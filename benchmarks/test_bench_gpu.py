@@ -118,6 +118,23 @@ def test_fastcal_binary_full_report(benchmark, binary_data, binary_cpu_state):
     benchmark.extra_info.update(ece=float(rep.ece), ecd=float(rep.ecd))
 
 
+def test_fastcal_default_report_with_ace(benchmark, binary_data):
+    """calibration_report's default (ACE on): buckets and the gather of boundary
+    rows on the GPU too, against the CPU report of a host copy."""
+    y, p = binary_data
+    dy, dp = _on_gpu(y), _on_gpu(p)
+
+    def run():
+        return fastcal.calibration_report(dy, dp, n_bins=N_BINS)
+
+    rep = _race(benchmark, run, n=N, name="fastcal GPU default report (ACE)", dtype="float32")
+    yh, ph = (t.cpu().numpy() for t in binary_data)
+    want = fastcal.calibration_report(yh, ph, n_bins=N_BINS)
+    for name in ("ece", "ace", "ecd", "brier", "nll"):
+        assert getattr(rep, name) == pytest.approx(getattr(want, name), rel=1e-12), name
+    benchmark.extra_info.update(ece=float(rep.ece), ace=float(rep.ace))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_torchmetrics_binary(benchmark, binary_data, binary_cpu_state, dtype):
     y, p = binary_data

@@ -190,12 +190,30 @@ def _pipeline(arrays, n, chunk_rows, launch):
         yield off, finish()
 
 
+# Partial rows of more than this many values in all are added on the GPU.
+DEVICE_SUM_MIN = 1 << 16
+
+
+def _sum_blocks(part):
+    """The sum over axis 0 (the blocks) of a device array, as a host array:
+    on the host when small, else by ``_cuda.sum_rows`` (only the sum is copied)."""
+    if part.size <= DEVICE_SUM_MIN:
+        return part.copy_to_host().sum(axis=0)
+    kc = _k("_cuda")
+    flat = part.reshape(part.shape[0], part.size // part.shape[0])
+    out = kc.cuda.device_array(flat.shape[1], part.dtype)
+    threads = 32 if kc.SIMULATOR else 256
+    kc.sum_rows[-(-flat.shape[1] // threads), threads](flat, out)
+    return out.copy_to_host().reshape(part.shape[1:])
+
+
 def _reduce_binary(parts):
-    """Host sum of the per-block partial results of one launch."""
-    part_i, part_f, part_t, part_c = (a.copy_to_host() for a in parts)
-    counts = part_i.sum(axis=0)
-    sums = part_f.sum(axis=0)
-    totals = part_t.sum(axis=0)
+    """Sums of the per-block partial results of one launch."""
+    part_i, part_f, part_t, part_c = parts
+    counts = _sum_blocks(part_i)
+    sums = _sum_blocks(part_f)
+    totals = part_t.copy_to_host().sum(axis=0)
+    part_c = part_c.copy_to_host()
     checks = kb.new_state(0)[3]
     for row in part_c:
         _merge_checks(checks, row, kb.N_CHECK_KINDS, 0)
@@ -281,6 +299,34 @@ def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROW
     return state
 
 
+def gather_buckets(y, p, slot, cap):
+    """``equal_mass._gather`` on the GPU: (keys, labels, filled) of the rows whose
+    bucket has slot >= 0, slot after slot, each in row order (one part)."""
+    kc = _k("_cuda")
+    kce = _k("cuda_equal_mass")
+    cuda = kc.cuda
+    dy, dp = _device_views((y, p))
+    n_slots = int(slot.max()) + 1 if slot.size else 0
+    cap = int(cap)
+    count = cuda.to_device(np.zeros(1, np.int64))
+    out = (cuda.device_array(max(cap, 1), np.int64), cuda.device_array(max(cap, 1), np.int64),
+           cuda.device_array(max(cap, 1), np.int64), cuda.device_array(max(cap, 1), np.uint8))
+    n = int(dp.shape[0])
+    if n:
+        threads = 32 if kc.SIMULATOR else 256
+        blocks = max(1, min(-(-n // (threads * 64)), 1 if kc.SIMULATOR else 4096))
+        kce.gather_rows[blocks, threads](dp, dy, cuda.to_device(np.ascontiguousarray(slot)),
+                                         cap, count, *out)
+    total = int(count.copy_to_host()[0])
+    m = min(total, cap)
+    rows, slots, keys, labels = (a.copy_to_host()[:m] for a in out)
+    order = np.lexsort((rows, slots))
+    filled = np.bincount(slots, minlength=n_slots).astype(np.int64)
+    if total > cap:  # more rows than counted: the caller reports the data changed
+        filled[0] += total - cap
+    return keys[order], labels[order], filled
+
+
 def _add_state(state, out, nk, offset):
     """Add a chunk's state into state (all arrays but the last add; checks merge)."""
     for a, b in zip(state[:-1], out[:-1]):
@@ -346,18 +392,20 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
 
 
 def _reduce_multiclass(parts, K, nb, classwise, state):
-    """Host sum of the per-block partial results of one multi-class launch."""
-    part_i, part_f, part_t, part_c, part_w = (a.copy_to_host() for a in parts)
+    """Sums of the per-block partial results of one multi-class launch."""
+    part_i, part_f, part_t, part_c, part_w = parts
     checks = km.new_state(0, 0)[5]
-    for row in part_c:
+    for row in part_c.copy_to_host():
         _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
     if classwise:
-        ints = np.rint(part_w[:, :2 * K * nb]).astype(np.int64).sum(axis=0)
+        w = _sum_blocks(part_w)  # counts are exact integers in float64 (below 2**53)
+        ints = np.rint(w[:2 * K * nb]).astype(np.int64)
         ccounts = np.stack([ints[:K * nb].reshape(K, nb), ints[K * nb:].reshape(K, nb)], axis=-1)
-        csums = part_w[:, 2 * K * nb:].sum(axis=0).reshape(K, nb)
+        csums = w[2 * K * nb:].reshape(K, nb)
     else:
         ccounts, csums = state[3].copy(), state[4].copy()
-    return (part_i.sum(axis=0), part_f.sum(axis=0), part_t.sum(axis=0), ccounts, csums, checks)
+    return (_sum_blocks(part_i), _sum_blocks(part_f), part_t.copy_to_host().sum(axis=0),
+            ccounts, csums, checks)
 
 
 def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):

@@ -50,7 +50,9 @@ def test_kernels_compile_in_subprocess():
 if CHILD:
     from numba import cuda, typeof
 
+    from fastcal._kernels import _cuda as kc
     from fastcal._kernels import cuda_binary as kcb
+    from fastcal._kernels import cuda_equal_mass as kce
     from fastcal._kernels import cuda_gaussian as kcg
     from fastcal._kernels import cuda_multiclass as kcm
 
@@ -93,7 +95,16 @@ if CHILD:
                    (_a(np.float64, 2), _a(np.float64, 3), I8, F8, _a(np.int64, 2),
                     _a(np.float64, 2), _a(np.int64, 2), _a(np.int64, 3)))
 
-    CASES = [*_binary_cases(), *_multiclass_cases(), *_gaussian_cases()]
+    def _gather_cases():
+        for pdt in (np.float32, np.float64):
+            yield (f"gather_rows p={np.dtype(pdt).name}", kce.gather_rows,
+                   (_a(pdt, 1), _a(np.uint8, 1), _a(np.int64, 1), I8, _a(np.int64, 1),
+                    _a(np.int64, 1), _a(np.int64, 1), _a(np.int64, 1), _a(np.uint8, 1)))
+
+        for dt in (np.int64, np.float64):
+            yield (f"sum_rows {np.dtype(dt).name}", kc.sum_rows, (_a(dt, 2), _a(dt, 1)))
+
+    CASES = [*_binary_cases(), *_multiclass_cases(), *_gaussian_cases(), *_gather_cases()]
     F64_ATOMIC = re.compile(r"\b(atom|red)(\.\w+)*\.add\.f64\b")
 
     # every case for sm_90 (H100, H200); the first of each kernel for sm_80 (A100) too

@@ -257,7 +257,7 @@ if CASES:
         assert out[3, 0] == 0.0
 
     @pytest.mark.parametrize("n_bins", [48, 300, 1100, 3000])
-    def test_binary_many_bins_warp_private_matches_cpu(n_bins):
+    def test_binary_many_bins_warp_private_matches_cpu(n_bins, monkeypatch):
         # 48 and 300: per-warp bins in shared memory; 1100 and 3000: in global rows
         from fastcal._kernels import _cuda as kc
 
@@ -270,6 +270,8 @@ if CASES:
         p[9] = np.nan
         plan = kc.plan_launch(n, n_bins, 15)
         assert plan.warp_bins and plan.bins_global == (n_bins > 1000)
+        if n_bins == 300:  # the blocks' partial rows added on the GPU (_cuda.sum_rows)
+            monkeypatch.setattr(fc, "DEVICE_SUM_MIN", 0)
         for dtype in (np.float32, np.float64):
             edges = kernel_edges(n_bins, np.dtype(dtype).str)
             x = p.astype(dtype)
@@ -364,6 +366,39 @@ if CASES:
         b = CalibrationAccumulator(n_bins=10).update(y[1000:], p[1000:], start=1000)
         whole = CalibrationAccumulator(n_bins=10).update(y, p)
         np.testing.assert_array_equal((a + b).counts, whole.counts)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_default_report_of_device_arrays_ace_on_the_gpu(dtype, monkeypatch):
+        # ACE's buckets and its gather of boundary rows run on the GPU: no host copy
+        import fastcal
+        from fastcal.sources import arrays
+
+        rng = np.random.default_rng(12)
+        n = 2500
+        p = rng.random(n).astype(dtype)
+        p[:300] = dtype(0.375)  # ties across a group boundary: split by row order
+        y = (rng.random(n) < p).astype(np.uint8)
+        ref = fastcal.calibration_report(y, p, n_bins=10)
+
+        def no_copy(*args, **kwargs):
+            raise AssertionError("device data copied to the host")
+
+        with monkeypatch.context() as m:
+            m.setattr(arrays.ArraySource, "host_batch", no_copy)
+            got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p), n_bins=10)
+        _same_report(got, ref)
+        assert np.isfinite(got.ace) and got.ace == pytest.approx(ref.ace, rel=1e-12)
+        gpu = CalibrationAccumulator(n_bins=10, ace_buckets=256)
+        gpu.update_device(cuda.to_device(y), cuda.to_device(p))
+        cpu = CalibrationAccumulator(n_bins=10, ace_buckets=256).update(y, p)
+        np.testing.assert_array_equal(gpu.fine_counts, cpu.fine_counts)
+        np.testing.assert_allclose(gpu.fine_p, cpu.fine_p, rtol=1e-12)
+        # NaN rows under omit: the buckets come from the host, as before
+        p[7] = np.nan
+        ref = fastcal.calibration_report(y, p, n_bins=10, nan_policy="omit")
+        got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p), n_bins=10,
+                                         nan_policy="omit")
+        _same_report(got, ref)
 
     def test_calibration_report_of_device_logits_and_classes_equals_cpu():
         import fastcal

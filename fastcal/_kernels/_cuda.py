@@ -444,6 +444,17 @@ def reduce_totals(sh, T, tid, n_tot, nk, tot, chk, part_t, part_c, blk):
             part_c[blk, nk + k] = first
 
 
+@cuda.jit
+def sum_rows(a, out):
+    """out[j] = a[0, j] + a[1, j] + ... in row order: the blocks' partial rows added
+    on the GPU when they are too many to copy (one thread per column)."""
+    for j in range(cuda.grid(1), a.shape[1], cuda.gridsize(1)):
+        acc = a[0, j]
+        for r in range(1, a.shape[0]):
+            acc += a[r, j]
+        out[j] = acc
+
+
 # -- launch plans ------------------------------------------------------------------
 
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory per block without an opt-in

@@ -201,8 +201,9 @@ class CalibrationAccumulator(Mergeable):
         a CuPy array or a Numba device array: the fill reads them in place and
         the state is the CPU's, so it merges, pickles and reports the same. The
         same checks give the same messages (the offending rows are copied to the
-        host only to word them). ACE's bucket statistics and bootstrap
-        replicates, when kept, are filled from a host copy (no GPU kernel yet).
+        host only to word them). ACE's bucket statistics of binary probabilities
+        are filled on the GPU too; those of logits and K classes, of chunks with
+        omitted rows, and bootstrap replicates come from a host copy.
         """
         from fastcal import cuda
 

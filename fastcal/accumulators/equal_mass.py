@@ -515,7 +515,9 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     slot = np.full(nb, -1, np.int64)
     slot[cand] = np.arange(n_cand)
     cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
-    results = parts.map(_gather, (omit, slot, cap_start))
+    gather = getattr(parts, "gather", None)  # parts of GPU data gather on the GPU
+    results = (gather(omit, slot, cap_start) if gather is not None
+               else parts.map(_gather, (omit, slot, cap_start)))
     filled = np.array([r[2] for r in results], np.int64).reshape(len(results), n_cand)
     found = filled.sum(axis=0)
     if not np.array_equal(found, cap):

@@ -47,7 +47,7 @@ class ArraySource:
         p = self.y_prob if on_gpu else v.to_array("y_prob", self.y_prob)
         if int(p.shape[0]) == 0:
             raise ValueError(self.empty)
-        acc = opts.accumulator()
+        acc = opts.accumulator(int(p.shape[0]))
         acc.update_device(self.y_true, p)
         self.threads = acc.threads
         self.batch = None
@@ -55,12 +55,47 @@ class ArraySource:
         return acc, acc.n_rows
 
     def parts(self, pair):
-        if self.batch is None:  # device data: the equal-mass passes run on a host copy
+        if self.batch is None:
+            return DeviceParts(self, pair)
+        y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
+        return em.ArrayParts(y, x, v.check_threads(self.threads))
+
+    def host_batch(self, pair):
+        """The device data copied to the host (once), resolved like host input."""
+        if self.batch is None:
             from fastcal import cuda
 
             y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
                     else v.to_array(n, a) for n, a in zip(("y_true", "y_prob"),
                                                           self.device_pair))
             self.batch = resolve(y, p, logits=pair["logits"])
-        y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
-        return em.ArrayParts(y, x, v.check_threads(self.threads))
+        return self.batch
+
+
+class DeviceParts:
+    """The parts of data filled on the GPU. ACE's gather of boundary rows runs
+    there (binary probabilities); every other pass (equal-mass bins, logits,
+    K classes, the certain-wrong count) runs on a host copy, made once."""
+
+    def __init__(self, source, pair):
+        self.source = source
+        self.pair = pair
+
+    @property
+    def gather(self):
+        if self.pair["logits"] or self.source.device_pair[1].ndim != 1:
+            return None  # ranked values are computed on the host
+
+        def gather(omit, slot, cap_start):
+            from fastcal import cuda
+
+            y, p = self.source.device_pair
+            return [cuda.gather_buckets(y, p, slot, cap_start[-1])]
+
+        return gather
+
+    def map(self, fn, common, per_part=None, combine=None):
+        batch = self.source.host_batch(self.pair)
+        y, x = em.ranking_pair(batch.y, batch.p, **self.pair)
+        return em.ArrayParts(y, x, v.check_threads(self.source.threads)).map(
+            fn, common, per_part, combine)
