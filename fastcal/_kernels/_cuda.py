@@ -455,6 +455,50 @@ def sum_rows(a, out):
         out[j] = acc
 
 
+@cuda.jit(device=True, inline=True)
+def bins_add_thread(sh, T, tid, nb1, b, packed, pv, ev, vv):
+    """Add a row to this thread's private bins (SLOTS_PER_BIN slot-major slots)."""
+    s = b * T + tid
+    sh[s] += packed
+    s += nb1 * T
+    sh[s] += pv
+    s += nb1 * T
+    sh[s] += ev
+    s += nb1 * T
+    sh[s] += vv
+
+
+@cuda.jit(device=True, inline=True)
+def bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal):
+    """Zero this block's bins (per thread, or per warp in shared memory or in the rows
+    of gw); returns (store, base of this warp, base of the block's warps)."""
+    nw = T // WARP
+    size = BIN_FIELDS * nb1
+    if not warp_bins:
+        for s in range(SLOTS_PER_BIN * nb1):
+            sh[s * T + tid] = 0.0
+        return sh, 0, 0
+    base0 = cuda.blockIdx.x * nw * size if wglobal else 0
+    store = gw if wglobal else sh
+    for s in range(tid, nw * size, T):
+        store[base0 + s] = 0.0
+    cuda.syncthreads()
+    return store, base0 + (tid // WARP) * size, base0
+
+
+@cuda.jit(device=True, inline=True)
+def bins_finish(sh, store, base0, T, tid, nb1, warp_bins, n_tot, nk, tot, chk, part_i, part_f,
+                part_t, part_c):
+    """The block's partial row: its bins (as bins_start laid them out), totals and checks."""
+    blk = cuda.blockIdx.x
+    cuda.syncthreads()
+    if warp_bins:
+        reduce_warp_bins(store, base0, T // WARP, T, tid, nb1, part_i, part_f, blk)
+    else:
+        reduce_thread_bins(sh, T, tid, nb1, part_i, part_f, blk)
+    reduce_totals(sh, T, tid, n_tot, nk, tot, chk, part_t, part_c, blk)
+
+
 # -- launch plans ------------------------------------------------------------------
 
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory per block without an opt-in
@@ -499,8 +543,10 @@ def plan_launch(n_items, n_bins, n_small, class_slots=0):
     nb1 = n_bins + 1
     thread_row = max(SLOTS_PER_BIN * nb1, n_small)
     warp_bins = WARP * SLOTS_PER_BIN * nb1 * 8 > SHARED_LIMIT
-    sizes = (64, 32) if SIMULATOR and warp_bins or SIMULATOR and class_slots else (
-        (32,) if SIMULATOR else (128, 96, 64, 32))
+    if not SIMULATOR:
+        sizes = (128, 96, 64, 32)
+    else:  # simulated threads are slow: one warp, two where warps keep state (to test that)
+        sizes = (64, 32) if warp_bins or class_slots else (32,)
 
     def shared(T, bins_global, classes_global):
         nw = T // WARP

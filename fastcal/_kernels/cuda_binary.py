@@ -29,9 +29,8 @@ import math
 
 import numpy as np
 
-from ._cuda import (BIN_FIELDS, F64, I64, PACK, PACK2, SLOTS_PER_BIN, WARP, bins_add_warp, cuda,
-                    exp64, log0, log1m, note, reduce_thread_bins, reduce_totals, reduce_warp_bins,
-                    search_bin, uniform_bin)
+from ._cuda import (F64, I64, PACK, PACK2, WARP, bins_add_thread, bins_add_warp, bins_finish,
+                    bins_start, cuda, exp64, log0, log1m, note, search_bin, uniform_bin)
 
 N_TOT = 5
 N_KINDS = 5        # binary.CHECK_* kinds
@@ -39,47 +38,6 @@ N_CHK = 2 * N_KINDS  # counts then first indices (a literal size for local array
 # indices of binary.CHECK_*: NaN p, p out of range, bad label, NaN label, omitted
 _NAN_P, _RANGE_P, _BAD_Y, _NAN_Y, _OMIT = 0, 1, 2, 3, 4
 _LOG_HALF = -0.6931471805599453
-
-
-@cuda.jit(device=True, inline=True)
-def _add(sh, T, tid, nb1, b, packed, pv, ev, vv):
-    s = b * T + tid
-    sh[s] += packed
-    s += nb1 * T
-    sh[s] += pv
-    s += nb1 * T
-    sh[s] += ev
-    s += nb1 * T
-    sh[s] += vv
-
-
-@cuda.jit(device=True, inline=True)
-def _start(sh, gw, T, tid, nb1, warp_bins, wglobal):
-    """Zero this block's bins; (store, base of this warp, base of the block's warps)."""
-    nw = T // WARP
-    size = BIN_FIELDS * nb1
-    if not warp_bins:
-        for s in range(SLOTS_PER_BIN * nb1):
-            sh[s * T + tid] = 0.0
-        return sh, 0, 0
-    base0 = cuda.blockIdx.x * nw * size if wglobal else 0
-    store = gw if wglobal else sh
-    for s in range(tid, nw * size, T):
-        store[base0 + s] = 0.0
-    cuda.syncthreads()
-    return store, base0 + (tid // WARP) * size, base0
-
-
-@cuda.jit(device=True, inline=True)
-def _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t,
-            part_c):
-    blk = cuda.blockIdx.x
-    cuda.syncthreads()
-    if warp_bins:
-        reduce_warp_bins(store, base0, T // WARP, T, tid, nb1, part_i, part_f, blk)
-    else:
-        reduce_thread_bins(sh, T, tid, nb1, part_i, part_f, blk)
-    reduce_totals(sh, T, tid, N_TOT, N_KINDS, tot, chk, part_t, part_c, blk)
 
 
 @cuda.jit
@@ -101,7 +59,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    store, wbase, base0 = _start(sh, gw, T, tid, nb1, warp_bins, wglobal)
+    store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
     for k in range(N_TOT):
@@ -169,9 +127,10 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
         if warp_bins:
             bins_add_warp(store, wbase, nb1, b if live else -1, lane, pos, ok, ps, ev, vv)
         elif live:
-            _add(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
+            bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
                  ps, ev, vv)
-    _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t, part_c)
+    bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
+                part_f, part_t, part_c)
 
 
 @cuda.jit(device=True, inline=True)
@@ -199,7 +158,7 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
     n = z.shape[0]
     nb = edges.shape[0] - 1
     nb1 = nb + 1
-    store, wbase, base0 = _start(sh, gw, T, tid, nb1, warp_bins, wglobal)
+    store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
     for k in range(N_TOT):
@@ -275,6 +234,7 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
         if warp_bins:
             bins_add_warp(store, wbase, nb1, b, lane, pos, ok, p, e, v)
         elif use:
-            _add(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
+            bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
                  p, e, v)
-    _finish(sh, store, base0, T, tid, nb1, warp_bins, tot, chk, part_i, part_f, part_t, part_c)
+    bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
+                part_f, part_t, part_c)

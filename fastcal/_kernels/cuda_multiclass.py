@@ -21,8 +21,8 @@ import math
 import numpy as np
 
 from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, PACK, PACK2, SLOTS_PER_BIN, WARP,
-                    bins_add_warp, classes_add_warp, cuda, exp64, log0, mc_uniform_bin, note,
-                    reduce_thread_bins, reduce_totals, reduce_warp_bins, search_bin)
+                    bins_add_thread, bins_add_warp, bins_finish, bins_start, classes_add_warp,
+                    cuda, exp64, log0, mc_uniform_bin, note, search_bin)
 
 ROWWISE_K = 64  # multiclass.ROWWISE_K
 N_TOT = 5
@@ -66,21 +66,13 @@ def _make(K):
         hi = 1.0 - eps
         # top-label bins as in cuda_binary (the layout _cuda.plan_launch sized)
         bsize = BIN_FIELDS * nb1
+        store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, bins_global)
         if warp_bins:
             top = (N_TOT + N_CHK) * T
             if not bins_global:
                 top = max(top, nw * bsize)
-            base0 = blk * nw * bsize if bins_global else 0
-            store = gw if bins_global else sh
-            for s in range(tid, nw * bsize, T):
-                store[base0 + s] = 0.0
         else:
             top = max(SLOTS_PER_BIN * nb1, N_TOT + N_CHK) * T
-            base0 = 0
-            store = sh
-            for s in range(SLOTS_PER_BIN * nb1):
-                sh[s * T + tid] = 0.0
-        wbase = base0 + (tid // WARP) * bsize
         # class-wise, per warp: [count per (k, b)] [label count per (k, b)] [sum p_k per (k, b)],
         # after the top-label bins in shared memory, or in the warp's row of gcw
         knb = K * nb
@@ -245,14 +237,8 @@ def _make(K):
             if warp_bins:
                 bins_add_warp(store, wbase, nb1, b, lane, ok, ok, conf, ecd, var)
             elif use:
-                base = b * T + tid
-                sh[base] += 1.0 + (PACK + PACK2 if ok else 0.0)
-                base += nb1 * T
-                sh[base] += conf
-                base += nb1 * T
-                sh[base] += ecd
-                base += nb1 * T
-                sh[base] += var
+                bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK + PACK2 if ok else 0.0), conf,
+                                ecd, var)
             if classwise:
                 for k in range(K):
                     key = np.int64(-1)
@@ -271,11 +257,8 @@ def _make(K):
                 for w in range(nw):
                     acc += cstore[cbase0 + w * csize + s]
                 part_w[blk, s] = acc
-        if warp_bins:
-            reduce_warp_bins(store, base0, nw, T, tid, nb1, part_i, part_f, blk)
-        else:
-            reduce_thread_bins(sh, T, tid, nb1, part_i, part_f, blk)
-        reduce_totals(sh, T, tid, N_TOT, N_KINDS, tot, chk, part_t, part_c, blk)
+        bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
+                    part_f, part_t, part_c)
 
     return fill
 
