@@ -8,7 +8,8 @@
 #   bench_gpu.json  pytest-benchmark's full numbers
 #   ncu.txt         Nsight Compute speed-of-light and occupancy of the binary fill (1e8 rows)
 #   summary.md / summary.json   throughput table and ratios against torchmetrics
-# Sizes: FASTCAL_GPU_BENCH_N (1e9), FASTCAL_GPU_BENCH_MC_N (1e8), FASTCAL_GPU_BENCH_ROUNDS (5).
+# Sizes: FASTCAL_GPU_BENCH_N (1e9), FASTCAL_GPU_BENCH_MC_N (1e8), FASTCAL_GPU_BENCH_BOOT_N (1e8),
+# FASTCAL_GPU_BENCH_ROUNDS (5).
 # Usage there: bash benchmarks/gpu_run.sh   (python3 must have numba-cuda, torch, torchmetrics,
 # pytest and pytest-benchmark; the workplace image has them).
 set -uo pipefail
@@ -86,6 +87,8 @@ ratios = {
                                                     "test_torchmetrics_binary[float64]"),
     "multi-class K=10: fastcal / torchmetrics": ratio("test_fastcal_multiclass",
                                                       "test_torchmetrics_multiclass"),
+    "multi-class K=10 default report with ACE: fastcal / torchmetrics": ratio(
+        "test_fastcal_multiclass_default_report", "test_torchmetrics_multiclass"),
     "binary default report with ACE: fastcal / torchmetrics float32": ratio(
         "test_fastcal_default_report_with_ace", "test_torchmetrics_binary[float32]"),
     "binary 100 bins: fastcal / torchmetrics float32": ratio(

@@ -6,7 +6,8 @@ fastcal's full fill (counts, positives, correct, sum p, ECD sum and variance,
 Brier, NLL and their squares) then the report, against torchmetrics'
 ``binary_calibration_error`` on the same tensors in float32 and float64.
 Multi-class: FASTCAL_GPU_BENCH_MC_N (default 1e8) rows of K = 10 softmax
-probabilities (float32) against ``multiclass_calibration_error``.
+probabilities (float32) against ``multiclass_calibration_error``. Bootstrap
+intervals (200 replicates) on the first FASTCAL_GPU_BENCH_BOOT_N (1e8) binary rows.
 
 Every fastcal result is checked against the CPU kernels on a host copy of the
 same data (counts exact, sums to 1e-12) before it counts. Without a GPU (the
@@ -32,6 +33,7 @@ from fastcal.reports.report import CalibrationReport  # noqa: E402
 
 N = int(float(os.environ.get("FASTCAL_GPU_BENCH_N", "1e9")))
 N_MC = int(float(os.environ.get("FASTCAL_GPU_BENCH_MC_N", "1e8")))
+N_BOOT = int(float(os.environ.get("FASTCAL_GPU_BENCH_BOOT_N", "1e8")))
 K = 10
 N_BINS = 15
 ROUNDS = int(os.environ.get("FASTCAL_GPU_BENCH_ROUNDS", "5"))
@@ -135,6 +137,25 @@ def test_fastcal_default_report_with_ace(benchmark, binary_data):
     benchmark.extra_info.update(ece=float(rep.ece), ace=float(rep.ace))
 
 
+def test_fastcal_report_with_intervals(benchmark, binary_data):
+    """ci=0.95 with the default 200 bootstrap replicates, filled on the GPU
+    (the first N_BOOT rows), against the CPU report of a host copy."""
+    n = min(N, N_BOOT)
+    y, p = (t[:n] for t in binary_data)
+    dy, dp = _on_gpu(y), _on_gpu(p)
+
+    def run():
+        return fastcal.calibration_report(dy, dp, n_bins=N_BINS, ci=0.95, ace=False)
+
+    rep = _race(benchmark, run, n=n, name="fastcal GPU report, 200 bootstrap replicates",
+                dtype="float32")
+    want = fastcal.calibration_report(y.cpu().numpy(), p.cpu().numpy(), n_bins=N_BINS,
+                                      ci=0.95, ace=False)
+    for name in ("ece", "esce", "mce"):
+        np.testing.assert_allclose(rep.intervals[name], want.intervals[name], rtol=1e-12)
+    benchmark.extra_info.update(ece=float(rep.ece))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_torchmetrics_binary(benchmark, binary_data, binary_cpu_state, dtype):
     y, p = binary_data
@@ -203,6 +224,23 @@ def test_fastcal_multiclass(benchmark, mc_data):
     n = counts[:, 0].sum()
     ece = np.abs(counts[:, 1] - sums[:, 0]).sum() / n
     benchmark.extra_info.update(ece=float(ece))
+
+
+def test_fastcal_multiclass_default_report(benchmark, mc_data):
+    """calibration_report's default for K classes: class-wise state, and ACE
+    ranked, bucketed and gathered on the GPU (no copy of the (N, K) rows)."""
+    y, P = mc_data
+    dy, dP = _on_gpu(y), _on_gpu(P)
+
+    def run():
+        return fastcal.calibration_report(dy, dP, n_bins=N_BINS)
+
+    rep = _race(benchmark, run, n=N_MC, name="fastcal GPU multi-class default report (ACE)",
+                K=K)
+    want = fastcal.calibration_report(y.cpu().numpy(), P.cpu().numpy(), n_bins=N_BINS)
+    for name in ("ece", "ace", "classwise_ece", "ecd", "brier"):
+        assert getattr(rep, name) == pytest.approx(getattr(want, name), rel=1e-12), name
+    benchmark.extra_info.update(ece=float(rep.ece), ace=float(rep.ace))
 
 
 def test_torchmetrics_multiclass(benchmark, mc_data):

@@ -19,6 +19,7 @@ import numpy as np
 
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
+from fastcal._kernels import bootstrap as kboot
 from fastcal._kernels import multiclass as km
 
 # DLPack device types that live in GPU memory: kDLCUDA, kDLCUDAHost, kDLCUDAManaged.
@@ -325,6 +326,63 @@ def gather_buckets(y, p, slot, cap):
     if total > cap:  # more rows than counted: the caller reports the data changed
         filled[0] += total - cap
     return keys[order], labels[order], filled
+
+
+def ranking_pair(y, p, *, logits=False, renormalize=False):
+    """``equal_mass.ranking_pair`` on the GPU: (labels, values in [0, 1]) as
+    device arrays. Binary probabilities are ranked as they are; binary logits
+    by their sigmoid, K-class rows by (correct, confidence), both float64.
+    Invalid rows get NaN (the fill has found them already)."""
+    kc = _k("_cuda")
+    cuda = kc.cuda
+    dy, dp = _device_views((y, p))
+    if dp.ndim == 1 and not logits:
+        return dy, dp
+    n = int(dp.shape[0])
+    x = cuda.device_array(n, np.float64)
+    if n == 0:
+        return (dy if dp.ndim == 1 else cuda.device_array(0, np.uint8)), x
+    threads = 32 if kc.SIMULATOR else 256
+    blocks = max(1, min(-(-n // threads), 1 if kc.SIMULATOR else 8192))
+    if dp.ndim == 1:
+        _k("cuda_equal_mass").sigmoid[blocks, threads](dp, x)
+        return dy, x
+    correct = cuda.device_array(n, np.uint8)
+    _k("cuda_multiclass").confidence_kernel(int(dp.shape[1]))[blocks, threads](
+        dp, dy, bool(logits), bool(renormalize), float(_config.SUM_TOL), x, correct)
+    return correct, x
+
+
+def bootstrap_fits(n_bins):
+    """True if the GPU bootstrap kernel takes this many bins (at most 94)."""
+    return _k("cuda_bootstrap").threads_for(n_bins) > 0
+
+
+def fill_bootstrap(y, x, row0, edges, uniform, right, seed, n_boot):
+    """``_kernels.bootstrap.boot_fill_parallel`` on the GPU: (counts (n_boot, B, 3)
+    int64, sums (n_boot, B) float64) of ranked rows (labels, values in [0, 1];
+    NaN rows carry no weight), rows numbered from ``row0``; the same weights."""
+    kc = _k("_cuda")
+    kbt = _k("cuda_bootstrap")
+    cuda = kc.cuda
+    edges = np.ascontiguousarray(edges, np.float64)
+    nb = edges.shape[0] - 1
+    dy, dx = _device_views((y, x))
+    n = int(dx.shape[0])
+    if n == 0:
+        return np.zeros((n_boot, nb, 3), np.int64), np.zeros((n_boot, nb), np.float64)
+    threads = kbt.threads_for(nb)
+    by = -(-n_boot // threads)
+    tiles = -(-n // threads)
+    bx = max(1, min(tiles, 1 if kc.SIMULATOR else max(1, 1024 // by)))
+    rows_per_block = -(-tiles // bx) * threads
+    bx = max(1, -(-n // rows_per_block))
+    part_i = cuda.device_array((bx, n_boot, nb, 3), np.int64)
+    part_f = cuda.device_array((bx, n_boot, nb), np.float64)
+    kbt.boot_fill[(bx, by), threads, 0, threads * (2 * nb + 4) * 8](
+        dx, dy, int(row0), cuda.to_device(edges), bool(uniform), bool(right),
+        kboot.seed_key(seed), rows_per_block, part_i, part_f)
+    return _sum_blocks(part_i), _sum_blocks(part_f)
 
 
 def _add_state(state, out, nk, offset):

@@ -73,9 +73,9 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         CuPy or Numba device array is scored on its GPU without a host copy);
         "cuda" streams host data to the GPU; "cpu" copies device data to the
         host. Needs the ``cuda`` extra for the GPU. The state, and so the
-        report, is the same on either. ACE, equal-mass bins and bootstrap
-        replicates of device data are computed from a host copy (no GPU
-        kernel for them yet); pass ``ace=False`` for a GPU-only report.
+        report, is the same on either. ACE and bootstrap replicates (up to
+        94 bins) of device data are computed on the GPU; quantile bins copy
+        only the ranked (label, value) pair to the host, never the (n, K) rows.
 
     Returns
     -------

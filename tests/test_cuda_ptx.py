@@ -52,6 +52,7 @@ if CHILD:
 
     from fastcal._kernels import _cuda as kc
     from fastcal._kernels import cuda_binary as kcb
+    from fastcal._kernels import cuda_bootstrap as kbt
     from fastcal._kernels import cuda_equal_mass as kce
     from fastcal._kernels import cuda_gaussian as kcg
     from fastcal._kernels import cuda_multiclass as kcm
@@ -88,6 +89,10 @@ if CHILD:
         yield ("multiclass K=10 strided P", kcm.kernel(10),
                (_a(np.float32, 2, "A"), _a(np.uint8, 1), _a(np.float64, 1), B, B, B, F8, B, B, F8,
                 B, B) + WARP_ARGS + WARP_ARGS[1:] + PARTS + (_a(np.float64, 2),))
+        for K in (2, 10):
+            yield (f"confidence K={K}", kcm.confidence_kernel(K),
+                   (_a(np.float32, 2), _a(np.int64, 1), B, B, F8, _a(np.float64, 1),
+                    _a(np.uint8, 1)))
 
     def _gaussian_cases():
         for d in (1, 3):
@@ -101,15 +106,26 @@ if CHILD:
                    (_a(pdt, 1), _a(np.uint8, 1), _a(np.int64, 1), I8, _a(np.int64, 1),
                     _a(np.int64, 1), _a(np.int64, 1), _a(np.int64, 1), _a(np.uint8, 1)))
 
+        for zdt in (np.float32, np.float64):
+            yield (f"sigmoid z={np.dtype(zdt).name}", kce.sigmoid,
+                   (_a(zdt, 1), _a(np.float64, 1)))
         for dt in (np.int64, np.float64):
             yield (f"sum_rows {np.dtype(dt).name}", kc.sum_rows, (_a(dt, 2), _a(dt, 1)))
 
-    CASES = [*_binary_cases(), *_multiclass_cases(), *_gaussian_cases(), *_gather_cases()]
+    def _bootstrap_cases():
+        U8 = typeof(np.uint64(1))
+        for xdt, ydt in ((np.float32, np.bool_), (np.float64, np.uint8), (np.float64, np.float32)):
+            yield (f"boot_fill x={np.dtype(xdt).name} y={np.dtype(ydt).name}", kbt.boot_fill,
+                   (_a(xdt, 1), _a(ydt, 1), I8, _a(np.float64, 1), B, B, U8, I8,
+                    _a(np.int64, 4), _a(np.float64, 3)))
+
+    CASES = [*_binary_cases(), *_multiclass_cases(), *_gaussian_cases(), *_gather_cases(),
+             *_bootstrap_cases()]
     F64_ATOMIC = re.compile(r"\b(atom|red)(\.\w+)*\.add\.f64\b")
 
     # every case for sm_90 (H100, H200); the first of each kernel for sm_80 (A100) too
     FIRSTS = {"fill_prob p=float32 y=bool", "fill_logit z=float32 y=bool",
-              "multiclass K=2 P=float32", "gaussian d=1"}
+              "multiclass K=2 P=float32", "gaussian d=1", "boot_fill x=float32 y=bool"}
     TARGETS = [(c, (9, 0)) for c in CASES] + [(c, (8, 0)) for c in CASES if c[0] in FIRSTS]
 
     @pytest.mark.parametrize("case,cc", TARGETS,

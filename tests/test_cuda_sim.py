@@ -384,7 +384,7 @@ if CASES:
             raise AssertionError("device data copied to the host")
 
         with monkeypatch.context() as m:
-            m.setattr(arrays.ArraySource, "host_batch", no_copy)
+            m.setattr(arrays.ArraySource, "ranked", no_copy)
             got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p), n_bins=10)
         _same_report(got, ref)
         assert np.isfinite(got.ace) and got.ace == pytest.approx(ref.ace, rel=1e-12)
@@ -416,6 +416,116 @@ if CASES:
         got = fastcal.calibration_report(cuda.to_device(yb), cuda.to_device(z[:, 0].copy()),
                                          logits=True)
         _same_report(got, ref)
+
+    def _ranked_inputs(kind, n=1200):
+        """(y, scores, options) of one input kind, with 300 tied rows whose
+        ranked values sit across a group boundary (split by row order)."""
+        rng = np.random.default_rng(21)
+        z = rng.normal(size=(n, 3)) * 2
+        z[200:500] = [1.0, 0.25, -0.5]
+        if kind == "binary logits":
+            return (rng.random(n) < 1 / (1 + np.exp(-z[:, 0]))).astype(np.uint8), \
+                z[:, 0].copy(), dict(logits=True)
+        y = rng.integers(0, 3, n)
+        if kind == "class logits":
+            return y, z, dict(logits=True)
+        P = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        if kind == "classes, renormalize":
+            return y, (P * 3).astype(np.float32), dict(renormalize=True)
+        return y, P, {}
+
+    RANKED_KINDS = ["classes", "classes, renormalize", "class logits", "binary logits"]
+
+    @pytest.mark.parametrize("kind", RANKED_KINDS)
+    def test_ace_of_device_logits_and_classes_on_the_gpu(kind, monkeypatch):
+        # ranked on the GPU, buckets filled and boundary rows gathered there: no
+        # host copy of the rows, and the CPU's ACE (ties split in row order)
+        import fastcal
+        from fastcal.accumulators import binary, classes
+        from fastcal.sources import arrays
+
+        y, s, kw = _ranked_inputs(kind)
+        ref = fastcal.calibration_report(y, s, n_bins=10, **kw)
+
+        def no_copy(*args, **kwargs):
+            raise AssertionError("device rows copied to the host")
+
+        with monkeypatch.context() as m:
+            m.setattr(arrays.ArraySource, "ranked", no_copy)
+            m.setattr(classes.MulticlassAccumulator, "_add_parts", no_copy)
+            m.setattr(binary.BinaryLogitAccumulator, "_add_parts", no_copy)
+            got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(s), n_bins=10,
+                                             **kw)
+        _same_report(got, ref)
+        assert np.isfinite(got.ace) and got.passes == ref.passes
+        gpu = CalibrationAccumulator(n_bins=10, ace_buckets=256, **kw)
+        gpu.update_device(cuda.to_device(y), cuda.to_device(s))
+        cpu = CalibrationAccumulator(n_bins=10, ace_buckets=256, **kw).update(y, s)
+        np.testing.assert_array_equal(gpu.fine_counts, cpu.fine_counts)
+        np.testing.assert_allclose(gpu.fine_p, cpu.fine_p, rtol=1e-12)
+
+    @pytest.mark.parametrize("kind", ["classes", "binary logits"])
+    def test_device_logits_and_classes_omitted_rows_bootstrap_and_quantile(kind, monkeypatch):
+        # NaN rows under omit: the ranked pair comes to the host for the buckets
+        # (not the rows); bootstrap replicates are filled on the GPU; quantile
+        # bins of binary logits rank the pair on the host
+        import fastcal
+
+        from fastcal.accumulators import base
+
+        y, s, kw = _ranked_inputs(kind)
+        s[[3, 900]] = np.nan
+        for opts in (dict(nan_policy="omit"), dict(nan_policy="omit", ci=0.9, n_boot=20)):
+            ref = fastcal.calibration_report(y, s, n_bins=10, **opts, **kw)
+            with monkeypatch.context() as m:  # replicates of device rows: on the GPU
+                m.setattr(base.Bootstrap, "fill", None)
+                got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(s),
+                                                 n_bins=10, **opts, **kw)
+            _same_report(got, ref)
+            assert got.n_omitted == 2
+            if "ci" in opts:
+                for name in ("ece", "ecd"):
+                    np.testing.assert_allclose(got.intervals[name], ref.intervals[name],
+                                               rtol=1e-12)
+        if kind == "binary logits":  # and of their probabilities
+            for x, opts in ((s, kw), (1 / (1 + np.exp(-s)), {})):
+                ref = fastcal.calibration_report(y, x, n_bins=10, strategy="quantile",
+                                                 nan_policy="omit", **opts)
+                got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(x),
+                                                 n_bins=10, strategy="quantile",
+                                                 nan_policy="omit", **opts)
+                _same_report(got, ref)
+
+    def test_bootstrap_replicates_match_cpu_weights():
+        # the same Poisson(1) weights of (seed, global row, replicate): counts exact,
+        # any split into chunks (row0) gives the same replicates
+        from fastcal._kernels import bootstrap as kboot
+
+        rng = np.random.default_rng(3)
+        n, n_boot = 400, 70  # 70: two blocks of replicates, the second part-filled
+        p = rng.random(n)
+        p[:30] = np.arange(30) % 11 / 10  # values on edges
+        p[5] = np.nan  # an omitted row carries no weight
+        y = (rng.random(n) < p).astype(np.uint8)
+        cases = [(kernel_edges(10, "<f8"), True, False, np.float64),
+                 (kernel_edges(10, "<f4"), True, True, np.float32),
+                 (np.r_[0.0, np.sort(rng.random(14)), 1.0], False, True, np.float64),
+                 (kernel_edges(90, "<f8"), True, False, np.float64)]  # 32 replicates a block
+        for edges, uniform, right, dt in cases:
+            x = p.astype(dt)
+            nb = edges.shape[0] - 1
+            counts = np.zeros((n_boot, nb, 3), np.int64)
+            sums = np.zeros((n_boot, nb))
+            kboot.boot_fill_range(x, y, 1000, edges, uniform, right, 7, 0, n_boot, counts,
+                                  sums)
+            got = fc.fill_bootstrap(cuda.to_device(y), cuda.to_device(x), 1000, edges,
+                                    uniform, right, 7, n_boot)
+            np.testing.assert_array_equal(got[0], counts)
+            np.testing.assert_allclose(got[1], sums, rtol=1e-12)
+        a = fc.fill_bootstrap(y[:150], x[:150], 1000, edges, True, False, 7, n_boot)
+        b = fc.fill_bootstrap(y[150:], x[150:], 1150, edges, True, False, 7, n_boot)
+        np.testing.assert_array_equal(a[0] + b[0], counts)
+        assert not fc.bootstrap_fits(95) and fc.bootstrap_fits(94)
 
     def test_device_bad_input_gives_the_cpu_message():
         import fastcal

@@ -14,6 +14,9 @@ bins, else per warp). The class-wise K x n_bins state is private per warp
 (``_cuda.classes_add_warp``: no atomics, sums in lane order), in shared
 memory while the block's copies fit, else in the warp's row of a global
 array; each block writes one partial row and the host adds the rows.
+
+``confidence_kernel(K)`` gives the (confidence, correct) pair that equal-mass
+bins rank (ACE), with the same row code as the fill.
 """
 
 import math
@@ -35,11 +38,114 @@ _cache = {}
 
 def kernel(K):
     """The fill kernel for rows of K classes (compiled on first launch, cached)."""
-    k = _cache.get(K)
+    return _cached("fill", K, _make)
+
+
+def confidence_kernel(K):
+    """The kernel of ``multiclass.confidence`` for rows of K classes (cached)."""
+    return _cached("confidence", K, _make_confidence)
+
+
+def _cached(what, K, make):
+    k = _cache.get((what, K))
     if k is None:
-        k = _make(K)
-        _cache[K] = k
+        k = make(K)
+        _cache[what, K] = k
     return k
+
+
+@cuda.jit(device=True, inline=True)
+def row_status(P, i, K, logits, renorm, tol, qv):
+    """Row i of P loaded into qv (float64): (status, sum, max), status -1 when
+    the row is valid, else the CPU's check kind (``multiclass._load_row``)."""
+    s = 0.0
+    mx = -math.inf
+    mn = math.inf
+    for k in range(K):
+        v = np.float64(P[i, k])
+        qv[k] = v
+        s += v
+        mx = v if v > mx else mx
+        mn = v if v < mn else mn
+    status = -1
+    if not ((s > -math.inf) and (s < math.inf)):
+        has_nan = False
+        has_pinf = False
+        mx = -math.inf
+        for k in range(K):
+            v = qv[k]
+            if v != v:
+                has_nan = True
+            elif v == math.inf:
+                has_pinf = True
+            elif v > mx:
+                mx = v
+        if has_nan:
+            status = NAN_P
+        elif (not logits) or has_pinf or mx == -math.inf:
+            status = INF_P
+    if status < 0 and not logits:
+        if mn < 0.0:
+            status = NEG_P
+        elif renorm:
+            if not (s > 0.0):
+                status = SUM_P
+        elif abs(s - 1.0) > tol:
+            status = SUM_P
+    return status, s, mx
+
+
+@cuda.jit(device=True, inline=True)
+def row_probs(qv, lv, K, logits, renorm, s, mx):
+    """The argmax of a valid row; qv becomes its probabilities (the softmax of
+    logits, whose log-softmax goes to lv; or renormalised by the sum s)."""
+    am = 0
+    for k in range(K):
+        if qv[k] == mx:
+            am = k
+            break
+    if logits:
+        t = 0.0
+        for k in range(K):
+            d = qv[k] - mx
+            lv[k] = d
+            e = exp64(d)
+            qv[k] = e
+            t += e
+        lt = math.log(t)
+        inv = 1.0 / t
+        for k in range(K):
+            qv[k] = qv[k] * inv
+            lv[k] = lv[k] - lt
+    elif renorm:
+        inv = 1.0 / s
+        for k in range(K):
+            qv[k] = qv[k] * inv
+    return am
+
+
+def _make_confidence(K):
+    kf = np.float64(K)
+
+    @cuda.jit
+    def confidence(P, y, logits, renorm, tol, conf, correct):
+        """Max probability and 1[argmax == label] per row; NaN and 0 for rows
+        that are invalid (``multiclass.confidence``)."""
+        qv = cuda.local.array(K, F64)
+        lv = cuda.local.array(K, F64)
+        for i in range(cuda.grid(1), P.shape[0], cuda.gridsize(1)):
+            status, s, mx = row_status(P, i, K, logits, renorm, tol, qv)
+            yi = np.float64(y[i])
+            y_ok = (yi >= 0.0) and (yi < kf) and (yi == math.floor(yi))
+            if status >= 0 or not y_ok:
+                conf[i] = math.nan
+                correct[i] = 0
+            else:
+                am = row_probs(qv, lv, K, logits, renorm, s, mx)
+                conf[i] = qv[am]
+                correct[i] = 1 if am == np.int64(yi) else 0
+
+    return confidence
 
 
 def _make(K):
@@ -105,41 +211,7 @@ def _make(K):
             yk = np.int64(-1)
             ok = False
             if use:
-                # -- the row, its status and argmax (multiclass._load_row) --
-                s = 0.0
-                mx = -math.inf
-                mn = math.inf
-                for k in range(K):
-                    v = np.float64(P[i, k])
-                    qv[k] = v
-                    s += v
-                    mx = v if v > mx else mx
-                    mn = v if v < mn else mn
-                status = -1
-                if not ((s > -math.inf) and (s < math.inf)):
-                    has_nan = False
-                    has_pinf = False
-                    mx = -math.inf
-                    for k in range(K):
-                        v = qv[k]
-                        if v != v:
-                            has_nan = True
-                        elif v == math.inf:
-                            has_pinf = True
-                        elif v > mx:
-                            mx = v
-                    if has_nan:
-                        status = NAN_P
-                    elif (not logits) or has_pinf or mx == -math.inf:
-                        status = INF_P
-                if status < 0 and not logits:
-                    if mn < 0.0:
-                        status = NEG_P
-                    elif renorm:
-                        if not (s > 0.0):
-                            status = SUM_P
-                    elif abs(s - 1.0) > tol:
-                        status = SUM_P
+                status, s, mx = row_status(P, i, K, logits, renorm, tol, qv)
                 yi = np.float64(y[i])
                 nan_y = yi != yi
                 y_ok = (yi >= 0.0) and (yi < kf) and (yi == math.floor(yi))
@@ -154,32 +226,10 @@ def _make(K):
                         note(chk, BAD_Y, N_KINDS, i)
                     use = False
             if use:
-                am = 0
-                for k in range(K):
-                    if qv[k] == mx:
-                        am = k
-                        break
-                if logits:
-                    t = 0.0
+                am = row_probs(qv, lv, K, logits, renorm, s, mx)
+                if with_logs and not logits:
                     for k in range(K):
-                        d = qv[k] - mx
-                        lv[k] = d
-                        e = exp64(d)
-                        qv[k] = e
-                        t += e
-                    lt = math.log(t)
-                    inv = 1.0 / t
-                    for k in range(K):
-                        qv[k] = qv[k] * inv
-                        lv[k] = lv[k] - lt
-                else:
-                    if renorm:
-                        inv = 1.0 / s
-                        for k in range(K):
-                            qv[k] = qv[k] * inv
-                    if with_logs:
-                        for k in range(K):
-                            lv[k] = log0(qv[k])
+                        lv[k] = log0(qv[k])
                 yk = np.int64(yi)
                 # -- entropy term, Brier sum of squares, variance (multiclass.fill_rows) --
                 h = 0.0

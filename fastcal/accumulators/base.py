@@ -156,6 +156,60 @@ class Binned(Mergeable):
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
 
+    def _add_ranked(self, y, x, row0, dtype):
+        """ACE's buckets and the bootstrap replicates of ranked host rows (labels
+        0/1, values x in [0, 1]) whose input had ``dtype``."""
+        self.buckets.add_ranked(y, x, self.nan_policy == "omit")
+        edges, uniform = self.kernel_edges(dtype)
+        self.boot.fill(y, x, row0, edges, uniform, self.closed == "right", self.threads)
+
+    def _add_parts_device(self, y, p, row0, host, invalid):
+        """ACE's buckets and the bootstrap replicates of a chunk the GPU filled.
+
+        Data in GPU memory is ranked there (``fastcal.cuda.ranking_pair``, as
+        ``DeviceParts`` ranks it for the later passes), and its replicates and
+        buckets are filled there too; only the buckets of a chunk with invalid
+        (omitted) rows, and replicates over more bins than the GPU kernel takes,
+        come from the ranked pair (9 bytes a row) copied to the host. Host data
+        streamed to the GPU is ranked on the host (``host()``: its arrays).
+        """
+        from fastcal import cuda
+
+        if not (self.ace_buckets or self.n_boot):
+            return
+        if not cuda.is_device_array(p):
+            self._add_parts(*host(), row0)
+            return
+        ry, rx = cuda.ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize)
+        pair = []  # the ranked pair on the host, copied once if needed
+
+        def on_host():
+            if not pair:
+                pair.extend(a.copy_to_host() for a in (ry, rx))
+            return pair
+
+        if self.n_boot:
+            edges, uniform = self.kernel_edges(cuda._dtype(p))
+            right = self.closed == "right"
+            if cuda.bootstrap_fits(edges.shape[0] - 1):
+                counts, sums = cuda.fill_bootstrap(ry, rx, row0, edges, uniform, right,
+                                                   self.seed, self.n_boot)
+                self.boot.counts += counts
+                self.boot.sums += sums
+            else:
+                self.boot.fill(*on_host(), row0, edges, uniform, right, self.threads)
+        if not self.ace_buckets:
+            return
+        if invalid:
+            self.buckets.add_ranked(*on_host(), self.nan_policy == "omit")
+            return
+        # buckets floor(x * B), B a power of two: exactly the uniform bins of the fill
+        nb = self.ace_buckets
+        fine = cuda.fill_binary(ry, rx, kernel_edges(nb, cuda._dtype(rx).str), True, False,
+                                False, 0.0, False)
+        self.buckets.counts[:-1] += fine[0][:nb]
+        self.buckets.p[:-1] += fine[1][:nb, 0]
+
     @property
     def n(self):
         """Number of samples counted (omitted rows excluded)."""

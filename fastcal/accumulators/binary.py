@@ -10,7 +10,6 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
-from fastcal.inputs.binning import kernel_edges
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
 from fastcal.accumulators.equal_mass import ranking_pair
@@ -88,27 +87,9 @@ class BinaryAccumulator(Binned):
         edges, uniform = self.kernel_edges(dtype)
         counts, sums, totals, checks = self._fill_device(cuda, y, p, edges, uniform)
         ck.raise_for(self.checks, checks, self.nan_policy, row0)
-        on_gpu = self.ace_buckets and not self.n_boot and self._buckets_on_gpu(p, counts)
-        if on_gpu:
-            # buckets floor(p * B), B a power of two: exactly the uniform bins of the fill
-            nb = self.ace_buckets
-            fine = cuda.fill_binary(y, p, kernel_edges(nb, dtype.str), True, False, False, 0.0,
-                                    False)
-            self.buckets.counts[:-1] += fine[0][:nb]
-            self.buckets.p[:-1] += fine[1][:nb, 0]
-        elif self.ace_buckets or self.n_boot:  # bootstrap replicates: no GPU kernel yet
-            yh, ph = host()
-            self._add_parts(yh, ph, row0)
+        self._add_parts_device(y, p, row0, host, invalid=counts[self.n_bins, 0] > 0)
         self._add_fill(counts, sums, totals, checks, int(p.shape[0]))
         return self
-
-    def _buckets_on_gpu(self, p, counts):
-        """Whether ACE's buckets are filled on the GPU: probabilities already
-        there (host ones are bucketed where they are), and no invalid (omitted)
-        rows, whose bucket row the GPU fill keeps differently."""
-        from fastcal import cuda
-
-        return cuda.is_device_array(p) and counts[self.n_bins, 0] == 0
 
     def _fill_device(self, cuda, y, p, edges, uniform):
         return cuda.fill_binary(y, p, edges, uniform, self.closed == "right",
@@ -116,9 +97,7 @@ class BinaryAccumulator(Binned):
 
     def _add_parts(self, y, p, row0):
         """ACE's buckets and the bootstrap replicates of validated host rows."""
-        self.buckets.add_ranked(y, p, self.nan_policy == "omit")
-        edges, uniform = self.kernel_edges(p.dtype)
-        self.boot.fill(y, p, row0, edges, uniform, self.closed == "right", self.threads)
+        self._add_ranked(y, p, row0, p.dtype)
 
     # -- merging ---------------------------------------------------------
 
@@ -173,9 +152,6 @@ class BinaryLogitAccumulator(BinaryAccumulator):
         ck.raise_for(self.checks, checks, self.nan_policy, row0)
         self._add_parts(y, z, row0)
         return counts, sums, totals, checks
-
-    def _buckets_on_gpu(self, p, counts):
-        return False  # buckets of sigmoid(z) as the host computes it
 
     def _fill_device(self, cuda, y, p, edges, uniform):
         edges, uniform = self.kernel_edges(np.float64)

@@ -201,9 +201,11 @@ class CalibrationAccumulator(Mergeable):
         a CuPy array or a Numba device array: the fill reads them in place and
         the state is the CPU's, so it merges, pickles and reports the same. The
         same checks give the same messages (the offending rows are copied to the
-        host only to word them). ACE's bucket statistics of binary probabilities
-        are filled on the GPU too; those of logits and K classes, of chunks with
-        omitted rows, and bootstrap replicates come from a host copy.
+        host only to word them). ACE's bucket statistics and the bootstrap
+        replicates are filled on the GPU too, from the values ranked there
+        (``fastcal.cuda.ranking_pair``); for the buckets of chunks with omitted
+        rows, and replicates over more than 94 bins, only that ranked pair is
+        copied to the host.
         """
         from fastcal import cuda
 

@@ -104,10 +104,7 @@ class MulticlassAccumulator(Binned):
             return
         correct, conf = ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
                                      eps=self.eps)
-        self.buckets.add_ranked(correct, conf, self.nan_policy == "omit")
-        edges, uniform = self.kernel_edges(p.dtype)
-        self.boot.fill(correct, conf, row0, edges, uniform, self.closed == "right",
-                       self.threads)
+        self._add_ranked(correct, conf, row0, p.dtype)
 
     def update_device(self, y, p, row0, host):
         """Add (n, K) rows in GPU memory; ``host()`` copies (y, p) to the host."""
@@ -121,10 +118,11 @@ class MulticlassAccumulator(Binned):
         counts, sums, totals, ccounts, csums, checks = cuda.fill_multiclass(
             y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
             self.renormalize, self.classwise, self.with_logs)
-        if checks[: km.N_CHECK_KINDS].any() or self.ace_buckets or self.n_boot:
+        invalid = bool(checks[: km.N_CHECK_KINDS].any())
+        if invalid:  # the message quotes the offending rows
             yh, ph = host()
             ck.raise_for(self.checks, checks, self.nan_policy, row0, y=yh, p=ph)
-            self._add_parts(yh, ph, row0)
+        self._add_parts_device(y, p, row0, host, invalid)
         self._add_fill(counts, sums, totals, ccounts, csums, checks, int(p.shape[0]), k)
         return self
 

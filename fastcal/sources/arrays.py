@@ -52,6 +52,7 @@ class ArraySource:
         self.threads = acc.threads
         self.batch = None
         self.device_pair = (self.y_true, p)
+        self.ranked_pair = None
         return acc, acc.n_rows
 
     def parts(self, pair):
@@ -60,22 +61,31 @@ class ArraySource:
         y, x = em.ranking_pair(self.batch.y, self.batch.p, **pair)
         return em.ArrayParts(y, x, v.check_threads(self.threads))
 
-    def host_batch(self, pair):
-        """The device data copied to the host (once), resolved like host input."""
-        if self.batch is None:
+    def ranked(self, pair):
+        """The (labels, values) that equal-mass bins rank, on the host (made once).
+        Logits and K classes in GPU memory are ranked on the GPU (the values its
+        fill bucketed: libdevice's exp may differ from the host's by an ulp) and
+        only the pair is copied; other data is ranked on the host."""
+        if self.ranked_pair is None:
             from fastcal import cuda
 
-            y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
-                    else v.to_array(n, a) for n, a in zip(("y_true", "y_prob"),
-                                                          self.device_pair))
-            self.batch = resolve(y, p, logits=pair["logits"])
-        return self.batch
+            y, p = self.device_pair
+            if cuda.is_device_array(p) and (pair["logits"] or p.ndim == 2):
+                ry, rx = (a.copy_to_host() for a in cuda.ranking_pair(
+                    y, p, logits=pair["logits"], renormalize=pair["renormalize"]))
+                self.ranked_pair = v.as_labels_1d(ry), rx
+            else:  # binary probabilities are ranked as they are: the same on both
+                y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
+                        else a for n, a in zip(("y_true", "y_prob"), (y, p)))
+                batch = resolve(y, p, logits=pair["logits"])
+                self.ranked_pair = em.ranking_pair(batch.y, batch.p, **pair)
+        return self.ranked_pair
 
 
 class DeviceParts:
-    """The parts of data filled on the GPU. ACE's gather of boundary rows runs
-    there (binary probabilities); every other pass (equal-mass bins, logits,
-    K classes, the certain-wrong count) runs on a host copy, made once."""
+    """The parts of data filled on the GPU: ACE's gather of boundary rows runs
+    there; every other pass (equal-mass bins, the certain-wrong count) runs on
+    the ranked pair copied to the host, made once (``ArraySource.ranked``)."""
 
     def __init__(self, source, pair):
         self.source = source
@@ -83,19 +93,28 @@ class DeviceParts:
 
     @property
     def gather(self):
-        if self.pair["logits"] or self.source.device_pair[1].ndim != 1:
-            return None  # ranked values are computed on the host
+        from fastcal import cuda
+
+        y, p = self.source.device_pair
+        if not cuda.is_device_array(p) and (self.pair["logits"] or p.ndim != 1):
+            return None  # host data is ranked on the host
 
         def gather(omit, slot, cap_start):
-            from fastcal import cuda
-
-            y, p = self.source.device_pair
-            return [cuda.gather_buckets(y, p, slot, cap_start[-1])]
+            ry, rx = cuda.ranking_pair(y, p, logits=self.pair["logits"],
+                                       renormalize=self.pair["renormalize"])
+            return [cuda.gather_buckets(ry, rx, slot, cap_start[-1])]
 
         return gather
 
+    @property
+    def host(self):
+        """The ranked pair on the host, as thread slices."""
+        y, x = self.source.ranked(self.pair)
+        return em.ArrayParts(y, x, v.check_threads(self.source.threads))
+
+    @property
+    def n_parts(self):
+        return self.host.n_parts
+
     def map(self, fn, common, per_part=None, combine=None):
-        batch = self.source.host_batch(self.pair)
-        y, x = em.ranking_pair(batch.y, batch.p, **self.pair)
-        return em.ArrayParts(y, x, v.check_threads(self.source.threads)).map(
-            fn, common, per_part, combine)
+        return self.host.map(fn, common, per_part, combine)
