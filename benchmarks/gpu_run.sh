@@ -4,15 +4,19 @@
 # and a summary. Everything lands in $OUT (default ./gpu_out):
 #   env.txt         GPU, driver, package versions
 #   gpu_tests.log   pytest tests/test_cuda_gpu.py (all simulator cases + 1e7-row checks)
-#   bench.log       pytest benchmarks/test_bench_gpu.py
-#   bench_gpu.json  pytest-benchmark's full numbers
+#   bench_binary.log, bench_multiclass.log   pytest benchmarks/test_bench_gpu.py, two groups
+#   bench_gpu_binary.json, bench_gpu_multiclass.json   pytest-benchmark's full numbers
 #   ncu.txt         Nsight Compute speed-of-light and occupancy of the binary fill (1e8 rows)
 #   summary.md / summary.json   throughput table and ratios against torchmetrics
 # Sizes: FASTCAL_GPU_BENCH_N (1e9), FASTCAL_GPU_BENCH_MC_N (1e8), FASTCAL_GPU_BENCH_BOOT_N (1e8),
 # FASTCAL_GPU_BENCH_ROUNDS (5).
-# Usage there: bash benchmarks/gpu_run.sh   (python3 must have numba-cuda, torch, torchmetrics,
-# pytest and pytest-benchmark; the workplace image has them).
+# Usage there: bash benchmarks/gpu_run.sh [all|tests|bench]   (python3 must have numba-cuda,
+# torch, torchmetrics, pytest and pytest-benchmark; the workplace image has them).
+# A lent machine runs one command for at most 10 minutes: "tests" (env + GPU tests) and
+# "bench" (benchmarks, profile, summary) fit one each; "all" (the default) runs both.
 set -uo pipefail
+STAGE=${1:-all}
+case "$STAGE" in all|tests|bench) ;; *) echo "gpu_run.sh: stage must be all, tests or bench; got '$STAGE'" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_out}
 mkdir -p "$OUT"
@@ -37,16 +41,23 @@ PY
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-timeout 900 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 \
-  | tee "$OUT/gpu_tests.log" || status=1
+if [ "$STAGE" != bench ]; then
+  timeout 540 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 \
+    | tee "$OUT/gpu_tests.log" || status=1
+fi
+[ "$STAGE" = tests ] && exit $status
 
-timeout 1500 "$PY" -m pytest -q -rs -p no:cacheprovider benchmarks/test_bench_gpu.py \
-  --benchmark-json="$OUT/bench_gpu.json" --benchmark-columns=min,median,max 2>&1 \
-  | tee "$OUT/bench.log" || status=1
+# two groups, each with its own JSON: a group cut short by its timeout loses only its own
+for group in binary multiclass; do
+  if [ $group = binary ]; then sel="not multiclass"; limit=300; else sel="multiclass"; limit=150; fi
+  timeout $limit "$PY" -m pytest -q -rs -p no:cacheprovider benchmarks/test_bench_gpu.py \
+    -k "$sel" --benchmark-json="$OUT/bench_gpu_$group.json" \
+    --benchmark-columns=min,median,max 2>&1 | tee "$OUT/bench_$group.log" || status=1
+done
 
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then
-  timeout 300 "$NCU" --kernel-name regex:fill_prob --launch-skip 1 --launch-count 1 \
+  timeout 90 "$NCU" --kernel-name regex:fill_prob --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
     "$PY" - > "$OUT/ncu.txt" 2>&1 <<'PY' || echo "ncu failed (see ncu.txt)"
 import torch
@@ -66,11 +77,12 @@ fi
 "$PY" - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-path = os.path.join(out, "bench_gpu.json")
-if not os.path.exists(path):
+paths = [os.path.join(out, f"bench_gpu_{g}.json") for g in ("binary", "multiclass")]
+paths = [p for p in paths if os.path.exists(p)]
+if not paths:
     sys.exit("no benchmark JSON")
 rows = []
-for b in json.load(open(path))["benchmarks"]:
+for b in (b for p in paths for b in json.load(open(p))["benchmarks"]):
     x = b["extra_info"]
     rows.append({"test": b["name"], "contender": x.get("contender"), "n": x.get("n"),
                  "device": x.get("device"), "min_s": b["stats"]["min"],
