@@ -76,6 +76,8 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         report, is the same on either. ACE and bootstrap replicates (up to
         94 bins) of device data are computed on the GPU; quantile bins copy
         only the ranked (label, value) pair to the host, never the (n, K) rows.
+        Soft labels have no GPU kernel: None scores device arrays of them on
+        the host (a copy), "cuda" refuses them.
 
     Returns
     -------

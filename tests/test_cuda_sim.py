@@ -527,6 +527,22 @@ if CASES:
         np.testing.assert_array_equal(a[0] + b[0], counts)
         assert not fc.bootstrap_fits(95) and fc.bootstrap_fits(94)
 
+    def test_soft_labels_on_the_gpu_are_scored_on_the_host():
+        # no GPU kernel for soft labels: device=None copies them to the host,
+        # device="cuda" says so in one line
+        import fastcal
+
+        rng = np.random.default_rng(5)
+        P, T = rng.dirichlet([1, 1, 1], 60), rng.dirichlet([1, 1, 1], 60)
+        ref = fastcal.calibration_report(T, P)
+        got = fastcal.calibration_report(cuda.to_device(T), cuda.to_device(P))
+        assert got.ecd == ref.ecd and got.n == ref.n == 60
+        for y, p in ((cuda.to_device(T), cuda.to_device(P)), (T, P)):
+            with pytest.raises(ValueError, match=r"^device='cuda': soft labels .* no GPU kernel"):
+                fastcal.calibration_report(y, p, device="cuda")
+        with pytest.raises(ValueError, match="^device='cuda': soft labels .* no GPU kernel"):
+            CalibrationAccumulator().update_device(cuda.to_device(T), cuda.to_device(P))
+
     def test_device_bad_input_gives_the_cpu_message():
         import fastcal
 

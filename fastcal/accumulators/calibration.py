@@ -216,6 +216,11 @@ class CalibrationAccumulator(Mergeable):
                 v.to_array(name, x)
 
         p, y = on_device("y_prob", y_prob), on_device("y_true", y_true)
+        if y.ndim == 2:
+            msg = ("device='cuda': soft labels (a 2-D y_true, one label distribution per row) "
+                   "have no GPU kernel; score them on the host (device=None or 'cpu', or "
+                   "update() with host arrays)")
+            raise ValueError(msg)
         if p.ndim not in (1, 2) or y.ndim != 1 or y.shape[0] != p.shape[0]:
             msg = (f"y_true must be 1-D and y_prob 1-D or (n, K) with the same number of rows; "
                    f"got shapes {tuple(y.shape)} and {tuple(p.shape)}")

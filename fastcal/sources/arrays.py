@@ -2,7 +2,7 @@
 
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
+from fastcal.inputs.batch import is_soft, resolve
 
 
 class ArraySource:
@@ -25,9 +25,10 @@ class ArraySource:
             msg = ("a recalibration (transform) is applied on the host; pass host arrays "
                    "and device=None or 'cpu'")
             raise ValueError(msg)
-        if opts.device == "cuda" or (opts.device is None and on_gpu):
+        soft = is_soft(self.y_true)  # no GPU kernel: scored on the host unless device="cuda"
+        if opts.device == "cuda" or (opts.device is None and on_gpu and not soft):
             return self._fill_device(opts, on_gpu)
-        if on_gpu:  # device="cpu": copy to the host first
+        if on_gpu:  # device="cpu", or soft labels: copy to the host first
             self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
             if cuda.is_device_array(self.y_true):
                 self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
