@@ -25,8 +25,9 @@ class ArraySource:
             msg = ("a recalibration (transform) is applied on the host; pass host arrays "
                    "and device=None or 'cpu'")
             raise ValueError(msg)
-        soft = is_soft(self.y_true)  # no GPU kernel: scored on the host unless device="cuda"
-        if opts.device == "cuda" or (opts.device is None and on_gpu and not soft):
+        # soft labels have no GPU kernel: scored on the host unless device="cuda"
+        if opts.device == "cuda" or (opts.device is None and on_gpu
+                                     and not is_soft(self.y_true)):
             return self._fill_device(opts, on_gpu)
         if on_gpu:  # device="cpu", or soft labels: copy to the host first
             self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
