@@ -111,3 +111,41 @@ for a, b in zip(gpu, cpu):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * np.abs(b).max())
 print("ok")
 """)
+
+
+def test_reports_of_torch_tensors_ace_and_intervals_on_the_gpu():
+    """The default report (ACE) of K classes and logits, and bootstrap intervals,
+    of torch CUDA tensors over many blocks: the CPU report of a host copy."""
+    _run("""
+import numpy as np, torch, fastcal
+from fastcal import cuda as fc
+from fastcal._kernels import bootstrap as kboot
+from fastcal.inputs.binning import kernel_edges
+g = torch.Generator(device="cuda").manual_seed(1)
+def same(got, ref):
+    for name in ("n", "ece", "ace", "ecd", "brier"):
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a == b or abs(a - b) <= 1e-12 * abs(b), (name, a, b)
+    assert np.array_equal(got.bins["count"], ref.bins["count"])
+P = torch.softmax(torch.randn(2_000_000, 10, generator=g, device="cuda") * 2, dim=1)
+y = torch.multinomial(P, 1, generator=g).squeeze(1)
+P[1000:5000] = P[1000]  # ties across a group boundary
+same(fastcal.calibration_report(y, P), fastcal.calibration_report(y.cpu().numpy(), P.cpu().numpy()))
+z = torch.randn(3_000_000, generator=g, device="cuda", dtype=torch.float64) * 3
+yb = (torch.rand(3_000_000, generator=g, device="cuda", dtype=torch.float64) < torch.sigmoid(z)).to(torch.uint8)
+same(fastcal.calibration_report(yb, z, logits=True),
+     fastcal.calibration_report(yb.cpu().numpy(), z.cpu().numpy(), logits=True))
+p = torch.rand(3_000_000, generator=g, device="cuda")
+yp = (torch.rand(3_000_000, generator=g, device="cuda") < p).to(torch.uint8)
+got = fastcal.calibration_report(yp, p, n_bins=15, ci=0.9, n_boot=100, ace=False)
+ref = fastcal.calibration_report(yp.cpu().numpy(), p.cpu().numpy(), n_bins=15, ci=0.9, n_boot=100, ace=False)
+for name in ("ece", "esce", "mce"):
+    np.testing.assert_allclose(got.intervals[name], ref.intervals[name], rtol=1e-12)
+e = kernel_edges(15, "<f4")
+c = np.zeros((100, 15, 3), np.int64); s = np.zeros((100, 15))
+kboot.boot_fill_parallel(p.cpu().numpy(), yp.cpu().numpy(), 0, e, True, False, 0, 8, c, s)
+gc, gs = fc.fill_bootstrap(yp, p, 0, e, True, False, 0, 100)
+assert np.array_equal(gc, c)
+np.testing.assert_allclose(gs, s, rtol=1e-12)
+print("ok")
+""")
