@@ -314,8 +314,7 @@ def gather_buckets(y, p, slot, cap):
            cuda.device_array(max(cap, 1), np.int64), cuda.device_array(max(cap, 1), np.uint8))
     n = int(dp.shape[0])
     if n:
-        threads = 32 if kc.SIMULATOR else 256
-        blocks = max(1, min(-(-n // (threads * 64)), 1 if kc.SIMULATOR else 4096))
+        blocks, threads = _grid(n, 64, 4096)
         kce.gather_rows[blocks, threads](dp, dy, cuda.to_device(np.ascontiguousarray(slot)),
                                          cap, count, *out)
     total = int(count.copy_to_host()[0])
@@ -326,6 +325,14 @@ def gather_buckets(y, p, slot, cap):
     if total > cap:  # more rows than counted: the caller reports the data changed
         filled[0] += total - cap
     return keys[order], labels[order], filled
+
+
+def _grid(n, rows_per_thread, max_blocks):
+    """(blocks, threads) of a grid-stride kernel over n rows: 256 threads a block,
+    about rows_per_thread rows each, at most max_blocks (the simulator: one warp)."""
+    if _k("_cuda").SIMULATOR:
+        return 1, 32
+    return max(1, min(-(-n // (256 * rows_per_thread)), max_blocks)), 256
 
 
 def ranking_pair(y, p, *, logits=False, renormalize=False):
@@ -342,8 +349,7 @@ def ranking_pair(y, p, *, logits=False, renormalize=False):
     x = cuda.device_array(n, np.float64)
     if n == 0:
         return (dy if dp.ndim == 1 else cuda.device_array(0, np.uint8)), x
-    threads = 32 if kc.SIMULATOR else 256
-    blocks = max(1, min(-(-n // threads), 1 if kc.SIMULATOR else 8192))
+    blocks, threads = _grid(n, 1, 8192)
     if dp.ndim == 1:
         _k("cuda_equal_mass").sigmoid[blocks, threads](dp, x)
         return dy, x
