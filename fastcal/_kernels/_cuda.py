@@ -469,6 +469,53 @@ def bins_add_thread(sh, T, tid, nb1, b, packed, pv, ev, vv):
 
 
 @cuda.jit(device=True, inline=True)
+def bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, pos, ok, pv, ev, vv):
+    """Add a row (or nothing, when not ``use``) to the bins: the warp's, which every
+    lane of the warp must call together, or this thread's own."""
+    if warp_bins:
+        bins_add_warp(store, wbase, nb1, b if use else -1, lane, pos, ok, pv, ev, vv)
+    elif use:
+        bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
+                        pv, ev, vv)
+
+
+@cuda.jit(device=True, inline=True)
+def totals_start(tot, chk, nk):
+    """Zero a thread's totals and check counts; no first row yet (-1)."""
+    for k in range(tot.shape[0]):
+        tot[k] = 0.0
+    for k in range(nk):
+        chk[k] = 0
+        chk[nk + k] = -1
+
+
+@cuda.jit(device=True, inline=True)
+def totals_add(tot, brier, nll, ecd):
+    """Add a row's Brier, NLL and ECD terms to a thread's five totals."""
+    tot[0] += brier
+    tot[1] += nll
+    tot[2] += ecd * ecd
+    tot[3] += brier * brier
+    tot[4] += nll * nll
+
+
+@cuda.jit(device=True, inline=True)
+def edges_bin(x, edges, nb, nbf, uniform, right):
+    """Bin of x in [0, 1] by the stored edges: uniform ones by floor(x * n) moved by
+    one where an edge says so (``bootstrap._bin_of``), others by search_bin."""
+    if not uniform:
+        return search_bin(edges, nb, x, right)
+    b = min(max(np.int64(x * nbf), np.int64(0)), nb - 1)
+    if right:
+        b = b - np.int64((b > 0) and (x <= edges[b]))
+        b = b + np.int64((b < nb - 1) and (x > edges[b + 1]))
+    else:
+        b = b - np.int64((b > 0) and (x < edges[b]))
+        b = b + np.int64((b < nb - 1) and (x >= edges[b + 1]))
+    return b
+
+
+@cuda.jit(device=True, inline=True)
 def bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal):
     """Zero this block's bins (per thread, or per warp in shared memory or in the rows
     of gw); returns (store, base of this warp, base of the block's warps)."""

@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from ._cuda import (F64, I64, PACK, PACK2, WARP, bins_add_thread, bins_add_warp, bins_finish,
-                    bins_start, cuda, exp64, log0, log1m, note, search_bin, uniform_bin)
+from ._cuda import (F64, I64, WARP, bins_add, bins_finish, bins_start, cuda, edges_bin, exp64,
+                    log0, log1m, note, search_bin, totals_add, totals_start, uniform_bin)
 
 N_TOT = 5
 N_KINDS = 5        # binary.CHECK_* kinds
@@ -62,11 +62,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
     store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
-    for k in range(N_TOT):
-        tot[k] = 0.0
-    for k in range(N_KINDS):
-        chk[k] = 0
-        chk[N_KINDS + k] = -1
+    totals_start(tot, chk, N_KINDS)
     # every thread of a block runs the same number of rounds (warp_bins needs whole warps)
     for i0 in range(cuda.blockIdx.x * T, n, cuda.gridsize(1)):
         i = i0 + tid
@@ -119,16 +115,8 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
                 nll = -lp if pos else -lq
                 db = ps - ys
                 br = db * db
-                tot[0] += br
-                tot[1] += nll
-                tot[2] += ev * ev
-                tot[3] += br * br
-                tot[4] += nll * nll
-        if warp_bins:
-            bins_add_warp(store, wbase, nb1, b if live else -1, lane, pos, ok, ps, ev, vv)
-        elif live:
-            bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
-                 ps, ev, vv)
+                totals_add(tot, br, nll, ev)
+        bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, live, b, pos, ok, ps, ev, vv)
     bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
                 part_f, part_t, part_c)
 
@@ -161,11 +149,7 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
     store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal)
     tot = cuda.local.array(N_TOT, F64)
     chk = cuda.local.array(N_CHK, I64)
-    for k in range(N_TOT):
-        tot[k] = 0.0
-    for k in range(N_KINDS):
-        chk[k] = 0
-        chk[N_KINDS + k] = -1
+    totals_start(tot, chk, N_KINDS)
     nbf = np.float64(nb)
     for i0 in range(cuda.blockIdx.x * T, n, cuda.gridsize(1)):
         i = i0 + tid
@@ -214,27 +198,9 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
             nll = -lp if pos else -lq
             db = p - yi
             br = db * db
-            if uniform:
-                # the multi-class kernel's uniform bin (float64 edges: logits give float64 p)
-                b = min(max(np.int64(p * nbf), np.int64(0)), nb - 1)
-                if right:
-                    b = b - np.int64((b > 0) and (p <= edges[b]))
-                    b = b + np.int64((b < nb - 1) and (p > edges[b + 1]))
-                else:
-                    b = b - np.int64((b > 0) and (p < edges[b]))
-                    b = b + np.int64((b < nb - 1) and (p >= edges[b + 1]))
-            else:
-                b = search_bin(edges, nb, p, right)
+            b = edges_bin(p, edges, nb, nbf, uniform, right)  # float64 edges: p is float64
             ok = (p > 0.5) == pos
-            tot[0] += br
-            tot[1] += nll
-            tot[2] += e * e
-            tot[3] += br * br
-            tot[4] += nll * nll
-        if warp_bins:
-            bins_add_warp(store, wbase, nb1, b, lane, pos, ok, p, e, v)
-        elif use:
-            bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK if pos else 0.0) + (PACK2 if ok else 0.0),
-                 p, e, v)
+            totals_add(tot, br, nll, e)
+        bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, pos, ok, p, e, v)
     bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
                 part_f, part_t, part_c)

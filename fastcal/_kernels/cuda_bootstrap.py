@@ -13,7 +13,7 @@ order. No atomics: thread r alone writes replicate r's partial row.
 
 import numpy as np
 
-from ._cuda import F64, I64, SIMULATOR, cuda
+from ._cuda import F64, I64, SIMULATOR, cuda, edges_bin
 from .bootstrap import POISSON1_CDF
 
 _G = np.uint64(0x9E3779B97F4A7C15)
@@ -76,33 +76,6 @@ def poisson1(h, cdf):
     return w
 
 
-@cuda.jit(device=True, inline=True)
-def bin_of(x, edges, nb, nbf, uniform, right):
-    """Bin of x in [0, 1] (``bootstrap._bin_of``)."""
-    if uniform:
-        b = min(np.int64(x * nbf), nb - 1)
-        if right:
-            if b > 0 and x <= edges[b]:
-                b -= 1
-            if b < nb - 1 and x > edges[b + 1]:
-                b += 1
-        else:
-            if x < edges[b]:
-                b -= 1
-            if b < nb - 1 and x >= edges[b + 1]:
-                b += 1
-        return b
-    lo = 0
-    hi = nb + 1
-    while lo < hi:  # searchsorted: 'left' for right-closed bins, 'right' else
-        mid = (lo + hi) >> 1
-        if edges[mid] < x or (not right and edges[mid] == x):
-            lo = mid + 1
-        else:
-            hi = mid
-    return max(lo - 1, 0) if right else min(lo - 1, nb - 1)
-
-
 @cuda.jit
 def boot_fill(p, y, row0, edges, uniform, right, skey, rows_per_block, part_i, part_f):
     """Replicates of rows [bx * rows_per_block, ...) for r = by * T + tid into
@@ -145,7 +118,7 @@ def boot_fill(p, y, row0, edges, uniform, right, skey, rows_per_block, part_i, p
             x = np.float64(p[i])
             yv = np.float64(y[i])
             if x == x and yv == yv:  # NaN rows (omitted) carry no weight
-                b = bin_of(x, edges, nb, nbf, uniform, right)
+                b = edges_bin(x, edges, nb, nbf, uniform, right)
                 pos = np.int64(yv == 1.0)
                 ok = np.int64((x > 0.5) == (yv == 1.0))
                 pk = 1 + (pos << _SHIFT_POS) + (ok << _SHIFT_OK)

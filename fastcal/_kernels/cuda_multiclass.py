@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, PACK, PACK2, SLOTS_PER_BIN, WARP,
-                    bins_add_thread, bins_add_warp, bins_finish, bins_start, classes_add_warp,
-                    cuda, exp64, log0, mc_uniform_bin, note, search_bin)
+from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, SLOTS_PER_BIN, WARP, bins_add,
+                    bins_finish, bins_start, classes_add_warp, cuda, exp64, log0, mc_uniform_bin,
+                    note, search_bin, totals_add, totals_start)
 
 ROWWISE_K = 64  # multiclass.ROWWISE_K
 N_TOT = 5
@@ -195,11 +195,7 @@ def _make(K):
         ev = cuda.local.array(K, F64)
         tot = cuda.local.array(N_TOT, F64)
         chk = cuda.local.array(N_CHK, I64)
-        for k in range(N_TOT):
-            tot[k] = 0.0
-        for k in range(N_KINDS):
-            chk[k] = 0
-            chk[N_KINDS + k] = -1
+        totals_start(tot, chk, N_KINDS)
         # every thread of a block runs the same number of rounds (warp state needs whole warps)
         for i0 in range(blk * T, n, cuda.gridsize(1)):
             i = i0 + tid
@@ -279,16 +275,9 @@ def _make(K):
                 else:
                     b = search_bin(edges, nb, conf, right)
                 ok = am == yk
-                tot[0] += brier
-                tot[1] += nll
-                tot[2] += ecd * ecd
-                tot[3] += brier * brier
-                tot[4] += nll * nll
-            if warp_bins:
-                bins_add_warp(store, wbase, nb1, b, lane, ok, ok, conf, ecd, var)
-            elif use:
-                bins_add_thread(sh, T, tid, nb1, b, 1.0 + (PACK + PACK2 if ok else 0.0), conf,
-                                ecd, var)
+                totals_add(tot, brier, nll, ecd)
+            bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, ok, ok, conf, ecd,
+                     var)
             if classwise:
                 for k in range(K):
                     key = np.int64(-1)
