@@ -596,6 +596,25 @@ def test_truncated_csv_gz_names_the_row_reached(tmp_path):
     assert "the gzip stream ends early at or after data row " in msg
     row = int(msg.split("data row ")[1].split()[0])
     assert 0 < row < 300_000
+    # the complete rows the cut stream holds, whatever pyarrow had read ahead
+    import zlib
+    assert row == zlib.decompressobj(31).decompress(f.read_bytes()).count(b"\n") - 1
+
+
+def test_truncated_csv_gz_counts_rows_across_members_and_blank_lines(tmp_path):
+    # two gzip members, blank lines (LF and CRLF), the second member's 8-byte
+    # trailer cut off: all 7 data rows decompress, the stream then ends early
+    import gzip
+
+    first = gzip.compress(b"p,y\n0.1,1\n\n0.2,0\n")
+    second = gzip.compress(b"0.3,1\r\n\r\n0.4,0\r\n" + b"0.5,1\n" * 2 + b"0.6,0\n")
+    f = tmp_path / "two.csv.gz"
+    f.write_bytes(first + second[:-8])
+    with pytest.raises(ValueError) as err:
+        score_file(str(f), prob="p", label="y")
+    msg = one_line(err, f)
+    assert "the gzip stream ends early at or after data row " in msg
+    assert int(msg.split("data row ")[1].split()[0]) == 7
 
 
 def test_directory_whose_files_have_different_columns(tmp_path):
