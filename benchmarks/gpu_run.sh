@@ -8,6 +8,7 @@
 #   bench_gpu_binary.json, bench_gpu_multiclass.json   pytest-benchmark's full numbers
 #   ncu.txt         Nsight Compute speed-of-light and occupancy of the binary fill (1e8 rows)
 #   summary.md / summary.json   throughput table and ratios against torchmetrics
+#                   (copy summary.md to benchmarks/gpu_summary.md: RESULTS.md's GPU section shows it)
 # Sizes: FASTCAL_GPU_BENCH_N (1e9), FASTCAL_GPU_BENCH_MC_N (1e8), FASTCAL_GPU_BENCH_BOOT_N (1e8),
 # FASTCAL_GPU_BENCH_ROUNDS (5).
 # Usage there: bash benchmarks/gpu_run.sh [all|tests|bench]   (python3 must have numba-cuda,

@@ -269,6 +269,33 @@ def plot(groups, path):
     os.replace(tmp, path)
 
 
+def gpu_section(summary_path):
+    """RESULTS.md's GPU section: the summary a GPU run wrote (``gpu_run.sh``'s summary.md,
+    kept as benchmarks/gpu_summary.md), or what is missing and how to measure it."""
+    lines = ["## GPU (issue 15)", ""]
+    if summary_path.exists():
+        text = summary_path.read_text().strip()
+        return lines + [f"From `bash benchmarks/gpu_run.sh` (its summary.md, kept as "
+                        f"`benchmarks/{summary_path.name}`); fastcal and torchmetrics on the same "
+                        "GPU and data in the same run.", "", text, ""]
+    return lines + [
+        "**Not measured yet**: no machine with an NVIDIA GPU was lent to the work that built "
+        "the GPU fills, so there are no real-GPU figures here. The kernels are tested in CI under "
+        "Numba's CUDA simulator against the CPU kernels and compiled for sm_80/sm_90 (PTX and "
+        "`ptxas` registers: benchmarks/NOTES.md).",
+        "",
+        "To measure: on a machine with an NVIDIA GPU, torch, torchmetrics, numba-cuda and "
+        "pytest-benchmark, run `bash benchmarks/gpu_run.sh tests` and "
+        "`bash benchmarks/gpu_run.sh bench` (each within 10 minutes), copy its `summary.md` to "
+        f"`benchmarks/{summary_path.name}` and run `make bench-report`; this section then shows "
+        "it. Targets (issue 15, H100): binary full report on 1e9 float32 predictions at least "
+        "100 G predictions/s and 90x torchmetrics `binary_calibration_error`; K = 10 on 1e8 "
+        "rows at least 20x torchmetrics `multiclass_calibration_error`; `score_file --device "
+        "cuda` limited by reading.",
+        "",
+    ]
+
+
 def write_results(bench, mach, path):
     groups = rows_by_group(bench)
     ver = versions()
@@ -308,6 +335,7 @@ def write_results(bench, mach, path):
     if bench.get("printed"):
         lines += ["Figures printed by those benchmarks in the same run:", "", "```",
                   *bench["printed"], "```", ""]
+    lines += gpu_section(HERE / "gpu_summary.md")
     lines += [
         "## Where the contenders' values differ from fastcal's", "",
         "- scikit-learn `calibration_curve`: bins (a, b] and float64 edges `np.linspace(0, 1, n + 1)`; "
