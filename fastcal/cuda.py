@@ -15,6 +15,8 @@ and sent on its own CUDA stream, two chunks in flight, so the copy of one
 overlaps the fill of the other.
 """
 
+import threading
+
 import numpy as np
 
 from fastcal._kernels import _config
@@ -110,6 +112,23 @@ def as_device_array(name, x):
     raise ValueError(msg)
 
 
+def as_dtype(x, dtype):
+    """Device array ``x`` in ``dtype``: itself, a view (bool as uint8) or a copy
+    cast on the GPU (``_cuda.cast_rows``)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.dtype == np.bool_ and dtype == np.uint8:
+        return x.view(np.uint8)
+    kc = _k("_cuda")
+    out = kc.cuda.device_array(x.shape, dtype)
+    n = int(x.shape[0])
+    if n:
+        blocks, threads = _grid(n, 4, 8192)
+        (kc.cast_rows if x.ndim == 1 else kc.cast_rows_2d)[blocks, threads](x, out)
+    return out
+
+
 def _merge_checks(checks, part, nk, offset):
     """Add a chunk's checks (first indices counted from offset) into checks."""
     for k in range(nk):
@@ -130,18 +149,21 @@ def _device_views(arrays):
 
 class _Staging:
     """Pinned host buffers and device buffers for the chunks of host inputs, two
-    sets (one per stream), kept between calls while the shapes match."""
+    sets (one per stream), kept between calls while the shapes match. Each
+    thread has its own: fills running at once (Dask's threaded workers) must
+    not refill buffers whose copies and kernels are still queued."""
 
-    cache = {}
+    local = threading.local()
 
     @classmethod
     def buffers(cls, slot, index, dtype, shape):
         cuda = _k("_cuda").cuda
+        cache = cls.local.__dict__.setdefault("cache", {})
         key = (slot, index)
-        have = cls.cache.get(key)
+        have = cache.get(key)
         if have is None or have[0].dtype != dtype or have[0].shape != shape:
             have = (cuda.pinned_array(shape, dtype), cuda.device_array(shape, dtype))
-            cls.cache[key] = have
+            cache[key] = have
         return have
 
 

@@ -188,7 +188,8 @@ def _pair(acc):
 
 def fill_arrays(y_true, y_prob, options):
     """(accumulator, batch) of in-memory arrays after one checked pass, for
-    functions that read the state directly (ece, the tests of calibration)."""
+    functions that read the state directly (ece, the tests of calibration);
+    batch is None when the pass ran on the GPU (pass device="cpu" for the rows)."""
     source = ArraySource(y_true, y_prob)
     acc, n_rows = source.fill(options.checked())
     if acc.n == 0:

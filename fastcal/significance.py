@@ -79,8 +79,10 @@ def ecd_test(y_true, y_prob, *, alpha=0.05, alternative="two-sided", method="aut
     v.check_choice("method", method, METHODS)
     n_resamples = check_count("n_resamples", n_resamples, 1)
     seed = check_seed(seed)
+    # device="cpu": the null distribution is resampled from the rows on the host
+    # (arrays in GPU memory are copied there once)
     acc, batch = fill_arrays(y_true, y_prob, Options(n_bins=1, nan_policy=nan_policy, eps=eps,
-                                                     threads=threads, ace=False))
+                                                     threads=threads, ace=False, device="cpu"))
     y, p = batch.y, batch.p
     rep = acc.report()
     eps = acc.eps
@@ -194,7 +196,7 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
     seed = check_seed(seed)
     acc, batch = fill_arrays(y_true, y_prob, Options(
         n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, threads=threads,
-        with_logs=False, ace=False))
+        with_logs=False, ace=False, device="cpu"))  # resampled on the host, as ecd_test
     y, p = batch.y, batch.p
     rep = acc.report()
     kedges, uniform = acc.kernel_edges(p.dtype)

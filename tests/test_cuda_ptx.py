@@ -111,6 +111,11 @@ if CHILD:
                    (_a(zdt, 1), _a(np.float64, 1)))
         for dt in (np.int64, np.float64):
             yield (f"sum_rows {np.dtype(dt).name}", kc.sum_rows, (_a(dt, 2), _a(dt, 1)))
+        # input the fills do not read as it is: cast once (fastcal.cuda.as_dtype)
+        for src, dst in ((np.float16, np.float32), (np.int64, np.float64), (np.bool_, np.float64)):
+            yield (f"cast_rows {np.dtype(src).name}", kc.cast_rows,
+                   (_a(src, 1, "A"), _a(dst, 1)))
+        yield ("cast_rows_2d int32", kc.cast_rows_2d, (_a(np.int32, 2, "A"), _a(np.float64, 2)))
 
     def _bootstrap_cases():
         U8 = typeof(np.uint64(1))

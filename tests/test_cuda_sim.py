@@ -555,6 +555,107 @@ if CASES:
         assert str(gpu.value) == str(cpu.value)
         assert "2 values outside [0, 1]" in str(gpu.value) and "index 2" in str(gpu.value)
 
+    def _on_gpu(*arrays):
+        return tuple(cuda.to_device(np.ascontiguousarray(a)) for a in arrays)
+
+    def _same_full_report(got, ref):
+        _same_report(got, ref)
+        np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
+        for name in ref.intervals or {}:
+            np.testing.assert_allclose(got.intervals[name], ref.intervals[name], rtol=1e-12,
+                                       atol=1e-15, err_msg=name)
+
+    def test_device_dtypes_are_read_as_on_the_cpu(tmp_path):
+        # integer and bool probabilities are float64 on the CPU, float16 ones float32:
+        # the GPU casts them the same way (before, integer p met integer edges and
+        # every row went to the last bin; float16 crashed with ACE or ci)
+        import fastcal
+
+        rng = np.random.default_rng(21)
+        y = (rng.random(400) < 0.6).astype(np.uint8)
+        p_int = (rng.random(400) < 0.6).astype(np.int64)
+        p16 = rng.random(400).astype(np.float16)
+        p16[:30] = (np.arange(30) % 11 / 10).astype(np.float16)  # on the edges
+        cases = [(y, p_int, {}), (y, p_int.astype(np.uint8), {"closed": "right"}),
+                 (y, p_int.astype(bool), {"closed": "right"}),
+                 (y, p16, {"ci": 0.9, "n_boot": 10}), (y.astype(np.float16), p16, {}),
+                 (y.astype(bool), p16, {"strategy": "quantile", "n_bins": 7})]
+        K = 3
+        yk = rng.integers(0, K, 300)
+        Pk = np.eye(K, dtype=np.int32)[rng.integers(0, K, 300)]
+        cases += [(yk, Pk, {}), (yk.astype(np.float16), rng.dirichlet([1] * K, 300)
+                                 .astype(np.float16), {"n_bins": 15, "renormalize": True})]
+        for y_, p_, opts in cases:
+            ref = fastcal.calibration_report(y_, p_, **opts)
+            assert ref.bins["count"].sum() == len(y_)
+            _same_full_report(fastcal.calibration_report(*_on_gpu(y_, p_), **opts), ref)
+            _same_full_report(fastcal.calibration_report(y_, p_, device="cuda", **opts), ref)
+        # files: batches of integer and float16 columns, streamed to the GPU
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from fastcal.files import score_file
+
+        pq.write_table(pa.table({"p": p_int.astype(np.int32), "h": p16, "y": y}),
+                       tmp_path / "d.parquet", row_group_size=150)
+        for col in ("p", "h"):
+            ref = score_file(tmp_path / "d.parquet", prob=col, label="y", ace=True)
+            _same_full_report(score_file(tmp_path / "d.parquet", prob=col, label="y", ace=True,
+                                         device="cuda"), ref)
+
+    BAD_SHAPES = [
+        ("lengths", np.zeros(3, np.uint8), np.full(4, 0.5)),
+        ("empty p", np.zeros(4, np.uint8), np.zeros(0)),
+        ("one class column", np.zeros(6, np.int64), np.full((6, 1), 1.0)),
+        ("rows", np.zeros(6, np.int64), np.full((5, 3), 1 / 3)),
+        ("3-D p", np.zeros(6, np.uint8), np.full((6, 3, 1), 0.5)),
+        ("0-D", np.array(1), np.array(0.5)),
+        ("2-D y, 1-D p", np.zeros((6, 1)), np.full(6, 0.5)),
+        ("complex p", np.zeros(6, np.uint8), np.full(6, 0.5, np.complex128)),
+        ("string labels", np.array(["a", "b"]), np.full(2, 0.5)),
+    ]
+
+    @pytest.mark.parametrize("case", BAD_SHAPES, ids=[c[0] for c in BAD_SHAPES])
+    def test_device_shapes_and_dtypes_give_the_cpu_message(case):
+        import fastcal
+
+        _, y, p = case
+        with pytest.raises(ValueError) as cpu:
+            fastcal.calibration_report(y, p)
+        with pytest.raises(ValueError) as host_to_gpu:
+            fastcal.calibration_report(y, p, device="cuda")
+        assert str(host_to_gpu.value) == str(cpu.value)
+        if y.dtype.kind != "U":
+            dy, dp = (cuda.to_device(np.ascontiguousarray(a).reshape(-1)).reshape(a.shape)
+                      for a in (y, p))
+            with pytest.raises(ValueError) as gpu:
+                fastcal.calibration_report(dy, dp)
+            assert str(gpu.value) == str(cpu.value)
+
+    def test_tests_of_calibration_take_device_arrays():
+        import fastcal
+
+        rng = np.random.default_rng(8)
+        p = rng.random(200)
+        y = (rng.random(200) < p).astype(np.uint8)
+        assert fastcal.ecd_test(*_on_gpu(y, p)) == fastcal.ecd_test(y, p)
+        assert (fastcal.ece_test(*_on_gpu(y, p), n_resamples=30)
+                == fastcal.ece_test(y, p, n_resamples=30))
+
+    def test_staging_buffers_are_per_thread():
+        # two fills of host data at once (Dask's threaded workers) must not share
+        # the pinned and device buffers their queued copies still read
+        import threading
+
+        got = []
+        t = threading.Thread(target=lambda: got.append(fc._Staging.buffers(0, 0, np.float64,
+                                                                            (8,))))
+        mine = fc._Staging.buffers(0, 0, np.float64, (8,))
+        t.start()
+        t.join()
+        assert mine is fc._Staging.buffers(0, 0, np.float64, (8,))  # kept between calls
+        assert got[0][0] is not mine[0] and got[0][1] is not mine[1]
+
     def test_score_file_and_dask_on_the_gpu_equal_cpu(tmp_path):
         import dask.array as da
         import pyarrow as pa

@@ -455,6 +455,22 @@ def sum_rows(a, out):
         out[j] = acc
 
 
+@cuda.jit
+def cast_rows(src, dst):
+    """dst[i] = src[i] in dst's dtype (bool as 0/1, float16 widened): input the
+    fills do not read as it is, cast once on the GPU."""
+    for i in range(cuda.grid(1), src.shape[0], cuda.gridsize(1)):
+        dst[i] = src[i]
+
+
+@cuda.jit
+def cast_rows_2d(src, dst):
+    """cast_rows of (n, K) rows."""
+    for i in range(cuda.grid(1), src.shape[0], cuda.gridsize(1)):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j]
+
+
 @cuda.jit(device=True, inline=True)
 def bins_add_thread(sh, T, tid, nb1, b, packed, pv, ev, vv):
     """Add a row to this thread's private bins (SLOTS_PER_BIN slot-major slots)."""

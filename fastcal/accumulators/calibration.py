@@ -14,7 +14,7 @@ import functools
 import inspect
 
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
+from fastcal.inputs.batch import resolve, resolve_device
 from fastcal.accumulators.base import Binned, Mergeable, check_start
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
@@ -207,30 +207,20 @@ class CalibrationAccumulator(Mergeable):
         rows, and replicates over more than 94 bins, only that ranked pair is
         copied to the host.
         """
-        from fastcal import cuda
-
         row0 = self._state.n_rows if start is None else check_start(start)
-
-        def on_device(name, x):  # host arrays are streamed to the GPU by the fill
-            return cuda.as_device_array(name, x) if cuda.is_device_array(x) else \
-                v.to_array(name, x)
-
-        p, y = on_device("y_prob", y_prob), on_device("y_true", y_true)
-        if y.ndim == 2:
+        batch = resolve_device(y_true, y_prob, logits=self._options["logits"],
+                               multiclass=self._state.kind == "multiclass")
+        if batch.kind == "soft":
             msg = ("device='cuda': soft labels (a 2-D y_true, one label distribution per row) "
                    "have no GPU kernel; score them on the host (device=None or 'cpu', or "
                    "update() with host arrays)")
             raise ValueError(msg)
-        if p.ndim not in (1, 2) or y.ndim != 1 or y.shape[0] != p.shape[0]:
-            msg = (f"y_true must be 1-D and y_prob 1-D or (n, K) with the same number of rows; "
-                   f"got shapes {tuple(y.shape)} and {tuple(p.shape)}")
-            raise ValueError(msg)
+        y, p = batch.y, batch.p
 
         def host():
             return tuple(a.copy_to_host() if hasattr(a, "copy_to_host") else a for a in (y, p))
 
-        kind = "multiclass" if p.ndim == 2 else ("logits" if self._options["logits"]
-                                                 else "binary")
+        kind = batch.kind
         state = self._state_for(kind)
         if state.kind != kind:
             msg = (f"y_prob has shape {tuple(p.shape)}, which does not match this "

@@ -50,3 +50,30 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False):
         return Batch("multiclass", y, p)
     y, p = v.check_pair(y_true, p)
     return Batch("logits" if logits else "binary", y, p)
+
+
+def resolve_device(y_true, y_prob, *, logits=False, multiclass=False):
+    """``resolve`` for a fill on the GPU: the same shape and dtype checks and
+    messages, without reading the data. Arrays in GPU memory become Numba
+    device views, cast there only where the kernels need another dtype
+    (float16 as float32, integer and bool probabilities as float64, float16
+    labels as float32; bool labels are viewed as uint8); host arrays are
+    converted as ``resolve`` converts them, for the fill to stream. Soft labels
+    come back as they are (kind "soft"): they have no GPU kernel."""
+    from fastcal import cuda
+
+    def get(name, x):
+        return cuda.as_device_array(name, x) if cuda.is_device_array(x) else v.to_array(name, x)
+
+    y, p = get("y_true", y_true), get("y_prob", y_prob)
+    kind = v.input_kind(y, p, logits=logits, multiclass=multiclass)
+    if kind == "soft":
+        return Batch(kind, y, p)
+    p_dtype = v.prob_dtype("y_prob", p.dtype)
+    y_host = v.class_label_dtype(y.dtype) if kind == "multiclass" else v.label_dtype(y.dtype)
+    if cuda.is_device_array(y):  # class indices are read on the GPU in their own dtype
+        y = cuda.as_dtype(y, v.label_dtype(y.dtype))
+    else:
+        y = v.as_dtype(y, y_host)
+    p = cuda.as_dtype(p, p_dtype) if cuda.is_device_array(p) else v.as_dtype(p, p_dtype)
+    return Batch(kind, y, p)

@@ -72,40 +72,88 @@ to_array = _as_array
 def as_prob_1d(y_prob):
     """y_prob as a 1-D float32 or float64 array, without a copy when it already is one."""
     p = _as_array("y_prob", y_prob)
-    if p.ndim == 2:
-        msg = (f"y_prob has shape {p.shape}; this path takes the 1-D probability of class 1 "
+    check_prob_1d_shape(p.shape)
+    return float_dtype("y_prob", p)
+
+
+def check_prob_1d_shape(shape):
+    if len(shape) == 2:
+        msg = (f"y_prob has shape {tuple(shape)}; this path takes the 1-D probability of class 1 "
                "(the public functions send (N, K) input to the multi-class kernel)")
         raise ValueError(msg)
-    if p.ndim != 1:
-        msg = f"y_prob must be 1-D with one probability per sample; got shape {p.shape}"
+    if len(shape) != 1:
+        msg = f"y_prob must be 1-D with one probability per sample; got shape {tuple(shape)}"
         raise ValueError(msg)
-    return float_dtype("y_prob", p)
 
 
 def as_labels_1d(y_true):
     """y_true as a 1-D numeric array (bool viewed as uint8, no copy)."""
     y = _as_array("y_true", y_true)
-    if y.ndim != 1:
-        msg = f"y_true must be 1-D with one label per sample; got shape {y.shape}"
+    check_labels_1d_shape(y.shape)
+    return as_dtype(y, label_dtype(y.dtype))
+
+
+def check_labels_1d_shape(shape):
+    if len(shape) != 1:
+        msg = f"y_true must be 1-D with one label per sample; got shape {tuple(shape)}"
         raise ValueError(msg)
-    if y.dtype == np.bool_:
-        return y.view(np.uint8)
-    if y.dtype.kind in "iuf":
-        if y.dtype == np.float16:
-            return y.astype(np.float32)
-        return y
-    msg = f"y_true must hold 0/1 labels as bool, integer or float; got dtype {y.dtype}"
+
+
+def label_dtype(dtype):
+    """The dtype 0/1 labels (or class indices on the GPU) are read in: bool as uint8
+    (a view), float16 as float32, other integers and floats as they are."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.dtype(np.uint8)
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    if dtype.kind in "iuf":
+        return dtype
+    msg = f"y_true must hold 0/1 labels as bool, integer or float; got dtype {dtype}"
     raise ValueError(msg)
+
+
+def as_dtype(x, dtype):
+    """x in dtype: itself, a view (bool as uint8) or a copy."""
+    if x.dtype == dtype:
+        return x
+    if x.dtype == np.bool_ and dtype == np.uint8:
+        return x.view(np.uint8)
+    return x.astype(dtype)
+
+
+def check_lengths(y_shape, p_shape):
+    if y_shape[0] != p_shape[0]:
+        msg = f"y_true and y_prob have different lengths: {y_shape[0]} and {p_shape[0]}"
+        raise ValueError(msg)
 
 
 def check_pair(y_true, y_prob):
     """Validate and convert one (y_true, y_prob) pair of 1-D arrays."""
     y = as_labels_1d(y_true)
     p = as_prob_1d(y_prob)
-    if y.shape[0] != p.shape[0]:
-        msg = f"y_true and y_prob have different lengths: {y.shape[0]} and {p.shape[0]}"
-        raise ValueError(msg)
+    check_lengths(y.shape, p.shape)
     return y, p
+
+
+def input_kind(y, p, *, logits=False, multiclass=False):
+    """The kind of input ("binary", "logits", "multiclass" or "soft") of y_true
+    and y_prob from their shapes alone (anything with ``.shape``: GPU arrays
+    too), with the messages of the checks below for shapes that fit none;
+    ``multiclass`` insists on (n, K) class indices."""
+    ys, ps = tuple(y.shape), tuple(p.shape)
+    if not multiclass and len(ys) == 2:
+        check_prob_2d_shape(ps, logits)
+        check_soft_shape(ys, ps)
+        return "soft"
+    if len(ps) == 2 or multiclass:
+        check_prob_2d_shape(ps, logits)
+        check_class_labels_shape(ys, ps[0])
+        return "multiclass"
+    check_labels_1d_shape(ys)
+    check_prob_1d_shape(ps)
+    check_lengths(ys, ps)
+    return "logits" if logits else "binary"
 
 
 def check_edges(edges):
@@ -136,45 +184,65 @@ def check_edges(edges):
 def as_prob_2d(y_prob, logits):
     """(N, K) probabilities or logits as float32/float64, any layout, no copy if possible."""
     p = to_array("y_prob", y_prob)
-    if p.ndim != 2:
-        msg = f"y_prob must have shape (n_samples, n_classes); got shape {p.shape}"
-        raise ValueError(msg)
-    if p.shape[1] < 2:
-        what = "logits" if logits else "probabilities"
-        msg = (f"y_prob has shape {p.shape}: {p.shape[1]} class column; multi-class {what} need "
-               "K >= 2 columns (for a binary model pass the 1-D probability of class 1)")
-        raise ValueError(msg)
+    check_prob_2d_shape(p.shape, logits)
     return float_dtype("y_prob", p)
 
 
-def float_dtype(name, p):
-    if p.dtype in (np.float32, np.float64):
-        return p
-    if p.dtype == np.float16:
-        return p.astype(np.float32)
-    if p.dtype.kind in "iub":
-        return p.astype(np.float64)
-    msg = f"{name} must hold numbers; got dtype {p.dtype}"
+def check_prob_2d_shape(shape, logits):
+    shape = tuple(shape)
+    if len(shape) != 2:
+        msg = f"y_prob must have shape (n_samples, n_classes); got shape {shape}"
+        raise ValueError(msg)
+    if shape[1] < 2:
+        what = "logits" if logits else "probabilities"
+        msg = (f"y_prob has shape {shape}: {shape[1]} class column; multi-class {what} need "
+               "K >= 2 columns (for a binary model pass the 1-D probability of class 1)")
+        raise ValueError(msg)
+
+
+def prob_dtype(name, dtype):
+    """The dtype probabilities (or logits) are scored in: float32 and float64 as
+    they are, float16 as float32, integers and bool as float64."""
+    dtype = np.dtype(dtype)
+    if dtype in (np.float32, np.float64):
+        return dtype
+    if dtype == np.float16:
+        return np.dtype(np.float32)
+    if dtype.kind in "iub":
+        return np.dtype(np.float64)
+    msg = f"{name} must hold numbers; got dtype {dtype}"
     raise ValueError(msg)
+
+
+def float_dtype(name, p):
+    return as_dtype(p, prob_dtype(name, p.dtype))
 
 
 def as_class_labels(y_true, n):
     """Class indices as int64 (or float64 when float, so NaN can be seen)."""
     y = to_array("y_true", y_true)
-    if y.ndim != 1:
-        msg = (f"y_true must be 1-D with one class index per sample; got shape {y.shape} "
+    check_class_labels_shape(y.shape, n)
+    return as_dtype(y, class_label_dtype(y.dtype))
+
+
+def check_class_labels_shape(shape, n):
+    if len(shape) != 1:
+        msg = (f"y_true must be 1-D with one class index per sample; got shape {tuple(shape)} "
                "(2-D y_true means soft labels: use the functions of fastcal.soft)")
         raise ValueError(msg)
-    if y.shape[0] != n:
-        msg = f"y_true and y_prob have different numbers of rows: {y.shape[0]} and {n}"
+    if shape[0] != n:
+        msg = f"y_true and y_prob have different numbers of rows: {shape[0]} and {n}"
         raise ValueError(msg)
-    if y.dtype == np.bool_:
-        return y.astype(np.int64)
-    if y.dtype.kind in "iu":
-        return y if y.dtype == np.int64 else y.astype(np.int64)
-    if y.dtype.kind == "f":
-        return y if y.dtype == np.float64 else y.astype(np.float64)
-    msg = f"y_true must hold integer class indices in [0, K); got dtype {y.dtype}"
+
+
+def class_label_dtype(dtype):
+    """The dtype class indices are read in on the CPU: int64, or float64 when float."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iub":
+        return np.dtype(np.int64)
+    if dtype.kind == "f":
+        return np.dtype(np.float64)
+    msg = f"y_true must hold integer class indices in [0, K); got dtype {dtype}"
     raise ValueError(msg)
 
 
@@ -189,14 +257,19 @@ def check_soft_pair(y_true, y_prob, logits):
     """Validated (label distributions, (n, K) probabilities or logits) of soft labels."""
     p = as_prob_2d(y_prob, logits)
     t = to_array("y_true", y_true)
-    if t.ndim != 2:
-        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
-               f"got shape {t.shape}")
-        raise ValueError(msg)
-    if t.shape != p.shape:
-        msg = f"y_true and y_prob must have the same shape; got {t.shape} and {p.shape}"
-        raise ValueError(msg)
+    check_soft_shape(t.shape, p.shape)
     return float_dtype("y_true", t), p
+
+
+def check_soft_shape(t_shape, p_shape):
+    t_shape, p_shape = tuple(t_shape), tuple(p_shape)
+    if len(t_shape) != 2:
+        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
+               f"got shape {t_shape}")
+        raise ValueError(msg)
+    if t_shape != p_shape:
+        msg = f"y_true and y_prob must have the same shape; got {t_shape} and {p_shape}"
+        raise ValueError(msg)
 
 
 def check_n_classes(n_classes):

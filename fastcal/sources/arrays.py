@@ -2,7 +2,7 @@
 
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import is_soft, resolve
+from fastcal.inputs.batch import is_soft, resolve, resolve_device
 
 
 class ArraySource:
@@ -28,7 +28,7 @@ class ArraySource:
         # soft labels have no GPU kernel: scored on the host unless device="cuda"
         if opts.device == "cuda" or (opts.device is None and on_gpu
                                      and not is_soft(self.y_true)):
-            return self._fill_device(opts, on_gpu)
+            return self._fill_device(opts)
         if on_gpu:  # device="cpu", or soft labels: copy to the host first
             self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
             if cuda.is_device_array(self.y_true):
@@ -44,16 +44,17 @@ class ArraySource:
         self.threads = acc.threads
         return acc, acc.n_rows
 
-    def _fill_device(self, opts, on_gpu):
+    def _fill_device(self, opts):
         """The fill on the GPU (fastcal.cuda); host data is streamed to it in chunks."""
-        p = self.y_prob if on_gpu else v.to_array("y_prob", self.y_prob)
-        if int(p.shape[0]) == 0:
+        batch = resolve_device(self.y_true, self.y_prob, logits=opts.logits)
+        y, p = batch.y, batch.p
+        if batch.kind != "soft" and int(p.shape[0]) == 0:
             raise ValueError(self.empty)
         acc = opts.accumulator(int(p.shape[0]))
-        acc.update_device(self.y_true, p)
+        acc.update_device(y, p)  # soft labels: its one-line refusal
         self.threads = acc.threads
         self.batch = None
-        self.device_pair = (self.y_true, p)
+        self.device_pair = (y, p)
         self.ranked_pair = None
         return acc, acc.n_rows
 
