@@ -305,12 +305,15 @@ def _plot_bytes(rep, kind):
 
 # Python keywords in library messages, as the option a command-line user types.
 _WORDS = [
+    # file messages give both ("use nan_policy='omit' (--nan-policy omit)"): keep one
+    (re.compile(r"\bnan_policy='(\w+)' \(--nan-policy \1\)"), r"--nan-policy \1"),
     (re.compile(r"\bnan_policy='(\w+)'"), r"--nan-policy \1"),
     (re.compile(r"\bstrategy='(\w+)'"), r"--strategy \1"),
     (re.compile(r"\bclosed='(\w+)'"), r"--closed \1"),
     (re.compile(r"\bobserved='(\w+)'"), r"--observed \1"),
     (re.compile(r"\bace=True\b"), "--ace"),
     (re.compile(r"\blogits=True\b"), "--logits"),
+    (re.compile(r"\brenormalize=True\b"), "--renormalize"),
     (re.compile(r"\bpass format=\s*"), "pass --format "),
     (re.compile(r"\bformat=(?=\W|$)"), "--format"),
     (re.compile(r"\bprob=(?=['\"\[])"), "--prob "),

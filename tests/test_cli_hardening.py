@@ -436,6 +436,10 @@ def test_messages_name_the_option_not_the_keyword(tmp_path, capsys):
     assert cli._cli_words("pass nan_policy='omit' to drop them") == "pass --nan-policy omit to drop them"
     assert cli._cli_words("chunk_rows must be a positive integer") == \
         "--chunk-rows must be a positive integer"
+    # a file's message names both; the command line keeps the option alone
+    assert cli._cli_words("f.csv: use nan_policy='omit' (--nan-policy omit) to drop them") == \
+        "f.csv: use --nan-policy omit to drop them"
+    assert cli._cli_words("pass renormalize=True to divide") == "pass --renormalize to divide"
 
 
 # -- defect 11: Dask runs are quiet and limited in time ---------------------------------
