@@ -337,6 +337,35 @@ if CASES:
         np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
         assert out["checks"] == {"nan": (2, 17), "asymmetric": (1, 40), "not_pd": (1, 61)}
 
+    def _spd(rng, n, d, dtype=np.float64):
+        A = rng.normal(size=(n, d, d))
+        return (A @ A.transpose(0, 2, 1) + 0.5 * np.eye(d)).astype(dtype)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize("G,runs", [(1, 20), (3, 20), (5, 30), (7, 1), (4, 0), (70, 2)])
+    def test_gaussian_grid_of_any_size_matches_cpu_kernel(dtype, G, runs):
+        # slices x groups rarely fill the last block: threads past them must not write
+        rng = np.random.default_rng(G * 100 + runs)
+        for d in (1, 2, 3, 4, 5, 6):
+            n = G * runs
+            C = _spd(rng, n, d, dtype)
+            E = rng.normal(size=(n, d)).astype(dtype)
+            if n > 5:
+                E[n // 2, 0] = np.nan
+                C[n - 1, 0, 0] = -1.0
+            out = fc.fill_gaussian(E, C, G)
+            val = np.empty(n)
+            st = np.empty(n, np.int8)
+            kg.nees_batch(E.astype(np.float64), C.astype(np.float64), val, st, 1e-8, 1)
+            ok = (st == kg.STATUS_OK).reshape(-1, G)
+            np.testing.assert_array_equal(out["count"], ok.sum(axis=0))
+            np.testing.assert_allclose(out["nees_sum"],
+                                       np.where(ok, val.reshape(-1, G), 0).sum(axis=0), rtol=1e-12)
+            np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
+            bad = (1, n // 2) if n > 5 else (0, -1)
+            assert out["checks"]["nan"] == bad
+            assert out["checks"]["not_pd"] == ((1, n - 1) if n > 5 else (0, -1))
+
     # -- the public entry point: calibration_report(device arrays) --------------------
 
     def _same_report(got, ref):
