@@ -110,6 +110,13 @@ def as_device_array(name, x):
     raise ValueError(msg)
 
 
+def to_host(name, x):
+    """A host numpy array of ``x``: a copy of a device array, ``np.asarray`` of anything else."""
+    if not is_device_array(x):
+        return np.asarray(x)
+    return as_device_array(name, x).copy_to_host()
+
+
 def _merge_checks(checks, part, nk, offset):
     """Add a chunk's checks (first indices counted from offset) into checks."""
     for k in range(nk):
