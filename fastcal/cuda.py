@@ -129,6 +129,13 @@ def as_dtype(x, dtype):
     return out
 
 
+def to_host(name, x):
+    """A host numpy array of ``x``: a copy of a device array, ``np.asarray`` of anything else."""
+    if not is_device_array(x):
+        return np.asarray(x)
+    return as_device_array(name, x).copy_to_host()
+
+
 def _merge_checks(checks, part, nk, offset):
     """Add a chunk's checks (first indices counted from offset) into checks."""
     for k in range(nk):
@@ -523,7 +530,8 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
     part_b = cuda.device_array((S, G), np.int64)
     part_k = cuda.device_array((S, G, 2 * kcg.N_STATUS), np.int64)
     if n:
-        kcg.kernel(d)[blocks, threads](de, dc, G, float(sym_rtol), part_n, part_s, part_b, part_k)
+        kcg.kernel(d)[blocks, threads](de, dc, G, S, float(sym_rtol), part_n, part_s, part_b,
+                                       part_k)
         pk = part_k.copy_to_host().reshape(-1, 2 * kcg.N_STATUS)
         out = {"count": part_n.copy_to_host().sum(axis=0),
                "nees_sum": part_s.copy_to_host().sum(axis=0),

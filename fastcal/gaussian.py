@@ -17,6 +17,10 @@ Public functions validate their inputs once and then call the kernels:
 * :class:`GaussianAccumulator` -- streaming, mergeable sufficient statistics
   (count in int64, sum of NEES in float64) per bin.
 * :func:`anees_bounds`, :func:`ecd_bounds` -- two-sided chi-square bands.
+
+Arrays in GPU memory (torch CUDA tensors, CuPy, Numba device arrays) are
+scored there by :func:`gaussian_ecd` and :meth:`GaussianAccumulator.update`
+(``fastcal.cuda.fill_gaussian``); :func:`nees` copies them to the host.
 """
 
 from collections import namedtuple
@@ -98,6 +102,54 @@ def _check_shapes(errors, covs, group_shape=()):
             )
             raise ValueError(msg)
     return d
+
+
+class _Shape:
+    """Shape and ndim of an array anywhere (host or GPU), for ``_check_shapes``."""
+
+    def __init__(self, x):
+        self.shape = tuple(int(s) for s in x.shape)
+        self.ndim = len(self.shape)
+
+
+def _on_device(*arrays):
+    from fastcal import cuda  # loads no numba.cuda until a fill runs
+
+    return any(cuda.is_device_array(a) for a in arrays)
+
+
+def _device_pair(errors, covs):
+    """Numba device views of the inputs in GPU memory, float64 arrays of the others."""
+    from fastcal import cuda
+
+    out = []
+    for name, x in (("errors", errors), ("covs", covs)):
+        if cuda.is_device_array(x):
+            x = cuda.as_device_array(name, x)
+            if x.dtype.kind not in "biuf":
+                msg = f"{name} must be an array of real numbers, got dtype {x.dtype} in GPU memory"
+                raise ValueError(msg)
+        else:
+            x = _as_float_array(name, x)
+        out.append(x)
+    return out
+
+
+def _host_pair(errors, covs):
+    """float64 host copies of the inputs, wherever they are."""
+    from fastcal import cuda
+
+    return [_as_float_array(name, cuda.to_host(name, x))
+            for name, x in (("errors", errors), ("covs", covs))]
+
+
+def _flat(x, shape):
+    """``x`` as ``shape`` without a copy, or None (a non-contiguous device array)."""
+    if tuple(x.shape) == shape:
+        return x  # any strides: the kernel indexes [i, a] and [i, a, c]
+    if isinstance(x, np.ndarray) or x.is_c_contiguous():
+        return x.reshape(shape)
+    return None
 
 
 def _format_index(flat_index, lead_shape):
@@ -186,6 +238,9 @@ def nees(errors, covs, *, nan_policy="raise"):
     substitution). Under consistency it is chi-square with ``d`` degrees of
     freedom, with mean ``d``.
 
+    Arrays in GPU memory are copied to the host and scored there: the result
+    has one value per vector, as large as the input's leading axes.
+
     Examples
     --------
     >>> import numpy as np
@@ -196,6 +251,8 @@ def nees(errors, covs, *, nan_policy="raise"):
     [0.0, 0.0, 0.0]
     """
     _check_nan_policy(nan_policy, ("raise", "propagate"))
+    if _on_device(errors, covs):
+        errors, covs = _host_pair(errors, covs)
     errors = _as_float_array("errors", errors)
     covs = _as_float_array("covs", covs)
     _check_shapes(errors, covs)
@@ -234,6 +291,9 @@ def gaussian_ecd(errors, covs, *, nan_policy="raise"):
     ``ECD = (1/N) sum_i [0.5 (x_i - mu_i)^T C_i^-1 (x_i - mu_i) - d/2]``,
     i.e. ``0.5 * ANEES - d/2`` with the NEES of eq. 11.
 
+    Arrays in GPU memory are scored there, as by
+    :meth:`GaussianAccumulator.update`.
+
     Examples
     --------
     >>> import numpy as np
@@ -242,9 +302,13 @@ def gaussian_ecd(errors, covs, *, nan_policy="raise"):
     1.0
     """
     _check_nan_policy(nan_policy, _NAN_POLICIES)
-    errors = _as_float_array("errors", errors)
-    covs = _as_float_array("covs", covs)
-    d = _check_shapes(errors, covs)
+    if _on_device(errors, covs):
+        errors, covs = _device_pair(errors, covs)
+        d = _check_shapes(_Shape(errors), _Shape(covs))
+    else:
+        errors = _as_float_array("errors", errors)
+        covs = _as_float_array("covs", covs)
+        d = _check_shapes(errors, covs)
     acc = GaussianAccumulator(d)
     acc.update(errors, covs, nan_policy=nan_policy)
     return acc.result().ecd
@@ -311,24 +375,73 @@ class GaussianAccumulator:
         nan_policy : {'raise', 'propagate', 'omit'}, default 'raise'
             Entries with NaN or inf: raise, make their bin NaN, or skip them
             (they are not counted).
+
+        Notes
+        -----
+        If ``errors`` or ``covs`` is in GPU memory (torch CUDA tensor, CuPy,
+        Numba device array) the NEES are computed there
+        (``fastcal.cuda.fill_gaussian``) and only the per-bin count and sum
+        come back; a host input beside it is copied to the GPU. Counts equal
+        the CPU's, sums agree to float rounding. The rows are read in place
+        when they reshape to ``(n, dim)`` without a copy (C-contiguous, or
+        already 2-D / 3-D with any strides); other strided device arrays are
+        copied to the host and scored on the CPU, since Numba device arrays
+        cannot be reshaped without a copy. A covariance that is not symmetric
+        positive definite, or NaN/inf with ``nan_policy='raise'``, sends the
+        inputs to the host so the CPU raises its own message.
         """
         _check_nan_policy(nan_policy, _NAN_POLICIES)
+        if _on_device(errors, covs):
+            return self._update_device(errors, covs, nan_policy)
         errors = _as_float_array("errors", errors)
         covs = _as_float_array("covs", covs)
-        d = _check_shapes(errors, covs, self.shape)
+        self._check_dim(_check_shapes(errors, covs, self.shape))
+        return self._update_host(errors, covs, nan_policy)
+
+    def _check_dim(self, d):
         if d != self.dim:
             msg = f"errors has dimension d={d} on its last axis; this accumulator expects dim={self.dim}"
             raise ValueError(msg)
+
+    def _update_host(self, errors, covs, nan_policy):
         values, bad = _nees_checked(errors, covs, "raise" if nan_policy == "raise" else "propagate")
         n_bins = int(np.prod(self.shape, dtype=np.int64))
-        values = values.reshape(-1, n_bins)
+        n_rows = values.shape[0] // n_bins if n_bins else 0
+        values = values.reshape(n_rows, n_bins)
         if nan_policy == "omit":
-            keep = ~bad.reshape(-1, n_bins)
+            keep = ~bad.reshape(n_rows, n_bins)
             counts = keep.sum(axis=0, dtype=np.int64)
             sums = np.where(keep, values, 0.0).sum(axis=0)
         else:
             counts = np.full(n_bins, values.shape[0], dtype=np.int64)
             sums = values.sum(axis=0)
+        self.count += counts.reshape(self.shape)
+        self.nees_sum += sums.reshape(self.shape)
+        return self
+
+    def _update_device(self, errors, covs, nan_policy):
+        from fastcal import cuda
+
+        errors, covs = _device_pair(errors, covs)
+        d = self.dim
+        self._check_dim(_check_shapes(_Shape(errors), _Shape(covs), self.shape))
+        n = int(np.prod(errors.shape[:-1], dtype=np.int64))
+        flat_e, flat_c = _flat(errors, (n, d)), _flat(covs, (n, d, d))
+        if flat_e is None or flat_c is None:
+            # strided device arrays of more axes: numba reshapes only contiguous ones
+            return self._update_host(*_host_pair(errors, covs), nan_policy)
+        n_bins = int(np.prod(self.shape, dtype=np.int64))
+        out = cuda.fill_gaussian(flat_e, flat_c, n_bins)
+        checks = out["checks"]
+        if checks["asymmetric"][0] or checks["not_pd"][0] or (
+                nan_policy == "raise" and checks["nan"][0]):
+            # the CPU words the error (first index in the input's shape, eigenvalue)
+            return self._update_host(*_host_pair(errors, covs), nan_policy)
+        counts, sums = out["count"], out["nees_sum"]
+        if nan_policy == "propagate":
+            # as the CPU: rows with NaN/inf count, and make their bin's sum NaN
+            counts = counts + out["n_bad"]
+            sums = np.where(out["n_bad"] > 0, np.nan, sums)
         self.count += counts.reshape(self.shape)
         self.nees_sum += sums.reshape(self.shape)
         return self

@@ -95,10 +95,15 @@ if CHILD:
                     _a(np.uint8, 1)))
 
     def _gaussian_cases():
+        parts = (_a(np.int64, 2), _a(np.float64, 2), _a(np.int64, 2), _a(np.int64, 3))
         for d in (1, 3):
             yield (f"gaussian d={d}", kcg.kernel(d),
-                   (_a(np.float64, 2), _a(np.float64, 3), I8, F8, _a(np.int64, 2),
-                    _a(np.float64, 2), _a(np.int64, 2), _a(np.int64, 3)))
+                   (_a(np.float64, 2), _a(np.float64, 3), I8, I8, F8) + parts)
+        # float32 device arrays, and strided 2-D / 3-D views (GaussianAccumulator reads them)
+        yield ("gaussian d=3 float32", kcg.kernel(3),
+               (_a(np.float32, 2), _a(np.float32, 3), I8, I8, F8) + parts)
+        yield ("gaussian d=2 strided", kcg.kernel(2),
+               (_a(np.float64, 2, "A"), _a(np.float64, 3, "A"), I8, I8, F8) + parts)
 
     def _gather_cases():
         for pdt in (np.float32, np.float64):

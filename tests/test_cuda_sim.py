@@ -337,6 +337,154 @@ if CASES:
         np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
         assert out["checks"] == {"nan": (2, 17), "asymmetric": (1, 40), "not_pd": (1, 61)}
 
+    def _spd(rng, n, d, dtype=np.float64):
+        A = rng.normal(size=(n, d, d))
+        return (A @ A.transpose(0, 2, 1) + 0.5 * np.eye(d)).astype(dtype)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize("G,runs", [(1, 20), (3, 20), (5, 30), (7, 1), (4, 0), (70, 2)])
+    def test_gaussian_grid_of_any_size_matches_cpu_kernel(dtype, G, runs):
+        # slices x groups rarely fill the last block: threads past them must not write
+        rng = np.random.default_rng(G * 100 + runs)
+        for d in (1, 2, 3, 4, 5, 6):
+            n = G * runs
+            C = _spd(rng, n, d, dtype)
+            E = rng.normal(size=(n, d)).astype(dtype)
+            if n > 5:
+                E[n // 2, 0] = np.nan
+                C[n - 1, 0, 0] = -1.0
+            out = fc.fill_gaussian(E, C, G)
+            val = np.empty(n)
+            st = np.empty(n, np.int8)
+            kg.nees_batch(E.astype(np.float64), C.astype(np.float64), val, st, 1e-8, 1)
+            ok = (st == kg.STATUS_OK).reshape(-1, G)
+            np.testing.assert_array_equal(out["count"], ok.sum(axis=0))
+            np.testing.assert_allclose(out["nees_sum"],
+                                       np.where(ok, val.reshape(-1, G), 0).sum(axis=0), rtol=1e-12)
+            np.testing.assert_array_equal(out["n_bad"], (st == kg.STATUS_NAN).reshape(-1, G).sum(0))
+            bad = (1, n // 2) if n > 5 else (0, -1)
+            assert out["checks"]["nan"] == bad
+            assert out["checks"]["not_pd"] == ((1, n - 1) if n > 5 else (0, -1))
+
+    # -- GaussianAccumulator / gaussian_ecd of device arrays ---------------------------
+
+    def _same_acc(got, ref):
+        np.testing.assert_array_equal(got.count, ref.count)
+        assert got.count.dtype == ref.count.dtype == np.int64
+        np.testing.assert_array_equal(np.isnan(got.nees_sum), np.isnan(ref.nees_sum))
+        np.testing.assert_allclose(got.nees_sum, ref.nees_sum, rtol=1e-12)
+
+    def _tracks(rng, shape, d, dtype):
+        E = rng.normal(size=(*shape, d)).astype(dtype)
+        C = _spd(rng, int(np.prod(shape)), d, dtype).reshape(*shape, d, d)
+        return E, C
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    @pytest.mark.parametrize("steps", [None, 7])
+    def test_gaussian_accumulator_of_device_arrays_equals_cpu(dtype, steps, monkeypatch):
+        from fastcal import gaussian
+        from fastcal.gaussian import GaussianAccumulator, gaussian_ecd
+
+        cpu_nees = gaussian._nees_checked
+        host_calls = []
+
+        def counted(*args):
+            host_calls.append(1)
+            return cpu_nees(*args)
+
+        monkeypatch.setattr(gaussian, "_nees_checked", counted)
+        rng = np.random.default_rng(21)
+        shape = () if steps is None else (steps,)
+        for d in (1, 2, 3, 4):
+            E, C = _tracks(rng, (9, *shape), d, dtype)
+            E[(2, *(1,) * len(shape))][0] = np.nan  # one bad row, in bin 1 if binned
+            C[(5, *(0,) * len(shape))][d - 1, d - 1] = np.inf
+            ok_E, ok_C = E[[0, 1, 3, 4, 6, 7, 8]], C[[0, 1, 3, 4, 6, 7, 8]]
+            dE, dC = cuda.to_device(E), cuda.to_device(C)
+            for policy in ("omit", "propagate"):
+                ref = GaussianAccumulator(d, shape=shape).update(E, C, nan_policy=policy)
+                del host_calls[:]
+                got = GaussianAccumulator(d, shape=shape).update(dE, dC, nan_policy=policy)
+                assert not host_calls, "device rows scored on the host"
+                _same_acc(got, ref)
+                if not shape:
+                    np.testing.assert_allclose(gaussian_ecd(dE, dC, nan_policy=policy),
+                                               gaussian_ecd(E, C, nan_policy=policy), rtol=1e-12)
+            ref = GaussianAccumulator(d, shape=shape).update(ok_E, ok_C)
+            got = GaussianAccumulator(d, shape=shape).update(cuda.to_device(ok_E),
+                                                             cuda.to_device(ok_C))
+            _same_acc(got, ref)
+            # one input on the host, the other on the device
+            _same_acc(GaussianAccumulator(d, shape=shape).update(ok_E, cuda.to_device(ok_C)), ref)
+            with pytest.raises(ValueError) as cpu:
+                GaussianAccumulator(d, shape=shape).update(E, C)
+            with pytest.raises(ValueError) as gpu:
+                GaussianAccumulator(d, shape=shape).update(dE, dC)
+            assert str(gpu.value) == str(cpu.value) and "errors contains NaN" in str(cpu.value)
+            with pytest.raises(ValueError) as cpu:
+                gaussian_ecd(E, C)
+            with pytest.raises(ValueError) as gpu:
+                gaussian_ecd(dE, dC)
+            assert str(gpu.value) == str(cpu.value)
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_gaussian_device_covariance_errors_same_message(dtype):
+        from fastcal.gaussian import GaussianAccumulator, gaussian_ecd
+
+        rng = np.random.default_rng(22)
+        for d in (2, 3):
+            E, C = _tracks(rng, (6, 4), d, dtype)
+            asym, not_pd = C.copy(), C.copy()
+            asym[3, 2, 0, 1] += 0.5
+            not_pd[4, 1] = -np.eye(d)
+            for bad in (asym, not_pd):
+                for policy in ("raise", "propagate", "omit"):
+                    with pytest.raises(ValueError) as cpu:
+                        GaussianAccumulator(d, shape=(4,)).update(E, bad, nan_policy=policy)
+                    with pytest.raises(ValueError) as gpu:
+                        GaussianAccumulator(d, shape=(4,)).update(
+                            cuda.to_device(E), cuda.to_device(bad), nan_policy=policy)
+                    assert str(gpu.value) == str(cpu.value)
+                with pytest.raises(ValueError) as cpu:
+                    gaussian_ecd(E, bad)
+                with pytest.raises(ValueError) as gpu:
+                    gaussian_ecd(cuda.to_device(E), cuda.to_device(bad))
+                assert str(gpu.value) == str(cpu.value)
+            # shapes are checked as on the CPU, with the same words
+            for args in ((E[:, :3], C), (E, C[..., :1])):
+                with pytest.raises(ValueError) as cpu:
+                    GaussianAccumulator(d, shape=(4,)).update(*args)
+                with pytest.raises(ValueError) as gpu:
+                    GaussianAccumulator(d, shape=(4,)).update(
+                        *(cuda.to_device(np.ascontiguousarray(a)) for a in args))
+                assert str(gpu.value) == str(cpu.value)
+
+    def test_gaussian_device_fill_merges_with_cpu_and_strided_inputs():
+        from fastcal.gaussian import GaussianAccumulator, nees
+
+        rng = np.random.default_rng(23)
+        E, C = _tracks(rng, (12, 5), 3, np.float64)
+        whole = GaussianAccumulator(3, shape=(5,)).update(E, C)
+        a = GaussianAccumulator(3, shape=(5,)).update(cuda.to_device(E[:7]), cuda.to_device(C[:7]))
+        b = GaussianAccumulator(3, shape=(5,)).update(E[7:], C[7:])
+        _same_acc(a + b, whole)
+        a += b
+        _same_acc(a, whole)
+        # strided device views: 2-D/3-D read in place, others through the host
+        Ew = cuda.to_device(np.concatenate([E, E], axis=-1))[..., ::2]
+        ref = GaussianAccumulator(3, shape=(5,)).update(np.concatenate([E, E], -1)[..., ::2], C)
+        _same_acc(GaussianAccumulator(3, shape=(5,)).update(Ew, cuda.to_device(C)), ref)
+        E2, C2 = E.reshape(-1, 3), C.reshape(-1, 3, 3)
+        ref = GaussianAccumulator(3).update(E2[::2], C2[::2])
+        _same_acc(GaussianAccumulator(3).update(cuda.to_device(E2)[::2], cuda.to_device(C2)[::2]),
+                  ref)
+        # nees stays on the host: one value per vector
+        np.testing.assert_array_equal(nees(cuda.to_device(E), cuda.to_device(C)), nees(E, C))
+        # no rows: nothing added
+        empty = GaussianAccumulator(3, shape=(5,)).update(cuda.to_device(E[:0]),
+                                                          cuda.to_device(C[:0]))
+        np.testing.assert_array_equal(empty.count, np.zeros(5, np.int64))
+
     # -- the public entry point: calibration_report(device arrays) --------------------
 
     def _same_report(got, ref):

@@ -8,7 +8,9 @@ kernel per d, ``kernel(d)``).
 
 Threads form a grid of S slices x G groups: thread (s, g) adds runs
 s, s + S, ... of group g into its own cell of the partial arrays, so there are
-no atomics and every cell has one writer; the host adds the S slices.
+no atomics and every cell has one writer; the host adds the S slices. S is an
+argument (the partial arrays' first axis): threads t >= S * G of the last
+block return at once.
 
 Per cell: rows with a valid NEES (count, sum), rows holding NaN or inf
 (count), and for each status (NaN, asymmetric, not positive definite) the
@@ -39,11 +41,9 @@ def kernel(d):
 
 def _make(d):
     @cuda.jit
-    def fill(errors, covs, n_groups, sym_rtol, part_n, part_s, part_bad, part_k):
+    def fill(errors, covs, n_groups, n_slices, sym_rtol, part_n, part_s, part_bad, part_k):
         t = cuda.grid(1)
-        total = cuda.gridsize(1)
         G = n_groups
-        n_slices = total // G
         if t >= n_slices * G:
             return
         s = t // G
