@@ -179,6 +179,31 @@ if CASES:
                     gpu = fc.fill_binary_logits(y, z, edges, True, right, eps)
                     _same(gpu, cpu)
 
+    def test_binary_logits_with_eps_match_cpu_for_large_logits():
+        import fastcal
+
+        # p just below 1 - eps is not clipped: its logs must come from z on both
+        # devices (log(1 - p) turned a last-bit difference of p into 1e-10 of the ECD)
+        rng = np.random.default_rng(13)
+        z = rng.uniform(-40, 40, 600)
+        z[300:] = rng.choice([-1.0, 1.0], 300) * rng.uniform(14, 20.7, 300)  # p near eps, 1 - eps
+        z[:8] = [1e154, -1.5e154, 1e300, -np.finfo(float).max, 20.7, -20.7, 36.0, -36.0]
+        y = (rng.random(600) < 0.5).astype(np.uint8)
+        kinds = np.array([0, 1, 2, 3, 4], np.int64)
+        edges = kernel_edges(10, "<f8")
+        for eps in (0.0, 1e-9, 1e-7, 1e-4):
+            cpu = kb.new_state(10)
+            km.fill_binary_logits_range(z, y, 0, 600, edges, True, False, eps, *cpu, kinds)
+            with np.errstate(over="ignore"):  # squared ECD and NLL terms of 1e300 are inf
+                gpu = fc.fill_binary_logits(y, z, edges, True, False, eps)
+            _same(gpu, cpu)
+            ref = fastcal.calibration_report(y[8:], z[8:], logits=True, eps=eps)
+            got = fastcal.calibration_report(cuda.to_device(y[8:]), cuda.to_device(z[8:]),
+                                             logits=True, eps=eps)
+            for name in ("ecd", "ecd_var", "nll", "brier", "ece"):
+                np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=1e-12,
+                                           atol=0, err_msg=f"{name}, eps={eps}")
+
     @pytest.mark.parametrize("logits", [False, True])
     def test_multiclass_matches_cpu(logits):
         rng = np.random.default_rng(5)

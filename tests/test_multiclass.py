@@ -258,6 +258,46 @@ def test_binary_logits_match_sigmoid_and_stay_exact_for_large_logits():
     assert fastcal.ecd([0], [np.float64(1 / (1 + np.exp(-50.0)))]) == math.inf
 
 
+def test_binary_logits_with_eps_take_logs_from_z_unless_clipped():
+    # p = sigmoid(z) just below 1 - eps is not clipped: ECD (p - y)(log p - log(1 - p))
+    # is sigmoid(z) * z exactly, NLL softplus(z); log(1 - p) of the rounded p was
+    # off by up to 1e-7 absolute there.
+    eps = 1e-9
+    for z in (14.0, 17.0, 20.0, 20.7):
+        s = 1 / (1 + math.exp(-z))
+        softplus = z + math.log1p(math.exp(-z))
+        assert fastcal.ecd([0], [z], logits=True, eps=eps) == pytest.approx(s * z, rel=1e-14)
+        assert fastcal.ecd([1], [-z], logits=True, eps=eps) == pytest.approx(s * z, rel=1e-14)
+        assert fastcal.log_loss([0], [z], logits=True, eps=eps) == pytest.approx(softplus,
+                                                                                   rel=1e-14)
+        assert fastcal.log_loss([1], [-z], logits=True, eps=eps) == pytest.approx(softplus,
+                                                                                    rel=1e-14)
+    # clipped (p > 1 - eps): the logs of the clipped value, as for probabilities
+    hi = 1.0 - eps
+    assert fastcal.ecd([0], [25.0], logits=True, eps=eps) == pytest.approx(
+        hi * (math.log(hi) - math.log(1.0 - hi)), rel=1e-14)
+    assert fastcal.log_loss([0], [25.0], logits=True, eps=eps) == pytest.approx(
+        -math.log(1.0 - hi), rel=1e-14)
+
+
+@pytest.mark.parametrize("z0", [1e154, 1.5e154, 1e300, np.finfo(np.float64).max])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("label", [0, 1])
+def test_binary_logits_variance_term_has_its_limit_at_huge_logits(z0, sign, label):
+    # the row's variance term p(1 - p) z^2 = z^2 e^-|z| / (1 + e^-|z|)^2 is 0 in
+    # float64 for |z| > 800; computed as 0 * inf it was NaN once |z| > 1.34e154
+    y = np.array([label, 0], np.uint8)
+    z = np.array([sign * z0, 0.5])
+    rep = fastcal.calibration_report(y, z, logits=True)
+    s = 1 / (1 + math.exp(-0.5))
+    assert rep.n == 2
+    assert rep.ecd_var == pytest.approx(s * (1 - s) * 0.25, rel=1e-14)
+    wrong = (sign > 0) != (label == 1)
+    # ECD terms: (p - y) z is |z| for a wrong label, 0 for a right one
+    assert rep.ecd == pytest.approx(((z0 if wrong else 0.0) + s * 0.5) / 2, rel=1e-14)
+    assert rep.verdict == ("over-confident" if wrong else "consistent with calibration")
+
+
 # -- accumulator laws -----------------------------------------------------------------
 
 @settings(max_examples=30, deadline=None)

@@ -185,15 +185,18 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
             lp = _log_sigmoid(zi)
             lq = _log_sigmoid(-zi)
             p = exp64(lp)
+            pe = p
             if eps_pos:
                 pe = min(max(p, lo), hi)
-                lp = math.log(pe)
-                lq = math.log(1.0 - pe)
-            else:
-                pe = p
+                if pe != p:
+                    # clipped: logs of the clipped value; unclipped rows keep lp, lq
+                    # from z, as on the CPU
+                    lp = math.log(pe)
+                    lq = math.log(1.0 - pe)
             logit = lp - lq
             e = (pe - yi) * logit
-            v = pe * (1.0 - pe) * logit * logit
+            pq = pe * (1.0 - pe)
+            v = 0.0 if pq == 0.0 else pq * logit * logit  # limit 0, no 0 * inf
             pos = yi == 1.0
             nll = -lp if pos else -lq
             db = p - yi

@@ -887,7 +887,8 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
 
     p = sigmoid(z) is never stored; log p and log(1 - p) come from z
     directly, so large |z| keep exact ECD (p - y) z and NLL terms where p
-    itself rounds to 0 or 1. ``bin_checks`` holds the binary check kinds
+    itself rounds to 0 or 1; with eps > 0 only a clipped p takes the logs
+    of the clipped value. ``bin_checks`` holds the binary check kinds
     (NaN z, infinite z, bad label, NaN label, omitted) as indices
     0..4 of ``checks``.
     """
@@ -918,16 +919,22 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
         lp = _log_sigmoid(zi)
         lq = _log_sigmoid(-zi)
         p = exp64(lp)
+        pe = p
         if eps > 0.0:
             pe = min(max(p, lo), hi)
-            lp = log64(pe)
-            lq = log64(1.0 - pe)
-        else:
-            pe = p
+            if pe != p:
+                # clipped: logs of the clipped value. Unclipped rows keep lp, lq
+                # from z: for p near 1, log(1 - p) turns the last-bit rounding
+                # of p into an error of up to 1e-7 (p = 1 - 1e-9).
+                lp = log64(pe)
+                lq = log64(1.0 - pe)
         logit = lp - lq
         d = pe - yi
         e = d * logit
-        v = pe * (1.0 - pe) * logit * logit
+        # pq = 0 when p rounds to 0 or 1: the term's limit is 0, and pq * logit**2
+        # would be 0 * inf once |z| > 1.34e154
+        pq = pe * (1.0 - pe)
+        v = 0.0 if pq == 0.0 else pq * logit * logit
         nll = -lp if yi == 1.0 else -lq
         db = p - yi
         br = db * db
