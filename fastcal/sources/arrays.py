@@ -30,9 +30,9 @@ class ArraySource:
                                      and not is_soft(self.y_true)):
             return self._fill_device(opts)
         if on_gpu:  # device="cpu", or soft labels: copy to the host first
-            self.y_prob = cuda.as_device_array("y_prob", self.y_prob).copy_to_host()
+            self.y_prob = cuda.to_host("y_prob", self.y_prob)
             if cuda.is_device_array(self.y_true):
-                self.y_true = cuda.as_device_array("y_true", self.y_true).copy_to_host()
+                self.y_true = cuda.to_host("y_true", self.y_true)
         if opts.transform is not None:
             self.y_prob = opts.transform(v.to_array("y_prob", self.y_prob))
         self.batch = resolve(self.y_true, self.y_prob,
@@ -78,8 +78,7 @@ class ArraySource:
                     y, p, logits=pair["logits"], renormalize=pair["renormalize"]))
                 self.ranked_pair = v.as_labels_1d(ry), rx
             else:  # binary probabilities are ranked as they are: the same on both
-                y, p = (cuda.as_device_array(n, a).copy_to_host() if cuda.is_device_array(a)
-                        else a for n, a in zip(("y_true", "y_prob"), (y, p)))
+                y, p = (cuda.to_host(n, a) for n, a in zip(("y_true", "y_prob"), (y, p)))
                 batch = resolve(y, p, logits=pair["logits"])
                 self.ranked_pair = em.ranking_pair(batch.y, batch.p, **pair)
         return self.ranked_pair
