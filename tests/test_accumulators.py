@@ -160,9 +160,15 @@ def test_front_door_checks_settings_across_kinds_and_shapes_on_device_calls():
     with pytest.raises(ValueError, match="different bins, closed side or eps"):
         m + fastcal.CalibrationAccumulator(n_bins=6)
     assert (m + fastcal.CalibrationAccumulator(n_bins=5)).report().n == 50
-    # 1-D rows offered to K-class state (host arrays: refused before any GPU work)
-    with pytest.raises(ValueError, match=r"shape \(4,\), which does not match .* multiclass state"):
-        m.update_device(np.array([0, 1, 0, 1]), np.array([0.1, 0.2, 0.3, 0.4]))
+    # 1-D rows offered to K-class state (host arrays: refused before any GPU work,
+    # with update()'s message)
+    y1, p1 = np.array([0, 1, 0, 1]), np.array([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(ValueError, match=r"^y_prob must have shape \(n_samples, n_classes\); "
+                                         r"got shape \(4,\)$") as on_device:
+        m.update_device(y1, p1)
+    with pytest.raises(ValueError) as on_host:
+        m.update(y1, p1)
+    assert str(on_device.value) == str(on_host.value)
     t, q = soft_data(10, 3, 2)
     with pytest.raises(ValueError, match=r"ci=\) are not available for soft labels"):
         SoftLabelAccumulator().update(t, q).report(ci=0.95)
