@@ -468,6 +468,48 @@ def test_blocked_kernel_equals_row_kernel(k, logits, eps):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+def tied_rows(case, n=40):
+    """(y, P, options) of rows whose nonzero class probabilities are all equal."""
+    y = np.arange(n) % 3
+    if case == "float64 thirds":
+        return y, np.full((n, 3), 1 / 3), {}
+    if case == "float32 thirds":  # 3 * float32(1/3) = 1 + 3e-8
+        return y, np.full((n, 3), 1 / 3, np.float32), {}
+    if case == "equal logits":
+        return y, np.full((n, 5), 2.5), {"logits": True}
+    if case == "eps":
+        return y, np.full((n, 3), 1 / 3, np.float32), {"eps": 1e-6}
+    return y, np.tile(np.float32([0.2] * 5 + [0.0]), (n, 1)), {}  # a zero class
+
+
+TIED = ["float64 thirds", "float32 thirds", "equal logits", "eps", "a zero class"]
+
+
+@pytest.mark.parametrize("case", TIED)
+def test_rows_of_equal_probabilities_have_zero_ecd_term_and_variance(case):
+    # H = sum q log q of such a row is computed as log q times the rounded row sum, so its
+    # ECD term and variance were rounding noise that the ECD test read as a signal
+    # (40 float32 rows of 1/3: z = -6.3, "under-confident"); they are exactly 0
+    y, P, kw = tied_rows(case)
+    rep = fastcal.calibration_report(y, P, n_bins=15, **kw)
+    assert rep.sums["sum_ecd"] == 0.0 and rep.sums["sum_ecd_var"] == 0.0
+    assert rep.verdict == "consistent with calibration"
+    logits, eps = kw.get("logits", False), kw.get("eps", 0.0)
+    edges = fastcal.uniform_edges(15, np.float64 if logits else P.dtype)
+    st = km.new_state(15, P.shape[1], True)
+    km.fill_rows(P, y, 0, len(y), edges, True, False, eps, logits, False, 1e-5, True, *st)
+    assert not st[1][:, 1:].any()  # the row kernel: ECD sums and variances 0
+    # beside other rows, in other bins, the others' terms are those of the others alone
+    y2, P2 = mc_data(200, P.shape[1], seed=4, dtype=P.dtype)
+    if logits:
+        P2 = np.log(P2)
+    both = fastcal.calibration_report(np.concatenate([y, y2]), np.concatenate([P, P2]),
+                                      n_bins=15, **kw)
+    alone = fastcal.calibration_report(y2, P2, n_bins=15, **kw)
+    assert both.sums["sum_ecd"] == pytest.approx(alone.sums["sum_ecd"], rel=1e-12)
+    assert both.sums["sum_ecd_var"] == pytest.approx(alone.sums["sum_ecd_var"], rel=1e-12)
+
+
 def test_top_label_ece_and_mce_agree_with_torchmetrics():
     tm = pytest.importorskip(
         "torchmetrics.functional.classification.calibration_error",

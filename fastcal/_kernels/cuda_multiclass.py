@@ -248,18 +248,26 @@ def _make(K):
                         qe = ev[k] * inv
                         ev[k] = qe
                         lv[k] = math.log(qe)
+                    lmn, lmx = math.inf, -math.inf
                     for k in range(K):
                         q = qv[k]
                         sq += q * q
                         h += ev[k] * lv[k]
+                        lmn = min(lmn, lv[k])
+                        lmx = max(lmx, lv[k])
+                    h = lmx if lmn == lmx else h  # multiclass._flat_h
                     for k in range(K):
                         d = lv[k] - h
                         var += ev[k] * d * d
                 else:
+                    lmn, lmx = math.inf, -math.inf
                     for k in range(K):
                         q = qv[k]
                         sq += q * q
                         h += 0.0 if q == 0.0 else q * lv[k]
+                        lmn = min(lmn, math.inf if q == 0.0 else lv[k])
+                        lmx = max(lmx, -math.inf if q == 0.0 else lv[k])
+                    h = lmx if lmn == lmx else h  # multiclass._flat_h
                     for k in range(K):
                         q = qv[k]
                         d = lv[k] - h
