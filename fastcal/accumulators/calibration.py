@@ -218,7 +218,9 @@ class CalibrationAccumulator(Mergeable):
         y, p = batch.y, batch.p
 
         def host():
-            return tuple(a.copy_to_host() if hasattr(a, "copy_to_host") else a for a in (y, p))
+            from fastcal import cuda
+
+            return cuda.to_host("y_true", y), cuda.to_host("y_prob", p)
 
         kind = batch.kind
         state = self._state_for(kind)

@@ -69,11 +69,11 @@ def resolve_device(y_true, y_prob, *, logits=False, multiclass=False):
     kind = v.input_kind(y, p, logits=logits, multiclass=multiclass)
     if kind == "soft":
         return Batch(kind, y, p)
-    p_dtype = v.prob_dtype("y_prob", p.dtype)
-    y_host = v.class_label_dtype(y.dtype) if kind == "multiclass" else v.label_dtype(y.dtype)
+    y_dtype = v.class_label_dtype(y.dtype) if kind == "multiclass" else v.label_dtype(y.dtype)
     if cuda.is_device_array(y):  # class indices are read on the GPU in their own dtype
-        y = cuda.as_dtype(y, v.label_dtype(y.dtype))
-    else:
-        y = v.as_dtype(y, y_host)
-    p = cuda.as_dtype(p, p_dtype) if cuda.is_device_array(p) else v.as_dtype(p, p_dtype)
-    return Batch(kind, y, p)
+        y_dtype = v.label_dtype(y.dtype)
+
+    def typed(x, dtype):
+        return cuda.as_dtype(x, dtype) if cuda.is_device_array(x) else v.as_dtype(x, dtype)
+
+    return Batch(kind, typed(y, y_dtype), typed(p, v.prob_dtype("y_prob", p.dtype)))
