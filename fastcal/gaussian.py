@@ -29,6 +29,7 @@ import numbers
 import numba
 import numpy as np
 
+from fastcal.accumulators.base import Mergeable
 from fastcal._kernels import _config
 from fastcal._kernels import gaussian as _k
 
@@ -311,16 +312,18 @@ def gaussian_ecd(errors, covs, *, nan_policy="raise"):
         d = _check_shapes(errors, covs)
     acc = GaussianAccumulator(d)
     acc.update(errors, covs, nan_policy=nan_policy)
-    return acc.result().ecd
+    return acc.report().ecd
 
 
-class GaussianAccumulator:
+class GaussianAccumulator(Mergeable):
     """Streaming, mergeable NEES / Gaussian ECD statistics per bin.
 
     Holds per-bin sufficient statistics: ``count`` (int64) and ``nees_sum``
-    (float64). Filling is :meth:`update`; merging two accumulators with ``+``
-    adds the statistics, so results do not depend on how the data was chunked
-    or in which order the parts were merged (up to float rounding of the sums).
+    (float64). Filling is :meth:`update`; it is mergeable like the other
+    accumulators (``a + b``, ``a += b``, ``sum([...])``, ``copy()``, pickle), and
+    :meth:`report` reads the result. Merging adds the statistics, so results do
+    not depend on how the data was chunked or in which order the parts were
+    merged (up to float rounding of the sums).
 
     Parameters
     ----------
@@ -344,8 +347,10 @@ class GaussianAccumulator:
     >>> C = np.broadcast_to(np.eye(2), (2, 2, 2))
     >>> a = GaussianAccumulator(2).update(e[:1], C[:1])
     >>> b = GaussianAccumulator(2).update(e[1:], C[1:])
-    >>> (a + b).result()
+    >>> (a + b).report()
     GaussianResult(count=2, anees=5.0, ecd=1.5)
+    >>> sum([a, b]).report() == (a + b).report()
+    True
     """
 
     def __init__(self, dim, *, shape=()):
@@ -447,9 +452,7 @@ class GaussianAccumulator:
         return self
 
     def _check_compatible(self, other):
-        if not isinstance(other, GaussianAccumulator):
-            msg = f"can only merge a GaussianAccumulator, got {type(other).__name__}"
-            raise TypeError(msg)
+        self._check_type(other, "GaussianAccumulator")
         if other.dim != self.dim or other.shape != self.shape:
             msg = (
                 f"cannot merge accumulators with dim={other.dim}, shape={other.shape} into "
@@ -457,23 +460,14 @@ class GaussianAccumulator:
             )
             raise ValueError(msg)
 
-    def __iadd__(self, other):
-        self._check_compatible(other)
+    def _add(self, other):
         self.count += other.count
         self.nees_sum += other.nees_sum
-        return self
-
-    def __add__(self, other):
-        self._check_compatible(other)
-        merged = GaussianAccumulator(self.dim, shape=self.shape)
-        merged.count = self.count + other.count
-        merged.nees_sum = self.nees_sum + other.nees_sum
-        return merged
 
     def __repr__(self):
         return f"GaussianAccumulator(dim={self.dim}, shape={self.shape}, count={int(self.count.sum())})"
 
-    def result(self):
+    def report(self):
         """Reduce to :class:`GaussianResult` ``(count, anees, ecd)`` per bin.
 
         Scalars (``int``/``float``) when ``shape == ()``, arrays of ``shape`` otherwise.
@@ -484,6 +478,10 @@ class GaussianAccumulator:
         if self.shape == ():
             return GaussianResult(int(self.count), float(anees), float(ecd))
         return GaussianResult(self.count.copy(), anees, ecd)
+
+    def result(self):
+        """The same as :meth:`report` (the name of earlier versions)."""
+        return self.report()
 
 
 def _check_band_args(runs, dim, alpha):

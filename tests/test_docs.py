@@ -7,7 +7,7 @@ import pytest
 
 
 @pytest.mark.parametrize("name", ["fastcal.metrics", "fastcal.accumulators.calibration", "fastcal.simulate",
-                                  "fastcal.distributed"])
+                                  "fastcal.distributed", "fastcal.gaussian"])
 def test_docstring_examples(name):
     # import_module: fastcal.simulate the attribute is the function, not the module
     result = doctest.testmod(importlib.import_module(name))

@@ -144,6 +144,29 @@ def test_accumulator_result_pickle_and_empty_bins():
     assert np.isnan(empty.anees).all() and np.isnan(empty.ecd).all()
 
 
+def test_accumulator_is_one_mergeable_family():
+    # sum(), copy(), += and report() as on the calibration accumulators
+    rng = np.random.default_rng(6)
+    errors = rng.normal(size=(9, 3, 2))
+    covs = random_spd(rng, (9, 3), 2)
+    parts = [GaussianAccumulator(2, shape=(3,)).update(errors[i:i + 3], covs[i:i + 3])
+             for i in (0, 3, 6)]
+    whole = GaussianAccumulator(2, shape=(3,)).update(errors, covs)
+    total = sum(parts)
+    assert total is not parts[0]
+    np.testing.assert_array_equal(total.count, whole.count)
+    np.testing.assert_allclose(total.report().anees, whole.report().anees, rtol=1e-12)
+    np.testing.assert_array_equal(total.report().anees, total.result().anees)
+    clone = parts[0].copy()
+    clone += parts[1]
+    np.testing.assert_array_equal(parts[0].count, [3, 3, 3])  # the copy is independent
+    np.testing.assert_array_equal(clone.count, [6, 6, 6])
+    with pytest.raises(TypeError, match="can only merge a GaussianAccumulator"):
+        parts[0] + 1
+    with pytest.raises(ValueError, match="expected equal dim and shape"):
+        parts[0] + GaussianAccumulator(3, shape=(3,))
+
+
 def test_nan_policies():
     errors = np.array([[1.0, 0.0], [np.nan, 0.0], [0.0, 2.0]])
     covs = np.broadcast_to(np.eye(2), (3, 2, 2))
