@@ -130,7 +130,7 @@ def test_cpu_tensors_are_read_without_a_copy():
 
 def test_state_size_does_not_depend_on_the_number_of_predictions():
     def state_bytes(metric):
-        return sum(getattr(metric, name).nbytes for name in metric._defaults)
+        return sum(x.nbytes for x in metric.metric_state.values())
 
     small, large = CalibrationMetric(ci=0.95, n_boot=5), CalibrationMetric(ci=0.95, n_boot=5)
     p, y = data("binary", n=20_000)
@@ -174,7 +174,7 @@ def test_bad_input_gets_calibration_reports_message_naming_the_batch(bad):
     metric = CalibrationMetric(**task)
     for a, b in bounds[:2]:
         metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
-    before = {name: getattr(metric, name).clone() for name in metric._defaults}
+    before = {name: x.clone() for name, x in metric.metric_state.items()}
     last_p, last_y = p[300:], y[300:]
     if bad == "lengths":
         last_y = last_y[:-1]
@@ -245,7 +245,7 @@ def test_reset_merge_state_pickle_and_collection():
     ref = fastcal.calibration_report(y, p, ace=False, ci=0.95, n_boot=0)
     assert_same(restored.compute(), ref)
     a.reset()
-    assert all(int(getattr(a, name).count_nonzero()) == 0 for name in a._defaults)
+    assert all(int(getattr(a, name).count_nonzero()) == 0 for name in a.metric_state)
     a.update(torch.from_numpy(p[:10]), torch.from_numpy(y[:10]))
     assert a.compute().n == 10
 
@@ -345,7 +345,10 @@ def free_port():
 def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
     import torch.multiprocessing as mp
 
-    mp.spawn(_ddp_worker, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
+    # forked, not spawned: a spawned child imports torch again (~10-20 s on a busy machine);
+    # the parent has no process group and the shards are too small for thread pools
+    mp.start_processes(_ddp_worker, args=(world, free_port(), str(tmp_path)), nprocs=world,
+                       join=True, start_method="fork")
     kind, options, task, shards = DDP[world]
     p, y = data(kind)
     assert sum(shards) == len(y)
@@ -355,3 +358,31 @@ def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
             rep, local_rows = pickle.load(f)
         assert local_rows == shards[rank]  # compute() left the rank's own state in place
         assert_same(rep, ref)
+
+
+# -- docs: the docstring example and the example script run -----------------------
+
+def test_docstring_example():
+    import doctest
+
+    import fastcal.torch
+
+    result = doctest.testmod(fastcal.torch)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_torch_eval_loop_example(tmp_path):
+    import json
+
+    from tests.test_examples import run_example
+
+    out = run_example("torch_eval_loop.py", tmp_path)
+    data = json.loads((tmp_path / "torch_eval_loop.json").read_text())
+    assert [e["epoch"] for e in data["epochs"]] == [1, 2, 3]
+    verdicts = ("over-confident", "under-confident", "consistent with calibration")
+    for e in data["epochs"]:
+        assert e["n"] == 20_000 and e["verdict"] in verdicts
+        assert f"ECD {e['ecd']:+.4f}" in out and f"ECE {e['ece']:.4f}" in out
+        assert f"verdict: {e['verdict']}" in out
+    assert data["matches_report"] is True and data["state_bytes"] < 4_000
+    assert "bytes for 20,000 predictions; matches calibration_report on all rows: True" in out
