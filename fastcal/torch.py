@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torchmetrics import Metric
 
+from fastcal import cuda
 from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.inputs import validation as v
@@ -70,11 +71,15 @@ class CalibrationMetric(Metric):
     index 305); ..."``), its index counting the rows this process has given
     since ``reset()``; the state is unchanged then.
 
+    The states keep their dtypes (int64 counts, float64 sums) through ``.to(dtype)``,
+    ``.half()`` and ``set_dtype`` (Lightning's "16-true" precision casts modules
+    with ``.to(dtype)``); they move between devices as usual.
+
     ``compute()`` returns the :class:`~fastcal.CalibrationReport` (a
     :class:`~fastcal.reports.multiclass_report.MulticlassReport` for K classes)
     of everything since ``reset()``, on every rank; ``forward(preds, target)``
     (``metric(preds, target)``) adds the batch and returns the batch's own
-    report, at no extra cost. For ``self.log`` use a scalar of either:
+    report, at no extra cost (``dist_sync_on_step`` does not apply to it). For ``self.log`` use a scalar of either:
     ``metric.compute().ecd``, or the properties :attr:`ecd` and :attr:`ece`
     (floats of ``compute()``, cached until the next update). The report's ACE is
     NaN and its ``n_certain_wrong`` None (both need the rows again).
@@ -185,8 +190,8 @@ class CalibrationMetric(Metric):
                    "probability (or logit) of class 1; use task='multiclass' with num_classes=K "
                    "for (n, K) scores")
             raise ValueError(msg)
-        if isinstance(preds, torch.Tensor) and preds.is_cuda:
-            acc.update_device(_detached(target), preds.detach(), start=row0)
+        if cuda.is_device_array(preds):  # a CUDA tensor (or CuPy, Numba): filled on its GPU
+            acc.update_device(_detached(target), _detached(preds), start=row0)
         else:
             acc.update(_detached(target), _detached(preds), start=row0)
 
@@ -194,6 +199,16 @@ class CalibrationMetric(Metric):
         """Add another metric's state (or a dict of its states) to this one."""
         super().merge_state(incoming_state)
         self._computed = None  # torchmetrics keeps the cached compute() otherwise
+
+    def _apply(self, fn, exclude_state=""):
+        """``.to(...)``, ``.cuda()``, ``set_dtype``: states move, never change dtype (a
+        float16 sum would lose the exactness the state is for)."""
+
+        def same_dtype(t):
+            out = fn(t)
+            return out if out.dtype == t.dtype else t.to(out.device)
+
+        return super()._apply(same_dtype, exclude_state)
 
     def reset(self):
         """Empty the state (and restart the batch count of error messages)."""

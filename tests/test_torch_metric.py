@@ -229,7 +229,9 @@ def test_bad_options_get_one_line(options, text):
 
 def test_compute_without_rows_says_so():
     metric = CalibrationMetric(nan_policy="omit")
-    assert first_error(metric.compute) == ("CalibrationMetric.compute(): no predictions were "
+    with pytest.warns(UserWarning, match="called before the ``update``"):  # torchmetrics' own
+        msg = first_error(metric.compute)
+    assert msg == ("CalibrationMetric.compute(): no predictions were "
                                            "given since reset()")
     metric.update(torch.tensor([float("nan")]), torch.tensor([1]))
     assert first_error(metric.compute) == "no samples left: all 1 rows were omitted as NaN"
@@ -257,6 +259,20 @@ def test_reset_merge_state_pickle_and_collection():
     assert_same(out["cal10"], fastcal.calibration_report(y, p, ace=False))
     assert_same(out["cal5"], fastcal.calibration_report(y, p, ace=False, n_bins=5,
                                                         closed="right"))
+
+
+def test_states_keep_their_dtypes_through_casts():
+    p, y = data("binary")
+    metric = CalibrationMetric()
+    metric.update(torch.from_numpy(p[:1_000]), torch.from_numpy(y[:1_000]))
+    metric = metric.to(torch.float16)
+    metric.set_dtype(torch.float32)
+    metric.half()
+    assert metric.sums.dtype == torch.float64 and metric.counts.dtype == torch.int64
+    metric.update(torch.from_numpy(p[1_000:]), torch.from_numpy(y[1_000:]))
+    assert_same(metric.compute(), fastcal.calibration_report(y, p, ace=False))
+    metric.reset()  # the defaults were not cast either
+    assert metric.sums.dtype == torch.float64
 
 
 # -- the accumulator's arrays (the hook the metric's states are) ------------------
@@ -386,3 +402,49 @@ def test_torch_eval_loop_example(tmp_path):
         assert f"verdict: {e['verdict']}" in out
     assert data["matches_report"] is True and data["state_bytes"] < 4_000
     assert "bytes for 20,000 predictions; matches calibration_report on all rows: True" in out
+
+
+# -- the GPU fill, under Numba's CUDA simulator (a subprocess: see test_cuda_sim.py) ----
+
+SIM_CODE = """
+import numpy as np, torch
+from numba import cuda
+import fastcal
+from fastcal.torch import CalibrationMetric
+
+rng = np.random.default_rng(0)
+p = rng.random(40); y = (rng.random(40) < p).astype(np.int64)
+m = CalibrationMetric(n_bins=5)
+m.update(cuda.to_device(p[:25]), cuda.to_device(y[:25]))
+m.update(torch.from_numpy(p[25:]), torch.from_numpy(y[25:]))  # CPU and GPU batches mix
+ref = fastcal.calibration_report(y, p, n_bins=5, ace=False)
+got = m.compute()
+assert got.n == 40 and np.array_equal(got.bins["count"], ref.bins["count"])
+assert np.isclose(got.ecd, ref.ecd, rtol=1e-12) and np.isclose(got.ece, ref.ece, rtol=1e-12)
+P = rng.dirichlet(np.ones(3), 30); Y = rng.integers(0, 3, 30)
+mc = CalibrationMetric("multiclass", num_classes=3)
+mc.update(cuda.to_device(P), cuda.to_device(Y))
+ref = fastcal.calibration_report(Y, P, ace=False)
+assert np.isclose(mc.compute().ecd, ref.ecd, rtol=1e-12)
+p[3] = np.nan
+try:
+    m.update(cuda.to_device(p), cuda.to_device(y))
+except ValueError as err:
+    print(err)
+"""
+
+
+def test_gpu_fill_under_the_cuda_simulator():
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba.cuda")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", SIM_CODE], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == ("batch 3: y_prob contains 1 NaN values (first at index 43); "
+                                   "pass nan_policy='omit' to drop them")
