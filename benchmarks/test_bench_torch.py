@@ -31,7 +31,8 @@ TASKS = ("binary", "multiclass")
 
 
 def sizes():
-    return [int(float(s)) for s in os.environ.get("FASTCAL_BENCH_TORCH_N", "1e6,1e7,1e8").split(",")]
+    spec = os.environ.get("FASTCAL_BENCH_TORCH_N", "1e6,1e7,1e8")
+    return [int(float(s)) for s in spec.split(",")]
 
 
 def make(who, task):
@@ -106,7 +107,8 @@ def measure(who, task, n, batch=BATCH):
 def run(who, task, n):
     """``measure`` in a fresh process (its peak RSS is its own)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    code = (f"import json, sys; sys.path.insert(0, {here!r}); from test_bench_torch import measure; "
+    code = (f"import json, sys; sys.path.insert(0, {here!r}); "
+            "from test_bench_torch import measure; "
             f"print(json.dumps(measure({who!r}, {task!r}, {n})))")
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

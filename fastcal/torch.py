@@ -79,7 +79,8 @@ class CalibrationMetric(Metric):
     :class:`~fastcal.reports.multiclass_report.MulticlassReport` for K classes)
     of everything since ``reset()``, on every rank; ``forward(preds, target)``
     (``metric(preds, target)``) adds the batch and returns the batch's own
-    report, at no extra cost (``dist_sync_on_step`` does not apply to it). For ``self.log`` use a scalar of either:
+    report, at no extra cost (``dist_sync_on_step`` does not apply to it). For
+    ``self.log`` use a scalar of either:
     ``metric.compute().ecd``, or the properties :attr:`ecd` and :attr:`ece`
     (floats of ``compute()``, cached until the next update). The report's ACE is
     NaN and its ``n_certain_wrong`` None (both need the rows again).
@@ -122,8 +123,8 @@ class CalibrationMetric(Metric):
                 raise ValueError(msg)
             num_classes = int(num_classes)
         elif num_classes is not None:
-            msg = (f"num_classes applies to task='multiclass' only; got num_classes={num_classes!r} "
-                   "with task='binary'")
+            msg = (f"num_classes applies to task='multiclass' only; got "
+                   f"num_classes={num_classes!r} with task='binary'")
             raise ValueError(msg)
         self.num_classes = num_classes
         self.observed = v.check_choice("observed", observed, v.OBSERVED)
