@@ -191,10 +191,14 @@ class CalibrationMetric(Metric):
                    "probability (or logit) of class 1; use task='multiclass' with num_classes=K "
                    "for (n, K) scores")
             raise ValueError(msg)
+        if getattr(target, "ndim", 1) != 1:
+            msg = (f"target has shape {tuple(target.shape)}, but CalibrationMetric takes labels "
+                   "of shape (n,) (0/1, or class indices); soft labels are not supported")
+            raise ValueError(msg)
         if cuda.is_device_array(preds):  # a CUDA tensor (or CuPy, Numba): filled on its GPU
             acc.update_device(_detached(target), _detached(preds), start=row0)
         else:
-            acc.update(_detached(target), _detached(preds), start=row0)
+            acc.state.update(_detached(target), _detached(preds), start=row0)
 
     def merge_state(self, incoming_state):
         """Add another metric's state (or a dict of its states) to this one."""

@@ -200,6 +200,12 @@ def test_binary_metric_refuses_class_scores_and_mixed_widths():
     metric = CalibrationMetric()
     msg = first_error(lambda: metric.update(torch.rand(5, 3), torch.zeros(5, dtype=torch.long)))
     assert msg.startswith("batch 1: preds has shape (5, 3), but task='binary' takes shape (n,)")
+    for task in ({}, dict(task="multiclass", num_classes=3)):  # soft labels: not a state here
+        msg = first_error(lambda: CalibrationMetric(**task).update(
+            torch.full((5, 3), 1 / 3), torch.full((5, 3), 1 / 3)) if task else
+            CalibrationMetric().update(torch.rand(5), torch.full((5, 3), 1 / 3)))
+        assert msg == ("batch 1: target has shape (5, 3), but CalibrationMetric takes labels of "
+                       "shape (n,) (0/1, or class indices); soft labels are not supported")
     metric.update(torch.rand(5), torch.ones(5, dtype=torch.long))  # float32
     msg = first_error(lambda: metric.update(torch.rand(5, dtype=torch.float64),
                                             torch.ones(5, dtype=torch.long)))
