@@ -21,6 +21,9 @@ from fastcal._kernels import equal_mass as kem
 # Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
 _PARALLEL_MIN_DRAWS = 5_000_000
 
+# The float widths whose rounding of k / n_bins uniform edges may use (Binned.edge_dtype).
+EDGE_DTYPES = ("float32", "float64")
+
 
 class Mergeable:
     """The merge protocol over ``_check_compatible`` and ``_add``."""
@@ -209,6 +212,79 @@ class Binned(Mergeable):
                                 False, 0.0, False)
         self.buckets.counts[:-1] += fine[0][:nb]
         self.buckets.p[:-1] += fine[1][:nb, 0]
+
+    # -- the state as named arrays (for frameworks that reduce tensors by "sum") --
+
+    def to_arrays(self):
+        """The state as named arrays that merge by addition; copies.
+
+        Summing ``a.to_arrays()`` and ``b.to_arrays()`` name by name gives
+        ``(a + b).to_arrays()``, so a framework that reduces tensors by sum
+        (``torch.distributed``, torchmetrics' ``dist_reduce_fx="sum"``) merges
+        states exactly; :meth:`add_arrays` reads them back. Counts are int64,
+        sums float64; ``n_rows`` and ``n_omitted`` are 0-d int64, and
+        ``edge_dtype`` holds one int64 per float width the uniform edges may
+        round to (``EDGE_DTYPES``), 1 where this state's data had that width
+        (summed, it counts the states per width: nonzero where one was seen).
+        Parts that are off (``n_boot=0``, ``ace_buckets=0``) are left out. The
+        names and shapes depend only on the options, never on the data.
+        """
+        out = {name: np.array(x, copy=True) for name, x in self._summed().items()}
+        out["n_rows"] = np.array(self.n_rows, np.int64)
+        out["n_omitted"] = np.array(self.n_omitted, np.int64)
+        width = np.zeros(len(EDGE_DTYPES), np.int64)
+        if self.edge_dtype is not None:
+            width[EDGE_DTYPES.index(self.edge_dtype)] = 1
+        out["edge_dtype"] = width
+        return out
+
+    def add_arrays(self, arrays):
+        """Add arrays of :meth:`to_arrays` (a state with the same options, or a
+        sum of such) to this state; returns self.
+
+        Raises
+        ------
+        ValueError
+            A name missing or extra, a shape or dtype other than this state's,
+            or data of two float widths (their uniform bins differ). The state
+            is unchanged on error.
+        """
+        mine = self._summed()
+        expected = {**{k: (x.shape, x.dtype) for k, x in mine.items()},
+                    "n_rows": ((), np.dtype(np.int64)), "n_omitted": ((), np.dtype(np.int64)),
+                    "edge_dtype": ((len(EDGE_DTYPES),), np.dtype(np.int64))}
+        if set(arrays) != set(expected):
+            msg = (f"arrays must have the names {sorted(expected)} of this state's to_arrays(); "
+                   f"got {sorted(arrays)}")
+            raise ValueError(msg)
+        got = {k: np.asarray(x) for k, x in arrays.items()}
+        for name, (shape, dtype) in expected.items():
+            if got[name].shape != shape or got[name].dtype != dtype:
+                msg = (f"arrays[{name!r}] has shape {got[name].shape} and dtype {got[name].dtype}; "
+                       f"this state's has shape {shape} and dtype {dtype}")
+                raise ValueError(msg)
+        widths = [EDGE_DTYPES[i] for i in np.flatnonzero(got["edge_dtype"])]
+        if self.edge_dtype is not None and self.edge_dtype not in widths:
+            widths.insert(0, self.edge_dtype)
+        if len(widths) > 1:
+            msg = (f"cannot add arrays of {' and '.join(widths)} data: their uniform bins have "
+                   "different edges; cast every chunk to one dtype")
+            raise ValueError(msg)
+        for name, x in mine.items():
+            x += got[name]
+        self.n_rows += int(got["n_rows"])
+        self.n_omitted += int(got["n_omitted"])
+        self.edge_dtype = widths[0] if widths else None
+        return self
+
+    def _summed(self):
+        """The state's own summed arrays by name (views: adding to them adds to the state)."""
+        out = {"counts": self.counts, "sums": self.sums, "totals": self.totals}
+        if self.boot.n_boot:
+            out.update(boot_counts=self.boot.counts, boot_sums=self.boot.sums)
+        if self.buckets.n_buckets:
+            out.update(fine_counts=self.buckets.counts, fine_p=self.buckets.p)
+        return out
 
     @property
     def n(self):

@@ -126,6 +126,16 @@ class MulticlassAccumulator(Binned):
         self._add_fill(counts, sums, totals, ccounts, csums, checks, int(p.shape[0]), k)
         return self
 
+    def _summed(self):
+        out = super()._summed()
+        if self.classwise:
+            if self.n_classes is None:
+                msg = ("the arrays of a multi-class state need its number of classes: pass "
+                       "n_classes=K (or classwise=False)")
+                raise ValueError(msg)
+            out.update(class_counts=self.class_counts, class_sums=self.class_sums)
+        return out
+
     # -- merging ---------------------------------------------------------
 
     def _check_compatible(self, other):

@@ -1,0 +1,456 @@
+"""fastcal.torch.CalibrationMetric: the report of calibration_report on all the data,
+whatever the batching or the number of processes, in constant memory."""
+
+import dataclasses
+import pickle
+import socket
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torchmetrics = pytest.importorskip("torchmetrics")
+
+import fastcal  # noqa: E402
+from fastcal.accumulators.classes import MulticlassAccumulator  # noqa: E402
+from fastcal.torch import CalibrationMetric  # noqa: E402
+
+K = 4
+
+
+def data(kind, n=3_000, seed=0):
+    """(preds, target) as numpy arrays of one kind of input."""
+    rng = np.random.default_rng(seed)
+    if kind in ("binary", "binary32"):
+        p = rng.random(n)
+        y = (rng.random(n) < p ** 1.3).astype(np.int64)
+        return (p.astype(np.float32) if kind == "binary32" else p), y
+    if kind == "logits":
+        z = rng.normal(0, 2, n)
+        return z, (rng.random(n) < 1 / (1 + np.exp(-0.7 * z))).astype(np.int64)
+    z = rng.normal(0, 1.5, (n, K))
+    y = rng.integers(0, K, n)
+    z[np.arange(n), y] += 1.0
+    if kind == "multiclass-logits":
+        return z, y
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True), y
+
+
+CASES = {
+    "binary": ("binary", dict(), dict()),
+    "binary float32": ("binary32", dict(), dict()),
+    "binary right eps": ("binary", dict(closed="right", eps=1e-6, n_bins=7), dict()),
+    "binary edges accuracy": ("binary", dict(edges=[0, 0.2, 0.5, 0.9, 1],
+                                             observed="accuracy"), dict()),
+    "binary ci": ("binary", dict(ci=0.9, n_boot=15, seed=3), dict()),
+    "logits": ("logits", dict(logits=True, ci=0.95, n_boot=0), dict()),
+    "multiclass": ("multiclass", dict(n_bins=12), dict(task="multiclass", num_classes=K)),
+    "multiclass ci": ("multiclass", dict(ci=0.95, n_boot=10),
+                      dict(task="multiclass", num_classes=K)),
+    "multiclass logits": ("multiclass-logits", dict(logits=True),
+                          dict(task="multiclass", num_classes=K)),
+}
+
+
+def assert_same(got, ref):
+    """Every field: ints exactly, floats and tables to 1e-12 relative (1e-15 absolute
+    for differences of numbers of order 1, like the other entry points' tests)."""
+    assert type(got) is type(ref)
+    for f in dataclasses.fields(ref):
+        a, b = getattr(got, f.name), getattr(ref, f.name)
+        if isinstance(b, dict):
+            assert set(a) == set(b), f.name
+            for key in b:
+                np.testing.assert_allclose(np.asarray(a[key], float), np.asarray(b[key], float),
+                                           rtol=1e-12, atol=1e-15, err_msg=f"{f.name}[{key}]")
+        elif isinstance(b, (int, np.integer)) or isinstance(b, str) or b is None:
+            assert a == b, f.name
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15, err_msg=f.name)
+    np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
+    assert got.n_rows == ref.n_rows
+
+
+def batches(n, seed):
+    """Uneven batch bounds covering [0, n), one of them empty."""
+    cuts = np.sort(np.random.default_rng(seed).integers(0, n, 6))
+    return list(zip(np.r_[0, cuts], np.r_[cuts, n]))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_same_report_as_calibration_report(case):
+    kind, options, task = CASES[case]
+    p, y = data(kind)
+    ref = fastcal.calibration_report(y, p, ace=False, **options)
+    metric = CalibrationMetric(**task, **options)
+    for a, b in batches(len(y), 1) + [(0, 0)]:
+        metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
+    assert_same(metric.compute(), ref)
+    if options.get("ci"):
+        assert np.isfinite(ref.intervals["ecd"]).all()
+        assert np.isfinite(ref.intervals["ece"]).all() == bool(options.get("n_boot"))
+
+
+def test_nan_policy_omit_counts_the_omitted_rows():
+    p, y = data("binary")
+    p[[5, 2_000]] = np.nan
+    ref = fastcal.calibration_report(y, p, ace=False, nan_policy="omit")
+    metric = CalibrationMetric(nan_policy="omit")
+    for a, b in batches(len(y), 2):
+        metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
+    rep = metric.compute()
+    assert rep.n_omitted == 2 and rep.n_rows == len(y)
+    assert_same(rep, ref)
+
+
+def test_forward_returns_the_batch_report_and_accumulates():
+    p, y = data("binary")
+    metric = CalibrationMetric()
+    first = metric(torch.from_numpy(p[:1_000]), torch.from_numpy(y[:1_000]))
+    assert_same(first, fastcal.calibration_report(y[:1_000], p[:1_000], ace=False))
+    second = metric(torch.from_numpy(p[1_000:]), torch.from_numpy(y[1_000:]))
+    assert second.n == len(y) - 1_000
+    ref = fastcal.calibration_report(y, p, ace=False)
+    assert_same(metric.compute(), ref)
+    assert metric.ecd == ref.ecd and metric.ece == ref.ece  # floats for self.log
+
+
+def test_cpu_tensors_are_read_without_a_copy():
+    """The fill reads the tensor's own memory: a (1-D, float64) view of it."""
+    from fastcal.inputs import validation as v
+
+    t = torch.rand(100, dtype=torch.float64, requires_grad=True)
+    arr = v.to_array("y_prob", t.detach())
+    assert arr.ctypes.data == t.data_ptr()
+    metric = CalibrationMetric()
+    metric.update(t, (t.detach() > 0.5).long())  # requires_grad is detached, not refused
+    assert metric.compute().n == 100
+
+
+def test_state_size_does_not_depend_on_the_number_of_predictions():
+    def state_bytes(metric):
+        return sum(x.nbytes for x in metric.metric_state.values())
+
+    small, large = CalibrationMetric(ci=0.95, n_boot=5), CalibrationMetric(ci=0.95, n_boot=5)
+    p, y = data("binary", n=20_000)
+    small.update(torch.from_numpy(p[:10]), torch.from_numpy(y[:10]))
+    for a in range(0, 20_000, 2_000):
+        large.update(torch.from_numpy(p[a:a + 2_000]), torch.from_numpy(y[a:a + 2_000]))
+    assert state_bytes(small) == state_bytes(large) < 4_000
+    mc = CalibrationMetric("multiclass", num_classes=K)
+    pk, yk = data("multiclass", n=5_000)
+    before = state_bytes(mc)
+    mc.update(torch.from_numpy(pk), torch.from_numpy(yk))
+    assert state_bytes(mc) == before
+    # torchmetrics' own metric keeps every prediction (what this one replaces)
+    theirs = torchmetrics.classification.BinaryCalibrationError(n_bins=10)
+    theirs.update(torch.from_numpy(p), torch.from_numpy(y))
+    assert sum(x.nbytes for x in theirs.confidences) >= 20_000 * 4
+
+
+def first_error(fn):
+    with pytest.raises(ValueError) as info:
+        fn()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["nan", "range", "labels", "lengths", "multiclass labels",
+                                 "multiclass shape"])
+def test_bad_input_gets_calibration_reports_message_naming_the_batch(bad):
+    multiclass = bad.startswith("multiclass")
+    p, y = data("multiclass" if multiclass else "binary", n=400)
+    p, y = p.copy(), y.copy()
+    if bad == "nan":
+        p[[310, 330]] = np.nan
+    elif bad == "range":
+        p[305] = 1.5
+    elif bad == "labels":
+        y[399] = 2
+    elif bad == "multiclass labels":
+        y[350] = K
+    bounds = [(0, 100), (100, 300), (300, 400)]
+    task = dict(task="multiclass", num_classes=K) if multiclass else {}
+    metric = CalibrationMetric(**task)
+    for a, b in bounds[:2]:
+        metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
+    before = {name: x.clone() for name, x in metric.metric_state.items()}
+    last_p, last_y = p[300:], y[300:]
+    if bad == "lengths":
+        last_y = last_y[:-1]
+        ref_p, ref_y = last_p, last_y  # counts of the batch's own arrays
+    elif bad == "multiclass shape":
+        last_p = last_p[:, :-1]
+        ref_p, ref_y = last_p, last_y
+    else:
+        ref_p, ref_y = p, y
+    msg = first_error(lambda: metric.update(torch.from_numpy(last_p), torch.from_numpy(last_y)))
+    ref = first_error(lambda: fastcal.calibration_report(ref_y, ref_p, ace=False))
+    assert msg == f"batch 3: {ref}" if bad != "multiclass shape" else msg.startswith("batch 3: ")
+    assert "\n" not in msg
+    if bad == "multiclass shape":
+        assert msg == ("batch 3: y_prob has 3 columns but this accumulator holds 4-class state; "
+                       "every update needs shape (n, 4)")
+    for name, x in before.items():  # the state is unchanged
+        assert torch.equal(getattr(metric, name), x), name
+    assert metric.compute().n == 300
+
+
+def test_binary_metric_refuses_class_scores_and_mixed_widths():
+    metric = CalibrationMetric()
+    msg = first_error(lambda: metric.update(torch.rand(5, 3), torch.zeros(5, dtype=torch.long)))
+    assert msg.startswith("batch 1: preds has shape (5, 3), but task='binary' takes shape (n,)")
+    for task in ({}, dict(task="multiclass", num_classes=3)):  # soft labels: not a state here
+        msg = first_error(lambda: CalibrationMetric(**task).update(
+            torch.full((5, 3), 1 / 3), torch.full((5, 3), 1 / 3)) if task else
+            CalibrationMetric().update(torch.rand(5), torch.full((5, 3), 1 / 3)))
+        assert msg == ("batch 1: target has shape (5, 3), but CalibrationMetric takes labels of "
+                       "shape (n,) (0/1, or class indices); soft labels are not supported")
+    metric.update(torch.rand(5), torch.ones(5, dtype=torch.long))  # float32
+    msg = first_error(lambda: metric.update(torch.rand(5, dtype=torch.float64),
+                                            torch.ones(5, dtype=torch.long)))
+    assert msg.startswith("batch 3: y_prob is float64 but earlier batches were float32")
+    assert metric.compute().n == 5
+    # ranks with other widths meet at compute(): the state refuses the sum
+    other = CalibrationMetric()
+    other.update(torch.rand(5, dtype=torch.float64), torch.ones(5, dtype=torch.long))
+    metric.merge_state(other)
+    msg = first_error(metric.compute)
+    assert msg.startswith("cannot add arrays of float32 and float64 data")
+
+
+@pytest.mark.parametrize("options, text", [
+    (dict(ace=True), "ace=True is not available in CalibrationMetric: ACE needs equal-mass"),
+    (dict(strategy="quantile"), "strategy='quantile' is not available in CalibrationMetric"),
+    (dict(task="multiclass"), "num_classes must be an integer >= 2 for task='multiclass'; "
+                              "got None"),
+    (dict(num_classes=3), "num_classes applies to task='multiclass' only"),
+    (dict(task="regression"), "task must be one of"),
+    (dict(n_bins=0), "n_bins"),
+])
+def test_bad_options_get_one_line(options, text):
+    msg = first_error(lambda: CalibrationMetric(**options))
+    assert msg.startswith(text) or text in msg, msg
+
+
+def test_compute_without_rows_says_so():
+    metric = CalibrationMetric(nan_policy="omit")
+    with pytest.warns(UserWarning, match="called before the ``update``"):  # torchmetrics' own
+        msg = first_error(metric.compute)
+    assert msg == ("CalibrationMetric.compute(): no predictions were "
+                                           "given since reset()")
+    metric.update(torch.tensor([float("nan")]), torch.tensor([1]))
+    assert first_error(metric.compute) == "no samples left: all 1 rows were omitted as NaN"
+
+
+def test_reset_merge_state_pickle_and_collection():
+    p, y = data("binary")
+    a, b = CalibrationMetric(ci=0.95), CalibrationMetric(ci=0.95)
+    a.update(torch.from_numpy(p[:1_200]), torch.from_numpy(y[:1_200]))
+    b.update(torch.from_numpy(p[1_200:]), torch.from_numpy(y[1_200:]))
+    restored = pickle.loads(pickle.dumps(a))
+    restored.merge_state(b)
+    ref = fastcal.calibration_report(y, p, ace=False, ci=0.95, n_boot=0)
+    assert_same(restored.compute(), ref)
+    a.reset()
+    assert all(int(getattr(a, name).count_nonzero()) == 0 for name in a.metric_state)
+    a.update(torch.from_numpy(p[:10]), torch.from_numpy(y[:10]))
+    assert a.compute().n == 10
+
+    coll = torchmetrics.MetricCollection({"cal10": CalibrationMetric(),
+                                          "cal5": CalibrationMetric(n_bins=5, closed="right")})
+    for lo, hi in batches(len(y), 3):
+        coll.update(torch.from_numpy(p[lo:hi]), torch.from_numpy(y[lo:hi]))
+    out = coll.compute()
+    assert_same(out["cal10"], fastcal.calibration_report(y, p, ace=False))
+    assert_same(out["cal5"], fastcal.calibration_report(y, p, ace=False, n_bins=5,
+                                                        closed="right"))
+
+
+def test_states_keep_their_dtypes_through_casts():
+    p, y = data("binary")
+    metric = CalibrationMetric()
+    metric.update(torch.from_numpy(p[:1_000]), torch.from_numpy(y[:1_000]))
+    metric = metric.to(torch.float16)
+    metric.set_dtype(torch.float32)
+    metric.half()
+    assert metric.sums.dtype == torch.float64 and metric.counts.dtype == torch.int64
+    metric.update(torch.from_numpy(p[1_000:]), torch.from_numpy(y[1_000:]))
+    assert_same(metric.compute(), fastcal.calibration_report(y, p, ace=False))
+    metric.reset()  # the defaults were not cast either
+    assert metric.sums.dtype == torch.float64
+
+
+# -- the accumulator's arrays (the hook the metric's states are) ------------------
+
+@pytest.mark.parametrize("kind, options", [
+    ("binary", dict(n_boot=4, ace_buckets=16)),
+    ("logits", dict(logits=True)),
+    ("multiclass", dict(n_classes=K)),
+])
+def test_accumulator_arrays_add_up_to_the_merged_state(kind, options):
+    p, y = data("multiclass" if kind == "multiclass" else kind, n=500)
+    a = fastcal.CalibrationAccumulator(**options).update(y[:200], p[:200])
+    b = fastcal.CalibrationAccumulator(**options).update(y[200:], p[200:], start=200)
+    summed = {k: x + b.to_arrays()[k] for k, x in a.to_arrays().items()}
+    merged = (a + b).to_arrays()
+    assert set(summed) == set(merged)
+    for name, x in merged.items():
+        if name == "edge_dtype":  # states per float width: nonzero where one was seen
+            np.testing.assert_array_equal(summed[name] > 0, x > 0)
+        else:
+            np.testing.assert_array_equal(summed[name], x, err_msg=name)
+    fresh = fastcal.CalibrationAccumulator(**options)
+    fresh.add_arrays(summed)
+    assert fresh.edge_dtype == (a + b).edge_dtype
+    for name, x in fresh.to_arrays().items():
+        np.testing.assert_array_equal(x, merged[name], err_msg=name)
+    got, ref = fresh.report(ci=0.9), (a + b).report(ci=0.9)
+    np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
+    assert (got.ecd, got.ece, got.intervals["ecd"]) == (ref.ecd, ref.ece, ref.intervals["ecd"])
+
+
+def test_add_arrays_refuses_what_does_not_fit_and_changes_nothing():
+    acc = fastcal.CalibrationAccumulator(n_bins=5).update([0, 1], np.array([0.2, 0.9]))
+    arrays = acc.to_arrays()
+    before = acc.to_arrays()
+    msg = first_error(lambda: acc.add_arrays({k: x for k, x in arrays.items() if k != "sums"}))
+    assert msg.startswith("arrays must have the names ['counts', 'edge_dtype', 'n_omitted'")
+    wrong = dict(arrays, counts=arrays["counts"].astype(np.float64))
+    msg = first_error(lambda: acc.add_arrays(wrong))
+    assert msg == ("arrays['counts'] has shape (6, 3) and dtype float64; this state's has "
+                   "shape (6, 3) and dtype int64")
+    other = fastcal.CalibrationAccumulator(n_bins=5).update([0], np.array([0.2], np.float32))
+    msg = first_error(lambda: acc.add_arrays(other.to_arrays()))
+    assert msg.startswith("cannot add arrays of float64 and float32 data")
+    for name, x in acc.to_arrays().items():
+        np.testing.assert_array_equal(x, before[name], err_msg=name)
+    msg = first_error(MulticlassAccumulator().to_arrays)  # K not known yet
+    assert "the arrays of a multi-class state need its number of classes" in msg
+
+
+# -- DDP: gloo on loopback, one shard of uneven size per process -----------------
+
+DDP = {2: ("binary", dict(ci=0.95, n_boot=8), {}, (700, 2_300)),
+       3: ("multiclass-logits", dict(logits=True, n_bins=8),
+           dict(task="multiclass", num_classes=K), (1_000, 150, 1_850))}
+
+
+def _ddp_worker(rank, world, port, out_dir):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        kind, options, task, shards = DDP[world]
+        p, y = data(kind)
+        lo = sum(shards[:rank])
+        hi = lo + shards[rank]
+        metric = CalibrationMetric(**task, **options)
+        for a in range(lo, hi, 400):  # batches of 400 and a short last one
+            b = min(a + 400, hi)
+            metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]), start=a)
+        rep = metric.compute()
+        with open(f"{out_dir}/rank{rank}.pkl", "wb") as f:
+            pickle.dump((rep, int(metric.n_rows)), f)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
+    import torch.multiprocessing as mp
+
+    # forked, not spawned: a spawned child imports torch again (~10-20 s on a busy machine);
+    # the parent has no process group and the shards are too small for thread pools
+    mp.start_processes(_ddp_worker, args=(world, free_port(), str(tmp_path)), nprocs=world,
+                       join=True, start_method="fork")
+    kind, options, task, shards = DDP[world]
+    p, y = data(kind)
+    assert sum(shards) == len(y)
+    ref = fastcal.calibration_report(y, p, ace=False, **options)
+    for rank in range(world):
+        with open(tmp_path / f"rank{rank}.pkl", "rb") as f:
+            rep, local_rows = pickle.load(f)
+        assert local_rows == shards[rank]  # compute() left the rank's own state in place
+        assert_same(rep, ref)
+
+
+# -- docs: the docstring example and the example script run -----------------------
+
+def test_docstring_example():
+    import doctest
+
+    import fastcal.torch
+
+    result = doctest.testmod(fastcal.torch)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_torch_eval_loop_example(tmp_path):
+    import json
+
+    from tests.test_examples import run_example
+
+    out = run_example("torch_eval_loop.py", tmp_path)
+    data = json.loads((tmp_path / "torch_eval_loop.json").read_text())
+    assert [e["epoch"] for e in data["epochs"]] == [1, 2, 3]
+    verdicts = ("over-confident", "under-confident", "consistent with calibration")
+    for e in data["epochs"]:
+        assert e["n"] == 20_000 and e["verdict"] in verdicts
+        assert f"ECD {e['ecd']:+.4f}" in out and f"ECE {e['ece']:.4f}" in out
+        assert f"verdict: {e['verdict']}" in out
+    assert data["matches_report"] is True and data["state_bytes"] < 4_000
+    assert "bytes for 20,000 predictions; matches calibration_report on all rows: True" in out
+
+
+# -- the GPU fill, under Numba's CUDA simulator (a subprocess: see test_cuda_sim.py) ----
+
+SIM_CODE = """
+import numpy as np, torch
+from numba import cuda
+import fastcal
+from fastcal.torch import CalibrationMetric
+
+rng = np.random.default_rng(0)
+p = rng.random(40); y = (rng.random(40) < p).astype(np.int64)
+m = CalibrationMetric(n_bins=5)
+m.update(cuda.to_device(p[:25]), cuda.to_device(y[:25]))
+m.update(torch.from_numpy(p[25:]), torch.from_numpy(y[25:]))  # CPU and GPU batches mix
+ref = fastcal.calibration_report(y, p, n_bins=5, ace=False)
+got = m.compute()
+assert got.n == 40 and np.array_equal(got.bins["count"], ref.bins["count"])
+assert np.isclose(got.ecd, ref.ecd, rtol=1e-12) and np.isclose(got.ece, ref.ece, rtol=1e-12)
+P = rng.dirichlet(np.ones(3), 30); Y = rng.integers(0, 3, 30)
+mc = CalibrationMetric("multiclass", num_classes=3)
+mc.update(cuda.to_device(P), cuda.to_device(Y))
+ref = fastcal.calibration_report(Y, P, ace=False)
+assert np.isclose(mc.compute().ecd, ref.ecd, rtol=1e-12)
+p[3] = np.nan
+try:
+    m.update(cuda.to_device(p), cuda.to_device(y))
+except ValueError as err:
+    print(err)
+"""
+
+
+def test_gpu_fill_under_the_cuda_simulator():
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba.cuda")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", SIM_CODE], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == ("batch 3: y_prob contains 1 NaN values (first at index 43); "
+                                   "pass nan_policy='omit' to drop them")
