@@ -8,25 +8,12 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.reports import stats as _stats
+from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
                "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
-
-
-def _clean(x):
-    """A JSON-safe scalar: NaN -> None, +-inf -> "inf" / "-inf", numpy -> Python."""
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    return x
 
 
 def count_certain_wrong(y, p, start=0):

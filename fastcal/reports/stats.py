@@ -60,6 +60,7 @@ import numpy as np
 from scipy import special
 
 from fastcal.inputs import validation as v
+from fastcal.reports._json import clean
 from fastcal._kernels import bootstrap as kboot
 
 ALTERNATIVES = ("two-sided", "over", "under")
@@ -206,9 +207,7 @@ class ECDTestResult:
     n_resamples: int = 0
 
     def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        return {k: _clean(x) for k, x in asdict(self).items()}
+        return {k: clean(x) for k, x in asdict(self).items()}
 
 
 # -- the per-bin test: miscalibration in any direction --------------------------
@@ -274,9 +273,7 @@ class BinTestResult:
     alpha: float
 
     def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        out = {k: _clean(x) for k, x in asdict(self).items()}
+        out = {k: clean(x) for k, x in asdict(self).items()}
         out["over_bins"] = [int(b) for b in self.over_bins]
         out["under_bins"] = [int(b) for b in self.under_bins]
         return out
