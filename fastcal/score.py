@@ -66,6 +66,14 @@ class Options:
         if self.strategy == "quantile" and self.edges is not None:
             msg = "edges cannot be combined with strategy='quantile'"
             raise ValueError(msg)
+        if self.strategy == "quantile" and self.ci is not None:
+            # refused, not NaN: the Poisson bootstrap of ECE/ESCE/MCE fills replicates of
+            # fixed bins in the first pass, before the equal-mass groups exist
+            msg = ("ci cannot be combined with strategy='quantile': the bootstrap intervals of "
+                   "ECE, ESCE and MCE need bins fixed before the data is read; use "
+                   "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
+                   "intervals do not depend on the bins), or drop ci")
+            raise ValueError(msg)
         return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace))
 
@@ -124,8 +132,6 @@ def score(source, options):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
-        if opts.ci is not None:
-            rep.set_intervals(opts.ci)
         passes += extra
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)

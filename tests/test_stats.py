@@ -690,6 +690,28 @@ def test_verdicts_that_name_bins_give_their_rows_and_a_caution_when_few():
 
 # -- intervals respect each metric's range (issue 12, defect 15) ------------------
 
+def test_ci_with_quantile_bins_is_refused_in_one_line_everywhere(tmp_path, capsys):
+    """Issue 23, item 11: it gave NaN intervals for ECE, ESCE and MCE without a word."""
+    from fastcal.cli import main
+
+    y, p = fastcal.simulate(500, sigma=0.5, seed=3)
+    want = "ci cannot be combined with strategy='quantile'"
+    with pytest.raises(ValueError, match=want):
+        fastcal.calibration_report(y, p, strategy="quantile", ci=0.95)
+    csv = tmp_path / "d.csv"
+    csv.write_text("p,y\n" + "".join(f"{a!r},{b}\n" for a, b in zip(p, y)))
+    with pytest.raises(ValueError, match=want):
+        fastcal.score_file(str(csv), prob="p", label="y", strategy="quantile", ci=0.9)
+    code = main(["score", str(csv), "--prob", "p", "--label", "y", "--strategy", "quantile",
+                 "--ci", "0.95"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--strategy quantile" in err and "--strategy uniform" in err
+    # uniform bins still give every interval
+    r = fastcal.calibration_report(y, p, ci=0.95)
+    assert all(np.isfinite(r.intervals[k]).all() for k in ("ece", "esce", "mce", "ecd"))
+
+
 def test_intervals_stay_inside_each_metrics_range():
     lows = []
     for s in range(20):  # near calibration, small n: raw MCE / ECE lower ends go below 0
