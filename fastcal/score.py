@@ -101,8 +101,10 @@ def score(source, options):
     """The report of a source: one fill, then equal-mass bins if asked for.
 
     Returns a :class:`~fastcal.CalibrationReport` (a MulticlassReport for K
-    classes) with ``n_rows`` (rows read, omitted ones included) and
-    ``passes`` (over the data).
+    classes) with ``n_rows`` (rows read, omitted ones included),
+    ``passes`` (over the data) and ``pass_steps``, what the passes were, in
+    order: (what, passes) with what "fill", "equal-mass bins", "ACE" or
+    "certain-and-wrong rows" (a step that needed no pass is left out).
     """
     opts = options.checked()
     acc, n_rows = source.fill(opts)
@@ -113,7 +115,7 @@ def score(source, options):
         raise ValueError(msg)
     if acc.kind == "soft":
         return _soft_report(source, acc, opts, n_rows)
-    passes = 1
+    steps = [("fill", 1)]
     omit = acc.nan_policy == "omit"
     if opts.strategy == "quantile":
         if acc.n_classes is not None:
@@ -132,16 +134,17 @@ def score(source, options):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
-        passes += extra
+        steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)
         if opts.ace:
             rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
                                     source.parts(_pair(acc)), omit, opts.observed)
-            passes += extra
-    passes += _count_certain_wrong(source, acc, rep)
+            steps.append(("ACE", extra))
+    steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
     rep.n_rows = n_rows
-    rep.passes = passes
+    rep.pass_steps = [(what, k) for what, k in steps if k]
+    rep.passes = sum(k for _, k in steps)
     return rep
 
 
@@ -157,6 +160,7 @@ def _soft_report(source, acc, opts, n_rows):
     rep = acc.report()
     rep.n_rows = n_rows
     rep.passes = 1
+    rep.pass_steps = [("fill", 1)]
     return rep
 
 
