@@ -378,6 +378,29 @@ def _report_dict(rep, elapsed):
     return out
 
 
+_ORDINAL = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+def _pass_lines(steps, where):
+    """What each pass after the first was, from the report's ``pass_steps``."""
+    lines = []
+    first = 1
+    for what, k in steps:
+        last = first + k - 1
+        if what != "fill":
+            if k > 1:
+                at = f"passes {first}-{last}"
+            else:
+                at = f"a {_ORDINAL[first]} pass" if first in _ORDINAL else f"pass {first}"
+            lines.append({
+                "equal-mass bins": f"Equal-mass bins: exact, from {at} over {where}.",
+                "ACE": f"ACE: exact equal-mass bins, from {at} over {where}.",
+                "certain-and-wrong rows": f"Certain-and-wrong rows: counted in {at} over {where}.",
+            }.get(what, f"{what}: {at} over {where}."))
+        first = last + 1
+    return lines
+
+
 def _report_text(rep, elapsed):
     if not hasattr(rep, "n_bins"):  # soft labels: no bins
         return (f"# {rep.source}\n\n{rep.n_rows} rows ({rep.format}) of soft labels over "
@@ -385,13 +408,11 @@ def _report_text(rep, elapsed):
     head = [f"# {rep.source}", "",
             f"{rep.n_rows} rows ({rep.format}) scored in {elapsed:.2f} s, {rep.n_bins} "
             f"{rep.strategy} bins, closed={rep.closed!r}"]
+    where = "the data" if getattr(rep, "dask", None) else "the file"
     if getattr(rep, "dask", None):
-        head.append(f"Computed on Dask ({rep.dask}) in {rep.passes} passes over the data"
-                    + ("; equal-mass bins exact." if rep.passes > 1 else "."))
-    elif rep.strategy == "quantile":
-        head.append("Equal-mass bins: exact, from a second pass over the file.")
-    elif rep.passes == 2:
-        head.append("ACE: exact equal-mass bins, from a second pass over the file.")
+        head.append(f"Computed on Dask ({rep.dask}) in {rep.passes} "
+                    f"pass{'es' if rep.passes != 1 else ''} over the data.")
+    head += _pass_lines(getattr(rep, "pass_steps", ()), where)
     return "\n".join(head) + "\n\n" + rep.to_markdown() + "\n"
 
 

@@ -54,7 +54,9 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         Confidence level (e.g. 0.95) of the intervals in ``report.intervals``:
         t-intervals for ECD, Brier and NLL (means of per-sample terms), and
         basic intervals of a Poisson bootstrap for ECE, ESCE and MCE
-        (over the uniform or explicit bins; NaN with strategy="quantile").
+        (over the uniform or explicit bins; with strategy="quantile" ``ci``
+        is refused with a ValueError, since equal-mass bins exist only after
+        the pass that fills the bootstrap replicates).
     n_boot : int, default 200
         Bootstrap replicates when ``ci`` is given (0: analytic intervals only).
         Binary probabilities only: with logits or (n, K) input ``ci`` gives

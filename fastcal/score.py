@@ -66,6 +66,14 @@ class Options:
         if self.strategy == "quantile" and self.edges is not None:
             msg = "edges cannot be combined with strategy='quantile'"
             raise ValueError(msg)
+        if self.strategy == "quantile" and self.ci is not None:
+            # refused, not NaN: the Poisson bootstrap of ECE/ESCE/MCE fills replicates of
+            # fixed bins in the first pass, before the equal-mass groups exist
+            msg = ("ci cannot be combined with strategy='quantile': the bootstrap intervals of "
+                   "ECE, ESCE and MCE need bins fixed before the data is read; use "
+                   "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
+                   "intervals do not depend on the bins), or drop ci")
+            raise ValueError(msg)
         return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace))
 
@@ -93,8 +101,10 @@ def score(source, options):
     """The report of a source: one fill, then equal-mass bins if asked for.
 
     Returns a :class:`~fastcal.CalibrationReport` (a MulticlassReport for K
-    classes) with ``n_rows`` (rows read, omitted ones included) and
-    ``passes`` (over the data).
+    classes) with ``n_rows`` (rows read, omitted ones included),
+    ``passes`` (over the data) and ``pass_steps``, what the passes were, in
+    order: (what, passes) with what "fill", "equal-mass bins", "ACE" or
+    "certain-and-wrong rows" (a step that needed no pass is left out).
     """
     opts = options.checked()
     acc, n_rows = source.fill(opts)
@@ -105,7 +115,7 @@ def score(source, options):
         raise ValueError(msg)
     if acc.kind == "soft":
         return _soft_report(source, acc, opts, n_rows)
-    passes = 1
+    steps = [("fill", 1)]
     omit = acc.nan_policy == "omit"
     if opts.strategy == "quantile":
         if acc.n_classes is not None:
@@ -124,18 +134,17 @@ def score(source, options):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
-        if opts.ci is not None:
-            rep.set_intervals(opts.ci)
-        passes += extra
+        steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)
         if opts.ace:
             rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
                                     source.parts(_pair(acc)), omit, opts.observed)
-            passes += extra
-    passes += _count_certain_wrong(source, acc, rep)
+            steps.append(("ACE", extra))
+    steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
     rep.n_rows = n_rows
-    rep.passes = passes
+    rep.pass_steps = [(what, k) for what, k in steps if k]
+    rep.passes = sum(k for _, k in steps)
     return rep
 
 
@@ -151,6 +160,7 @@ def _soft_report(source, acc, opts, n_rows):
     rep = acc.report()
     rep.n_rows = n_rows
     rep.passes = 1
+    rep.pass_steps = [("fill", 1)]
     return rep
 
 

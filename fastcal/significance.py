@@ -11,6 +11,7 @@ import numpy as np
 
 from fastcal._kernels import bootstrap as kboot
 from fastcal.inputs import validation as v
+from fastcal.reports._json import clean
 from fastcal.reports.stats import (ALTERNATIVES, CONSISTENT, EXACT_MAX_N, MAX_SKEWNESS, METHODS,
                                    MISCALIBRATED, SIMULATE_BELOW_N, ECDTestResult, _exact_pvalues,
                                    check_alpha, check_count, check_seed, normal_pvalues,
@@ -144,9 +145,7 @@ class ECETestResult:
     n_resamples: int
 
     def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        return {k: _clean(x) for k, x in asdict(self).items()}
+        return {k: clean(x) for k, x in asdict(self).items()}
 
 
 def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05,

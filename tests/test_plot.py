@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import fastcal
-from fastcal.reports.plot import OVER_COLOUR, UNDER_COLOUR, ecd_single_datum, reliability_diagram
+from fastcal.reports.plot import (OVER_COLOUR, OVER_PALE, UNDER_COLOUR, UNDER_PALE,
+                                  ecd_single_datum, reliability_diagram)
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_hex  # noqa: E402
@@ -45,8 +46,15 @@ def test_reliability_diagram_png_and_axes(tmp_path, n_bins):
     ecd_bars = ax["ecd"].patches
     assert len(ecd_bars) == n_bins
     np.testing.assert_allclose([b.get_height() for b in ecd_bars], rep.bins["ecd"], rtol=1e-12)
-    for b, e in zip(ecd_bars, rep.bins["ecd"]):
-        assert to_hex(b.get_facecolor()) == (OVER_COLOUR if e > 0 else UNDER_COLOUR)
+    # strong colours for the bins the per-bin test flags, pale ones for the rest
+    # (issue 23, item 18: red and blue alone made insignificant bins look flagged)
+    test = rep.bin_test()
+    flagged = set(test.over_bins + test.under_bins)
+    assert flagged and len(flagged) < n_bins
+    for i, (b, e) in enumerate(zip(ecd_bars, rep.bins["ecd"])):
+        strong = (OVER_COLOUR if e > 0 else UNDER_COLOUR)
+        pale = (OVER_PALE if e > 0 else UNDER_PALE)
+        assert to_hex(b.get_facecolor()) == (strong if i + 1 in flagged else pale)
     # bar centres are the bin centres
     centres = [b.get_x() + b.get_width() / 2 for b in bars]
     np.testing.assert_allclose(centres, (rep.bins["lower"] + rep.bins["upper"]) / 2, atol=1e-12)
@@ -151,3 +159,113 @@ def test_bins_with_all_or_no_positives_plot():
     rep = fastcal.calibration_report(y, p, ace=False)
     ax = axes_by_label(rep.plot())
     assert len(ax["counts"].patches) == 10
+
+
+# -- what a reader sees at the size users get (issue 23, item 18) -----------------------
+# Rendered at the default size (640 x 800 px, as `fastcal score --plot` writes it); the
+# assertions read the artists' extents from the renderer, not pixels.
+
+def _boxes(fig, artists):
+    r = fig.canvas.get_renderer()
+    return [a.get_window_extent(r) for a in artists]
+
+
+def _overlapping(boxes):
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+            if boxes[i].overlaps(boxes[j])]
+
+
+def _s_shaped(n=200_000, seed=6):
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-5.0, 5.0, n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-u))).astype(np.uint8)
+    return y, 1.0 / (1.0 + np.exp(-u * (1.0 + 0.3 * (np.abs(u) - 2.7317))))
+
+
+@pytest.fixture(scope="module")
+def certain_wrong_report():
+    y, p = fastcal.simulate(100_000, sigma=0.5, seed=1)
+    p = p.astype(np.float64)
+    p[:3], y[:3] = 1.0, 0
+    p[3:5], y[3:5] = 0.0, 1
+    return fastcal.calibration_report(y, p, ace=False)
+
+
+@pytest.mark.parametrize("case", ["s_shaped", "few_rows"])
+def test_the_ecd_title_fits_in_the_figure_and_clears_the_counts(case, tmp_path):
+    if case == "s_shaped":
+        rep = fastcal.calibration_report(*_s_shaped(), ace=False)
+    else:  # a three-line title: bins named with their rows and a caution
+        rng = np.random.default_rng(0)
+        logits = rng.normal(size=(10_000, 5)) * 3
+        rep = fastcal.calibration_report(rng.integers(0, 5, 10_000), logits, logits=True)
+        assert "caution" in rep.overall_verdict
+    fig = rep.plot(tmp_path / "r.png")
+    assert png_size(tmp_path / "r.png") == (640, 800)
+    ax = axes_by_label(fig)
+    r = fig.canvas.get_renderer()
+    title = ax["ecd"].title.get_window_extent(r)
+    assert 0 <= title.x0 and title.x1 <= fig.bbox.width  # was cut at the right edge
+    assert title.y1 < ax["counts"].get_tightbbox(r).y0
+    assert rep.overall_verdict in ax["ecd"].get_title().replace("\n", " ")
+
+
+def test_inf_labels_stay_in_the_panel_and_the_legend_explains_the_hatching(
+        certain_wrong_report, tmp_path):
+    fig = certain_wrong_report.plot(tmp_path / "inf.png")
+    ax = axes_by_label(fig)["ecd"]
+    texts = [t for t in ax.texts if t.get_text() == "inf"]
+    assert len(texts) == 2
+    panel = _boxes(fig, [ax])[0]
+    for box in _boxes(fig, ax.texts):
+        assert panel.y0 < box.y0 and box.y1 < panel.y1 and panel.x0 <= box.x0 <= box.x1 <= panel.x1
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("infinite ECD" in t for t in legend)
+    hatched = [h for h in fig.legends[0].legend_handles if h.get_hatch() == "///"]
+    assert len(hatched) == 1
+
+
+def test_pale_bins_are_explained_in_the_legend(tmp_path):
+    y, p = fastcal.simulate(20_000, sigma=0.2, seed=5)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    assert rep.bin_test().verdict == "no bin miscalibrated"
+    fig = rep.plot(tmp_path / "pale.png")
+    colours = {to_hex(b.get_facecolor()) for b in axes_by_label(fig)["ecd"].patches}
+    assert colours <= {OVER_PALE, UNDER_PALE}
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "over-confident, not flagged" in legend and "under-confident, flagged" in legend
+    assert "infinite ECD" not in " ".join(legend)
+
+
+def test_z_labels_of_narrow_equal_mass_bins_do_not_overlap(tmp_path):
+    y, p = fastcal.simulate(300_000, sigma=2.0, seed=4)
+    rep = fastcal.calibration_report(y, p, strategy="quantile", n_bins=15, ace=False)
+    fig = rep.plot(tmp_path / "q.png")
+    ax = axes_by_label(fig)["ecd"]
+    boxes = _boxes(fig, ax.texts)
+    assert _overlapping(boxes) == []
+    # nor do they share a column (stacked labels over narrow bars read as each other's)
+    assert all(a.x1 < b.x0 or b.x1 < a.x0 for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    panel = _boxes(fig, [ax])[0]
+    assert all(panel.x0 <= b.x0 and b.x1 <= panel.x1 for b in boxes)
+    # thinned, not emptied: the most extreme z is always written
+    z = rep.bins["ecd_z"]
+    assert 0 < len(ax.texts) < 15
+    assert f"{z[np.nanargmax(np.abs(z))]:+.1f}" in [t.get_text() for t in ax.texts]
+    # nothing else in the ECD panel or its title overlaps either
+    r = fig.canvas.get_renderer()
+    assert not ax.title.get_window_extent(r).overlaps(
+        axes_by_label(fig)["counts"].get_tightbbox(r))
+
+
+def test_k_class_axes_say_confidence_and_accuracy(tmp_path):
+    rng = np.random.default_rng(0)
+    rep = fastcal.calibration_report(rng.integers(0, 3, 2_000), rng.normal(size=(2_000, 3)),
+                                     logits=True, n_bins=10)
+    ax = axes_by_label(rep.plot(tmp_path / "k.png"))
+    assert ax["reliability"].get_ylabel() == "accuracy"
+    assert ax["ecd"].get_xlabel() == "confidence (mean top-label probability)"
+    y, p = fastcal.simulate(2_000, seed=1)
+    binary = axes_by_label(fastcal.calibration_report(y, p).plot())
+    assert binary["ecd"].get_xlabel() == "mean predicted probability"
+    assert binary["reliability"].get_ylabel() == "fraction of positives"

@@ -610,7 +610,7 @@ def test_bin_test_finds_an_s_shape_that_the_net_ecd_test_misses():
     for _ in range(200):
         rep = CalibrationAccumulator().update(*s_shaped(rng, 10_000)).report()
         b = rep.bin_test()
-        net += rep.verdict != "consistent with calibration"
+        net += rep.net_verdict != "consistent with calibration"
         per_bin += b.verdict.startswith("miscalibrated")
         outer_over += b.over_bins == [1, 10]
         middle_under += set(b.under_bins) >= {3, 4, 7, 8}
@@ -621,19 +621,96 @@ def test_bin_test_finds_an_s_shape_that_the_net_ecd_test_misses():
 def test_every_report_carries_both_verdicts():
     rng = np.random.default_rng(6)
     rep = fastcal.calibration_report(*s_shaped(rng, 200_000), ace=False)
-    want = ("no net over- or under-confidence; miscalibrated: over-confident in bins 1, 10, "
-            "under-confident in bins 2-9")
-    assert rep.verdict == "consistent with calibration"  # the net test alone, unchanged
+    c = rep.bins["count"]
+    want = (f"no net over- or under-confidence; miscalibrated: over-confident in bins "
+            f"1 ({c[0]:,} rows), 10 ({c[9]:,} rows), under-confident in bins 2-9 "
+            f"({c[1:9].sum():,} rows)")
+    assert rep.net_verdict == "consistent with calibration"  # the net test alone
+    # issue 23, item 9: the verdict a user reads first carries both tests
+    assert rep.verdict == "miscalibrated"
     assert rep.overall_verdict == want
     d = json.loads(rep.to_json())
-    assert d["verdict"] == want and d["ecd_test"]["verdict"] == "consistent with calibration"
+    assert d["verdict"] == "miscalibrated" and d["overall_verdict"] == want
+    assert d["ecd_test"]["verdict"] == "consistent with calibration"
     assert d["bin_test"]["over_bins"] == [1, 10] and d["bin_test"]["under_bins"] == list(range(2, 10))
     assert d["bin_test"]["p_value"] < 1e-10 and d["bin_test"]["n_bins"] == 10
     md = rep.to_markdown()
-    assert md.rstrip().endswith(f"Verdict: {want}") and "Per-bin test (max |z| = " in md
+    assert md.rstrip().endswith(f"Verdict: miscalibrated ({want})")
+    assert "Per-bin test (max |z| = " in md
+
+
+def test_combined_verdict_reads_both_tests():
+    """Issue 23, item 9: one answer from the net test and the flagged bins."""
+    def bins(over, under):
+        return stats.BinTestResult(3, 5.0, 0.0, 2.4, over, under, "", 0.05)
+
+    cv = stats.combined_verdict
+    assert cv(stats.CONSISTENT, bins([], [])) == stats.CONSISTENT
+    assert cv(stats.OVER, bins([], [])) == stats.OVER
+    assert cv(stats.OVER, bins([1], [])) == stats.OVER
+    assert cv(stats.CONSISTENT, bins([], [2])) == stats.UNDER
+    assert cv(stats.UNDER, bins([3], [])) == stats.MISCALIBRATED
+    assert cv(stats.CONSISTENT, bins([1], [2])) == stats.MISCALIBRATED
+    assert cv("undefined (no samples)", bins([], [])) == "undefined (no samples)"
+
+
+def test_max_abs_z_is_the_largest_when_p_values_underflow():
+    """Issue 23, item 10: |z| above ~38 gives p = 0 in several bins; max |z| is still the max."""
+    r = stats.bin_test([50.02, -55.31, 1.0, 420.38])
+    assert r.max_abs_z == 420.38 and r.p_value == 0.0
+    assert r.over_bins == [1, 4] and r.under_bins == [2]
+    # the same through a report: attribute, JSON and text agree with the table
+    y = np.r_[np.ones(2), np.arange(40) % 2, np.zeros(30)].astype(np.uint8)
+    p = np.r_[np.full(2, 0.001), np.full(40, 0.5), np.full(30, 0.998)]  # z 44.7, 0, 122.4
+    rep = fastcal.calibration_report(y, p, n_bins=10, ace=False)
+    z = rep.bins["ecd_z"]
+    want = float(np.nanmax(np.abs(z)))
+    assert np.sum(np.abs(z) > 40) == 2 and abs(z[0]) != want
+    assert rep.bin_test().max_abs_z == want
+    assert json.loads(rep.to_json())["bin_test"]["max_abs_z"] == want
+    assert f"max |z| = {want:.2f} over" in rep.to_markdown()
+
+
+def test_verdicts_that_name_bins_give_their_rows_and_a_caution_when_few():
+    """Issue 23, item 20: 3 of 450 rows must not read like a whole bin of evidence."""
+    y = np.r_[np.ones(3), np.arange(447) % 2].astype(np.uint8)
+    p = np.r_[np.full(3, 0.01), np.full(447, 0.5)]  # logit(0.5) = 0: bin 6 has z = 0
+    rep = fastcal.calibration_report(y, p, n_bins=10, ace=False)
+    b = rep.bin_test()
+    assert b.over_bins == [1] and b.few_rows == [1] and stats.MIN_BIN_ROWS == 200
+    assert b.verdict == ("miscalibrated: over-confident in bin 1 (3 rows) (caution: bin 1 holds "
+                         "fewer than 200 rows, where a bin's z is a rough normal approximation)")
+    assert rep.verdict == "over-confident" and b.verdict in rep.overall_verdict
+    assert json.loads(rep.to_json())["bin_test"]["few_rows"] == [1]
+    # enough rows: the count, no caution; without counts the verdict is as before
+    big = stats.bin_test([5.0, 0.1], counts=[250, 30])
+    assert big.verdict == "miscalibrated: over-confident in bin 1 (250 rows)" and not big.few_rows
+    assert stats.bin_test([5.0, 0.1]).verdict == "miscalibrated: over-confident in bin 1"
 
 
 # -- intervals respect each metric's range (issue 12, defect 15) ------------------
+
+def test_ci_with_quantile_bins_is_refused_in_one_line_everywhere(tmp_path, capsys):
+    """Issue 23, item 11: it gave NaN intervals for ECE, ESCE and MCE without a word."""
+    from fastcal.cli import main
+
+    y, p = fastcal.simulate(500, sigma=0.5, seed=3)
+    want = "ci cannot be combined with strategy='quantile'"
+    with pytest.raises(ValueError, match=want):
+        fastcal.calibration_report(y, p, strategy="quantile", ci=0.95)
+    csv = tmp_path / "d.csv"
+    csv.write_text("p,y\n" + "".join(f"{a!r},{b}\n" for a, b in zip(p, y)))
+    with pytest.raises(ValueError, match=want):
+        fastcal.score_file(str(csv), prob="p", label="y", strategy="quantile", ci=0.9)
+    code = main(["score", str(csv), "--prob", "p", "--label", "y", "--strategy", "quantile",
+                 "--ci", "0.95"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "--strategy quantile" in err and "--strategy uniform" in err
+    # uniform bins still give every interval
+    r = fastcal.calibration_report(y, p, ci=0.95)
+    assert all(np.isfinite(r.intervals[k]).all() for k in ("ece", "esce", "mce", "ecd"))
+
 
 def test_intervals_stay_inside_each_metrics_range():
     lows = []

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastcal.reports.report import CalibrationReport, _clean
+from fastcal.reports._json import clean as _clean
+from fastcal.reports.report import CalibrationReport
 
 CLASS_COLUMNS = ("class", "support", "mean_prob", "frequency", "ece", "esce", "mce")
 CLASS_BIN_COLUMNS = ("count", "n_true", "conf", "frequency")

@@ -14,8 +14,10 @@ import numpy as np
 
 from fastcal._atomic import write_atomically
 
-OVER_COLOUR = "#c0392b"   # ECD > 0: over-confident
-UNDER_COLOUR = "#2471a3"  # ECD < 0: under-confident
+OVER_COLOUR = "#c0392b"   # ECD > 0: over-confident, flagged by the per-bin test
+UNDER_COLOUR = "#2471a3"  # ECD < 0: under-confident, flagged
+OVER_PALE = "#f2c4bf"     # the same directions, not flagged (|z| below the test's threshold)
+UNDER_PALE = "#bcd5ea"
 
 
 def _matplotlib():
@@ -62,15 +64,21 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     1. fraction of positives (or accuracy, following ``report.observed``)
        against the mean predicted probability of each non-empty bin, with
        Wilson ``level`` intervals and the diagonal of perfect calibration;
+       for K classes, accuracy against confidence (the mean top-label
+       probability of the bin);
     2. the number of samples per bin as a histogram (one bar per bin, empty
        bins have height 0);
     3. the mean ECD per bin (eq. 15) as bars, red when over-confident
-       (ECD > 0), blue when under-confident, each labelled with the bin's
-       z-score sum T_i / sqrt(sum Var_i); the title gives the net z and
-       ``report.overall_verdict`` at alpha = 0.05 (the net ECD test and the
-       per-bin test). A bin whose ECD is infinite (a prediction of exactly 0
-       or 1 that was wrong) is drawn hatched, beyond the tallest finite bar,
-       and labelled "inf".
+       (ECD > 0), blue when under-confident, strong where the per-bin test
+       (:meth:`~fastcal.CalibrationReport.bin_test`, alpha = 0.05) flags the
+       bin and pale where it does not, each labelled with the bin's z-score
+       sum T_i / sqrt(sum Var_i) (labels that would overlap a more extreme
+       one are left out: the table has every z); the title gives the net z
+       and ``report.overall_verdict`` (the net ECD test and the per-bin
+       test). A bin whose ECD is infinite (a prediction of exactly 0 or 1
+       that was wrong) is drawn hatched, beyond the tallest finite bar, and
+       labelled "inf". A legend under the panel says what the colours and
+       the hatching mean.
 
     Parameters
     ----------
@@ -114,16 +122,19 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
         msg = "report has no samples (n = 0); nothing to plot"
         raise ValueError(msg)
     Figure, FigureCanvasAgg = _matplotlib()
+    from matplotlib.patches import Patch
+
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(3, 1, height_ratios=(3.0, 1.0, 1.6), hspace=0.28, left=0.14,
-                            right=0.96, top=0.94, bottom=0.07)
+                            right=0.96, top=0.94, bottom=0.13)
     ax_rel = fig.add_subplot(grid[0])
     ax_cnt = fig.add_subplot(grid[1], sharex=ax_rel)
     ax_ecd = fig.add_subplot(grid[2], sharex=ax_rel)
     ax_rel.set_label("reliability")
     ax_cnt.set_label("counts")
     ax_ecd.set_label("ecd")
+    multiclass = bool(getattr(report, "n_classes", 0))
 
     b = report.bins
     count = np.asarray(b["count"], dtype=np.int64)
@@ -164,34 +175,103 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
 
     # 3. per-bin ECD
     ecd = np.asarray(b["ecd"], dtype=np.float64)
+    bin_z = np.asarray(b["ecd_z"], dtype=np.float64)
     height = np.where(full, ecd, 0.0)
     finite = np.isfinite(height)
     top = max(float(np.max(np.abs(height[finite]))) if finite.any() else 0.0, 1e-6)
     # an infinite bin (a certain prediction that was wrong) is not a number to draw:
-    # it gets a hatched bar beyond every finite one, to the panel's edge, marked "inf"
+    # it gets a hatched bar beyond every finite one, marked "inf"
     shown = np.where(finite, height, np.copysign(1.3 * top, height))
-    colours = [OVER_COLOUR if h > 0 else UNDER_COLOUR for h in shown]
+    test = report.bin_test()
+    flagged = np.zeros(count.shape[0], bool)
+    flagged[np.asarray(test.over_bins + test.under_bins, dtype=np.int64) - 1] = True
+    colours = [(OVER_COLOUR if f else OVER_PALE) if h > 0 else (UNDER_COLOUR if f else UNDER_PALE)
+               for h, f in zip(shown, flagged)]
     bars = ax_ecd.bar(centre, shown, width=width, color=colours, edgecolor="0.3", lw=0.5)
     for bar, ok in zip(bars, finite):
         if not ok:
             bar.set_hatch("///")
             bar.set_label("infinite ECD")
     ax_ecd.axhline(0.0, color="black", lw=0.8)
-    for x, h, z, ok in zip(centre[full], shown[full], np.asarray(b["ecd_z"])[full], finite[full]):
+    labels = []
+    for x, h, z, ok in zip(centre[full], shown[full], bin_z[full], finite[full]):
         text = f"{z:+.1f}" if ok else "inf"
-        ax_ecd.annotate(text, (x, h), xytext=(0, 2 if h >= 0 else -2),
-                        textcoords="offset points", ha="center",
-                        va="bottom" if h >= 0 else "top", fontsize=7)
+        labels.append((abs(z) if ok else np.inf, ax_ecd.annotate(
+            text, (x, h), xytext=(0, 2 if h >= 0 else -2), textcoords="offset points",
+            ha="center", va="bottom" if h >= 0 else "top", fontsize=7,
+            # readable where a neighbouring (wider) bar is taller
+            bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.8))))
     ax_ecd.set_ylim(-1.45 * top, 1.45 * top)
     ax_ecd.set_ylabel("ECD per bin")
-    ax_ecd.set_xlabel("mean predicted probability")
+    ax_ecd.set_xlabel("confidence (mean top-label probability)" if multiclass
+                      else "mean predicted probability")
+    if multiclass:
+        ax_rel.set_ylabel("accuracy")
     t = report.ecd_test()
-    head = (f"z per bin on the bars (red over-, blue under-confident); net z = {t.z:+.2f}; "
-            f"{report.overall_verdict}")
-    ax_ecd.set_title("\n".join(textwrap.wrap(head, 110)), fontsize=8)
+    head = f"ECD per bin, z on the bars; net z = {t.z:+.2f}; {report.overall_verdict}"
+    handles = [Patch(facecolor=OVER_COLOUR, edgecolor="0.3", label="over-confident, flagged"),
+               Patch(facecolor=UNDER_COLOUR, edgecolor="0.3", label="under-confident, flagged"),
+               Patch(facecolor=OVER_PALE, edgecolor="0.3", label="over-confident, not flagged"),
+               Patch(facecolor=UNDER_PALE, edgecolor="0.3", label="under-confident, not flagged")]
+    if not finite.all():
+        handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///",
+                             label="infinite ECD (p = 0 or 1, wrong)"))
+    fig.legend(handles=handles, loc="lower center", ncol=3 if len(handles) > 4 else 2,
+               fontsize=7, frameon=False, bbox_to_anchor=(0.55, 0.0),
+               title=f"bins flagged by the per-bin test (alpha = {test.alpha:g})",
+               title_fontsize=7)
+    _fit(fig, ax_cnt, ax_ecd, head, labels)
     if path is not None:
         save_atomic(fig, path, dpi=dpi)
     return fig
+
+
+def _fit(fig, ax_cnt, ax_ecd, head, labels):
+    """Lay out the ECD panel at the figure's size: its title wrapped to fit the figure's
+    width and kept below the counts panel, every z label inside the panel, and labels
+    that would share a column with a more extreme one removed."""
+    renderer = fig.canvas.get_renderer()
+    fig_w = fig.bbox.width
+    for chars in range(130, 20, -4):  # the widest wrapping whose every line fits
+        ax_ecd.set_title("\n".join(textwrap.wrap(head, chars, break_on_hyphens=False)),
+                         fontsize=8)
+        fig.draw_without_rendering()  # places the title
+        box = ax_ecd.title.get_window_extent(renderer)
+        if box.x0 >= 2 and box.x1 <= fig_w - 2:
+            break
+    for _ in range(3):  # lower the panel's top until its title clears the counts panel
+        gap = ax_cnt.get_tightbbox(renderer).y0 - ax_ecd.title.get_window_extent(renderer).y1
+        if gap >= 6:
+            break
+        pos = ax_ecd.get_position()
+        cut = (6 - gap) / fig.bbox.height
+        ax_ecd.set_position([pos.x0, pos.y0, pos.width, pos.height - cut])
+        fig.draw_without_rendering()
+    for _ in range(6):  # widen the y range until every label lies inside the panel
+        inside = ax_ecd.get_window_extent(renderer)
+        out = [a for _, a in labels if a.get_window_extent(renderer).y1 > inside.y1 - 1
+               or a.get_window_extent(renderer).y0 < inside.y0 + 1]
+        if not out:
+            break
+        lo, hi = ax_ecd.get_ylim()
+        ax_ecd.set_ylim(1.2 * lo, 1.2 * hi)
+    inside = ax_ecd.get_window_extent(renderer)
+    points = 72.0 / fig.dpi
+    for _, a in labels:  # a label wider than an edge bin moves inward, not off the panel
+        box = a.get_window_extent(renderer)
+        shift = max(inside.x0 + 1 - box.x0, 0.0) - max(box.x1 - (inside.x1 - 1), 0.0)
+        if shift:
+            dx, dy = a.xyann
+            a.xyann = (dx + shift * points, dy)
+    # labels side by side in x would stack over narrow bars and read as one another's:
+    # keep the most extreme of any whose columns overlap
+    kept = []
+    for _, a in sorted(labels, key=lambda x: -x[0]):
+        box = a.get_window_extent(renderer)
+        if any(box.x0 < x1 and x0 < box.x1 for x0, x1 in kept):
+            a.remove()
+        else:
+            kept.append((box.x0, box.x1))
 
 
 def ecd_single_datum(path=None, *, p_min=1e-4, p_max=1 - 1e-4, n_points=2001, figsize=(6.4, 4.0),

@@ -8,25 +8,12 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.reports import stats as _stats
+from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
                "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
-
-
-def _clean(x):
-    """A JSON-safe scalar: NaN -> None, +-inf -> "inf" / "-inf", numpy -> Python."""
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    return x
 
 
 def count_certain_wrong(y, p, start=0):
@@ -83,12 +70,20 @@ class CalibrationReport:
         Columns ``lower, upper, count, conf, frac_pos, accuracy, ece, esce,
         ecd, ecd_var, ecd_z``; empty bins have count 0 and NaN statistics.
         ``ecd_z`` is the bin's ECD test statistic sum T_i / sqrt(sum Var_i).
-    ecd_z, ecd_p_over, ecd_p_under, ecd_p_two_sided, verdict : properties
-        The ECD test of perfect calibration (:mod:`fastcal.reports.stats`), normal
-        approximation, from the sums: z = sum_ecd / sqrt(sum_ecd_var), and the
-        two-sided verdict at alpha = 0.05 ("over-confident",
+    ecd_z, ecd_p_over, ecd_p_under, ecd_p_two_sided, net_verdict : properties
+        The net ECD test of perfect calibration (:mod:`fastcal.reports.stats`),
+        normal approximation, from the sums: z = sum_ecd / sqrt(sum_ecd_var),
+        and its own two-sided verdict at alpha = 0.05 ("over-confident",
         "under-confident" or "consistent with calibration"); see
         :meth:`ecd_test` for other levels and one-sided verdicts.
+    verdict : property
+        The answer of both tests at alpha = 0.05, the net ECD test and the
+        per-bin test (:meth:`bin_test`): "consistent with calibration",
+        "over-confident", "under-confident" or "miscalibrated" (see
+        :func:`fastcal.reports.stats.combined_verdict`). Until 0.1.0 this was
+        the net test alone, now :attr:`net_verdict`.
+    overall_verdict : property
+        Both tests in one line, naming the flagged bins and their rows.
     ci_level : float
         Confidence level of ``intervals`` (NaN when none were asked for).
     intervals : dict
@@ -255,9 +250,24 @@ class CalibrationReport:
         return _stats.normal_pvalues(self.ecd_z)[2]
 
     @property
-    def verdict(self):
-        """Two-sided verdict of the ECD test at alpha = 0.05."""
+    def net_verdict(self):
+        """Two-sided verdict of the net ECD test alone at alpha = 0.05.
+
+        Over- and under-confident bins can cancel in its sum; :attr:`verdict`
+        also reads the per-bin test.
+        """
         return self.ecd_test().verdict
+
+    @property
+    def verdict(self):
+        """The net ECD test and the per-bin test in one answer, at alpha = 0.05.
+
+        "consistent with calibration", "over-confident", "under-confident" or
+        "miscalibrated" (the tests point both ways); see
+        :func:`fastcal.reports.stats.combined_verdict`, :attr:`net_verdict`
+        for the net test alone and :attr:`overall_verdict` for the bins.
+        """
+        return _stats.combined_verdict(self.net_verdict, self.bin_test())
 
     def ecd_test(self, *, alpha=0.05, alternative="two-sided"):
         """The ECD test from this report's sums (normal approximation).
@@ -281,17 +291,19 @@ class CalibrationReport:
         under-confident bins cancel; this one cannot. Returns a
         :class:`fastcal.reports.stats.BinTestResult`; see :func:`fastcal.reports.stats.bin_test`.
         """
-        return _stats.bin_test(self.bins["ecd_z"], alpha=alpha)
+        return _stats.bin_test(self.bins["ecd_z"], alpha=alpha, counts=self.bins["count"])
 
     @property
     def overall_verdict(self):
         """Net ECD verdict and per-bin verdict at alpha = 0.05, in one line.
 
         For example "no net over- or under-confidence; miscalibrated:
-        over-confident in bins 1, 10, under-confident in bins 2-9". A model
-        is consistent with calibration only when both parts say so.
+        over-confident in bins 1 (4,210 rows), 10 (4,190 rows), under-confident
+        in bins 2-9 (91,600 rows)", with a caution when a named bin holds
+        fewer than :data:`fastcal.reports.stats.MIN_BIN_ROWS` rows. A model is
+        consistent with calibration only when both parts say so.
         """
-        return _stats.overall_verdict(self.verdict, self.bin_test())
+        return _stats.overall_verdict(self.net_verdict, self.bin_test())
 
     def set_intervals(self, ci, boot_counts=None, boot_sums=None):
         """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
@@ -311,7 +323,12 @@ class CalibrationReport:
     # -- export ----------------------------------------------------------
 
     def to_dict(self):
-        """Plain Python types; NaN becomes None and infinities the strings "inf"/"-inf"."""
+        """Plain Python types; NaN becomes None and infinities the strings "inf"/"-inf".
+
+        ``verdict`` is :attr:`verdict` (both tests), ``overall_verdict`` the
+        line naming the bins and their rows, ``ecd_test.verdict`` the net
+        test alone and ``bin_test`` the per-bin test.
+        """
         out = {name: _clean(getattr(self, name)) for name in SCALARS}
         out.update({
             "ecd_var": _clean(self.ecd_var),
@@ -327,10 +344,11 @@ class CalibrationReport:
             "p_under": _clean(self.ecd_p_under),
             "p_two_sided": _clean(self.ecd_p_two_sided),
             "alpha": 0.05,
-            "verdict": self.verdict,
+            "verdict": self.net_verdict,
         }
         out["bin_test"] = self.bin_test().to_dict()
-        out["verdict"] = self.overall_verdict
+        out["verdict"] = self.verdict
+        out["overall_verdict"] = self.overall_verdict
         note = self.certain_wrong_note()
         if note:
             out["certain_wrong"] = {
@@ -393,7 +411,7 @@ class CalibrationReport:
         note = self.certain_wrong_note()
         if note:
             tail += f"\n{note}"
-        tail += f"\nVerdict: {self.overall_verdict}"
+        tail += f"\nVerdict: {self.verdict} ({self.overall_verdict})"
         if self.intervals:
             lvl = f"{100 * self.ci_level:g}%"
             parts = [f"{name.upper() if name != 'brier' else 'Brier'} [{cell(a) or 'n/a'}, "

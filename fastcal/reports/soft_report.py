@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from fastcal.reports.report import _clean
+from fastcal.reports._json import clean as _clean
 
 SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_brier", "sum_nll",
              "sum_ecd", "sum_ecd_var", "sum_ecd_sq")

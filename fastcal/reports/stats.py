@@ -54,12 +54,13 @@ bootstrap interval is read off the B replicate values. See
 ECE or MCE near perfect calibration).
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import special
 
 from fastcal.inputs import validation as v
+from fastcal.reports._json import clean
 from fastcal._kernels import bootstrap as kboot
 
 ALTERNATIVES = ("two-sided", "over", "under")
@@ -206,38 +207,42 @@ class ECDTestResult:
     n_resamples: int = 0
 
     def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        return {k: _clean(x) for k, x in asdict(self).items()}
+        return {k: clean(x) for k, x in asdict(self).items()}
 
 
 # -- the per-bin test: miscalibration in any direction --------------------------
 
 # a verdict names at most this many ranges of bins, then says how many more bins there are
 MAX_RANGES = 20
+# a flagged bin with fewer rows gets a caution in the verdict: below this many rows
+# ecd_test(method="auto") does not trust the normal approximation either
+MIN_BIN_ROWS = SIMULATE_BELOW_N
 
 
-def _bin_ranges(bins):
+def _bin_ranges(bins, counts=None):
     """1-based bin numbers as compact ranges: [1, 2, 3, 5] -> "1-3, 5"; after
-    MAX_RANGES ranges, "... and N more bins" (a line, not 1e6 bins of text)."""
-    parts = []
-    start = prev = None
+    MAX_RANGES ranges, "... and N more bins" (a line, not 1e6 bins of text).
+
+    ``counts`` (rows per bin, indexed by bin - 1) adds each range's rows:
+    "1-3 (1,200 rows), 5 (3 rows)".
+    """
+    runs = []
     for b in bins:
-        if start is None:
-            start = prev = b
-        elif b == prev + 1:
-            prev = b
+        if runs and b == runs[-1][1] + 1:
+            runs[-1][1] = b
         else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = b
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    if len(parts) <= MAX_RANGES:
+            runs.append([b, b])
+    parts = []
+    for start, stop in runs[:MAX_RANGES]:
+        text = f"{start}" if start == stop else f"{start}-{stop}"
+        if counts is not None:
+            rows = int(np.sum(np.asarray(counts)[start - 1:stop]))
+            text += f" ({rows:,} row{'s' if rows != 1 else ''})"
+        parts.append(text)
+    if len(runs) <= MAX_RANGES:
         return ", ".join(parts)
-    shown = parts[:MAX_RANGES]
-    n_shown = sum(int(p.split("-")[1]) - int(p.split("-")[0]) + 1 if "-" in p else 1
-                  for p in shown)
-    return ", ".join(shown) + f" and {len(bins) - n_shown} more bins"
+    n_shown = sum(stop - start + 1 for start, stop in runs[:MAX_RANGES])
+    return ", ".join(parts) + f" and {len(bins) - n_shown} more bins"
 
 
 @dataclass
@@ -261,7 +266,13 @@ class BinTestResult:
     verdict : str
         "miscalibrated: over-confident in bins 1, 10, under-confident in
         bins 2-9", "no bin miscalibrated", or "undefined (no samples)".
+        With the bins' row counts, each range of bins gives its rows, and a
+        caution follows when a named bin holds fewer than
+        :data:`MIN_BIN_ROWS` rows.
     alpha : float
+    few_rows : list of int
+        The flagged bins that hold fewer than :data:`MIN_BIN_ROWS` rows
+        (empty when the counts were not given).
     """
 
     n_bins: int
@@ -272,13 +283,12 @@ class BinTestResult:
     under_bins: list
     verdict: str
     alpha: float
+    few_rows: list = field(default_factory=list)
 
     def to_dict(self):
-        from fastcal.reports.report import _clean
-
-        out = {k: _clean(x) for k, x in asdict(self).items()}
-        out["over_bins"] = [int(b) for b in self.over_bins]
-        out["under_bins"] = [int(b) for b in self.under_bins]
+        out = {k: clean(x) for k, x in asdict(self).items()}
+        for name in ("over_bins", "under_bins", "few_rows"):
+            out[name] = [int(b) for b in getattr(self, name)]
         return out
 
 
@@ -287,7 +297,7 @@ def _sidak(alpha, k):
     return -np.expm1(np.log1p(-alpha) / k)
 
 
-def bin_test(bin_z, *, alpha=0.05):
+def bin_test(bin_z, *, alpha=0.05, counts=None):
     """Test of miscalibration in any direction from the per-bin ECD z-scores.
 
     The net ECD test (:func:`ecd_test`, ``report.ecd_z``) sums the ECD terms
@@ -319,6 +329,11 @@ def bin_test(bin_z, *, alpha=0.05):
         always flagged.
     alpha : float, default 0.05
         Family-wise level.
+    counts : array-like of shape (n_bins,), optional
+        Rows per bin (``report.bins["count"]``). With them the verdict
+        gives the rows behind each range of bins it names, and cautions
+        when a named bin holds fewer than :data:`MIN_BIN_ROWS` (200) rows:
+        its z is then a rough normal approximation (see Notes).
 
     Returns
     -------
@@ -350,8 +365,9 @@ def bin_test(bin_z, *, alpha=0.05):
         return BinTestResult(0, float("nan"), float("nan"), float("nan"), [], [],
                              "undefined (no samples)", alpha)
     az = np.abs(z[tested])
+    # order by |z| itself: p-values of |z| above about 38 underflow to 0 and tie
+    order = np.argsort(-az, kind="stable")
     p_each = 2.0 * special.ndtr(-az)
-    order = np.argsort(p_each, kind="stable")
     max_abs = float(az[order[0]])
     p_value = float(-np.expm1(k * np.log1p(-p_each[order[0]])))
     critical = float(-special.ndtri(_sidak(alpha, k) / 2.0))
@@ -364,15 +380,45 @@ def bin_test(bin_z, *, alpha=0.05):
     flagged.sort()
     over = [b + 1 for b in flagged if z[b] > 0]
     under = [b + 1 for b in flagged if z[b] < 0]
+    few = []
+    if counts is not None:
+        counts = np.asarray(counts, dtype=np.int64).ravel()
+        few = [b + 1 for b in flagged if counts[b] < MIN_BIN_ROWS]
     if not flagged:
         text = "no bin miscalibrated"
     else:
         parts = []
         for name, bins in ((OVER, over), (UNDER, under)):
             if bins:
-                parts.append(f"{name} in bin{'s' if len(bins) > 1 else ''} {_bin_ranges(bins)}")
+                parts.append(f"{name} in bin{'s' if len(bins) > 1 else ''} "
+                             f"{_bin_ranges(bins, counts)}")
         text = f"{MISCALIBRATED}: " + ", ".join(parts)
-    return BinTestResult(k, max_abs, p_value, critical, over, under, text, alpha)
+        if few:
+            text += (f" (caution: bin{'s' if len(few) > 1 else ''} {_bin_ranges(few)} "
+                     f"{'hold' if len(few) > 1 else 'holds'} fewer than {MIN_BIN_ROWS} rows, "
+                     f"where a bin's z is a rough normal approximation)")
+    return BinTestResult(k, max_abs, p_value, critical, over, under, text, alpha, few)
+
+
+def combined_verdict(ecd_verdict, bin_result):
+    """One answer from both tests: the net ECD verdict and the per-bin test.
+
+    "consistent with calibration" when neither test rejects; "over-confident"
+    (or "under-confident") when every rejection points that way (the net
+    test, the flagged bins or both); "miscalibrated" when they point both
+    ways, for example an S-shaped curve whose over- and under-confident bins
+    cancel in the net sum. "undefined (no samples)" without samples.
+    """
+    if ecd_verdict not in (OVER, UNDER, CONSISTENT):
+        return ecd_verdict
+    ways = {ecd_verdict} - {CONSISTENT}
+    if bin_result.over_bins:
+        ways.add(OVER)
+    if bin_result.under_bins:
+        ways.add(UNDER)
+    if not ways:
+        return CONSISTENT
+    return ways.pop() if len(ways) == 1 else MISCALIBRATED
 
 
 def overall_verdict(ecd_verdict, bin_result):
@@ -624,5 +670,5 @@ def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos",
 
 
 __all__ = ["BinTestResult", "ECDTestResult", "bin_test", "chi2_nees_test",
-           "clip_interval", "mean_interval", "null_skewness", "overall_verdict", "verdict",
+           "clip_interval", "combined_verdict", "mean_interval", "null_skewness", "overall_verdict", "verdict",
            "z_from_sums"]
