@@ -484,9 +484,15 @@ class TemperatureScaling(_Recalibration):
                 "alpha": float(self.alpha)}
 
     def _set_params(self, params):
-        self.temperature_ = float(params["temperature"])
-        self.target = params.get("target", "nll")
-        self.alpha = params.get("alpha", 0.05)
+        pre = "params."
+        self.temperature_ = _number_field(params, "temperature", MIN_TEMPERATURE,
+                                          MAX_TEMPERATURE, prefix=pre)
+        target = params.get("target", "nll")
+        if target not in TARGETS:
+            raise _field(pre + "target", target, f"one of {list(TARGETS)}")
+        self.target = target
+        self.alpha = _number_field(params, "alpha", 0.0, 0.5, prefix=pre, open_lo=True,
+                                   open_hi=True, default=0.05)
 
     def transform(self, y_prob):
         """Recalibrated probabilities (binary: of class 1; K classes: (N, K) rows)."""
@@ -711,7 +717,9 @@ class PlattScaling(_Recalibration):
         return {"a": self.a_, "b": self.b_}
 
     def _set_params(self, params):
-        self.a_, self.b_ = float(params["a"]), float(params["b"])
+        big = float(np.finfo(np.float64).max)
+        self.a_ = _number_field(params, "a", 0.0, big, prefix="params.", open_lo=True)
+        self.b_ = _number_field(params, "b", -big, big, prefix="params.")
 
     def transform(self, y_prob):
         self._check_fitted()
@@ -827,10 +835,25 @@ class IsotonicCalibration(_Binned):
                 "y": self.y_.tolist()}
 
     def _set_params(self, params):
-        self.exact_ = bool(params.get("exact", False))
-        self.n_fine = int(params.get("n_fine", 65536))
-        self.x_ = np.asarray(params["x"], np.float64)
-        self.y_ = np.asarray(params["y"], np.float64)
+        pre = "params."
+        self.exact_ = _bool_field(params, "exact", prefix=pre)
+        self.n_fine = _int_field(params, "n_fine", 1, MAX_N_FINE, prefix=pre, default=65536)
+        x = _array_field(params, "x", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
+        y = _array_field(params, "y", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
+        if y.shape != x.shape:
+            msg = f"params.x and params.y must have equal lengths; got {x.size} and {y.size}"
+            raise ValueError(msg)
+        bad = np.flatnonzero(np.diff(x) <= 0)
+        if bad.size:
+            msg = (f"params.x must be strictly increasing; params.x[{bad[0] + 1}] = "
+                   f"{x[bad[0] + 1]!r} follows {x[bad[0]]!r}")
+            raise ValueError(msg)
+        bad = np.flatnonzero(np.diff(y) < 0)
+        if bad.size:
+            msg = (f"params.y must be non-decreasing; params.y[{bad[0] + 1}] = "
+                   f"{y[bad[0] + 1]!r} follows {y[bad[0]]!r}")
+            raise ValueError(msg)
+        self.x_, self.y_ = x, y
 
 
 class HistogramBinning(_Binned):
@@ -888,9 +911,21 @@ class HistogramBinning(_Binned):
                 "counts": self.counts_.tolist()}
 
     def _set_params(self, params):
-        self.n_bins = int(params["n_bins"])
-        self.values_ = np.asarray(params["values"], np.float64)
-        self.counts_ = np.asarray(params.get("counts", [0] * self.n_bins), np.int64)
+        pre = "params."
+        nb = _int_field(params, "n_bins", 1, MAX_MAP_BINS, prefix=pre)
+        values = params.get("values")
+        if not isinstance(values, list) or len(values) != nb:
+            raise _field(pre + "values", values, f"a list of params.n_bins = {nb} numbers")
+        counts = params.get("counts")
+        if counts is not None:  # optional (what the fit saw); integers >= 0, one per bin
+            if not isinstance(counts, list) or len(counts) != nb:
+                raise _field(pre + "counts", counts, f"a list of params.n_bins = {nb} integers")
+            for i, c in enumerate(counts):
+                if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < (1 << 63):
+                    raise _field(f"{pre}counts[{i}]", c, "an integer >= 0")
+        self.values_ = _array_field(params, "values", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
+        self.n_bins = nb
+        self.counts_ = np.asarray(counts if counts is not None else np.zeros(nb), np.int64)
 
 
 _CLASSES = {"temperature": TemperatureScaling, "platt": PlattScaling,
@@ -904,33 +939,118 @@ def make(method, **options):
     return _CLASSES[method](**options)
 
 
+# bounds of a saved map, checked on load (and by the fits, which never save outside them)
+MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
+MAX_TEMPERATURE = 1e6
+MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap) and isotonic knots per
+MAX_N_FINE = 1 << 30      # ... isotonic n_fine is only recorded, never allocated on load
+
+
+def _field(name, value, expected):
+    """The one-line error of a bad map field (``value`` shown short, never recursed into)."""
+    if isinstance(value, (list, dict)):
+        shown = f"a {type(value).__name__} of {len(value)} items"
+    else:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return ValueError(f"{name} must be {expected}; got {shown}")
+
+
+def _int_field(d, name, lo, hi, *, prefix="", default=None, allow_none=False):
+    value = d.get(name, default)
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _field(prefix + name, value, f"an integer in [{lo}, {hi}]")
+    return value
+
+
+def _number_field(d, name, lo, hi, *, prefix="", open_lo=False, open_hi=False, default=None):
+    value = d.get(name, default)
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and math.isfinite(value)
+    if ok:
+        value = float(value)
+        ok = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
+    if not ok:
+        lb, rb = "(" if open_lo else "[", ")" if open_hi else "]"
+        raise _field(prefix + name, value, f"a finite number in {lb}{lo:g}, {hi:g}{rb}")
+    return value
+
+
+def _bool_field(d, name, *, prefix="", default=False):
+    value = d.get(name, default)
+    if not isinstance(value, bool):
+        raise _field(prefix + name, value, "a JSON boolean (true or false)")
+    return value
+
+
+def _array_field(d, name, lo, hi, max_len, *, prefix=""):
+    """A non-empty list of at most ``max_len`` finite numbers in [lo, hi], as float64
+    (its length is checked before anything is allocated)."""
+    value = d.get(name)
+    if not isinstance(value, list) or not 1 <= len(value) <= max_len:
+        raise _field(prefix + name, value, f"a list of 1 to {max_len} numbers")
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not lo <= x <= hi:
+            raise _field(f"{prefix}{name}[{i}]", x, f"a finite number in [{lo:g}, {hi:g}]")
+    return np.asarray(value, np.float64)
+
+
 def from_dict(d):
-    """The fitted object saved by ``to_dict`` (or ``to_json``, parsed)."""
+    """The fitted object saved by ``to_dict`` (or ``to_json``, parsed).
+
+    Every field is checked before anything is built (a map is data, never
+    code): one ValueError names the first bad field. Temperature: a finite
+    T in [MIN_TEMPERATURE, MAX_TEMPERATURE] = [1e-6, 1e6]; Platt: finite a > 0
+    and b (a <= 0 would invert the ranking); isotonic: 1 to MAX_MAP_BINS knots,
+    x strictly increasing in [0, 1], y non-decreasing in [0, 1], equal
+    lengths; histogram: n_bins in [1, MAX_MAP_BINS] equal to len(values),
+    values in [0, 1], counts (optional) non-negative integers; ``n`` an
+    integer >= 0, ``n_classes`` null or an integer >= 2, ``logits`` a JSON
+    boolean. Sizes are checked before any array is allocated.
+    """
     if not isinstance(d, dict) or d.get("fastcal_recalibration") != FORMAT_VERSION \
+            or isinstance(d.get("fastcal_recalibration"), bool) \
             or d.get("method") not in METHODS or not isinstance(d.get("params"), dict):
+        keys = sorted(map(str, d))[:6] if isinstance(d, dict) else type(d).__name__
         msg = (f"not a fastcal recalibration (expected a dict with fastcal_recalibration="
-               f"{FORMAT_VERSION}, a method in {list(METHODS)} and params); got "
-               f"{str(d)[:80]!r}")
+               f"{FORMAT_VERSION}, a method in {list(METHODS)} and params); got {keys}")
         raise ValueError(msg)
-    obj = _CLASSES[d["method"]](logits=bool(d.get("logits", False)))
-    try:
-        obj._set_params(d["params"])
-    except (KeyError, TypeError, ValueError) as exc:
-        msg = f"recalibration {d['method']!r}: bad params ({type(exc).__name__}: {exc})"
-        raise ValueError(msg) from None
-    obj.n_classes_ = d.get("n_classes")
-    obj.n_ = int(d.get("n", 0))
+    method = d["method"]
+    logits = _bool_field(d, "logits")
+    n_classes = _int_field(d, "n_classes", 2, 1 << 31, allow_none=True)
+    n = _int_field(d, "n", 0, (1 << 63) - 1, default=0)
+    obj = _CLASSES[method](logits=logits)
+    obj._set_params(d["params"])
+    obj.n_classes_ = n_classes
+    obj.n_ = n
     return obj
 
 
 def load(path):
-    """The fitted object saved in a JSON file (``fastcal recalibrate --out``)."""
+    """The fitted object saved in a JSON file (``fastcal recalibrate --out``).
+
+    Raises
+    ------
+    ValueError
+        One line naming ``path`` and the first bad field (see :func:`from_dict`),
+        or saying why the file is not a map (not UTF-8 JSON, nested too deeply).
+    OSError
+        The file cannot be read.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
             d = json.load(fh)
     except json.JSONDecodeError as exc:
         msg = f"{path}: not JSON ({exc.msg} at line {exc.lineno})"
         raise ValueError(msg) from None
+    except RecursionError:
+        msg = f"{path}: not a fastcal recalibration (JSON nested too deeply)"
+        raise ValueError(msg) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # not UTF-8; an integer of > 4300 digits
+        msg = f"{path}: not a fastcal recalibration ({type(exc).__name__}: {exc})"
+        raise ValueError(msg[:300]) from None
     try:
         return from_dict(d)
     except ValueError as exc:

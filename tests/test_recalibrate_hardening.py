@@ -1,0 +1,149 @@
+"""Recalibration maps hardened (issue 23, items 2, 3, 13, 14, 15): every field of a
+saved map checked on load, fits that refuse what they cannot fit, K-class rows that
+sum to 1, the safe temperature on exact 0s and 1s, and the report's own bins."""
+
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from fastcal import cli
+from fastcal import recalibrate as rc
+
+GOOD = {
+    "temperature": {"temperature": 2.0, "target": "nll", "alpha": 0.05},
+    "platt": {"a": 0.8, "b": -0.1},
+    "isotonic": {"exact": True, "n_fine": 65536, "x": [0.1, 0.5, 0.9], "y": [0.0, 0.5, 1.0]},
+    "histogram": {"n_bins": 3, "values": [0.1, 0.5, 0.9], "counts": [3, 4, 5]},
+}
+
+RAW = "@RAW@"  # a placeholder for JSON text that json.dumps cannot write (1e400, -1e-320)
+
+
+def map_text(method, where, value):
+    """The JSON of a good map of ``method`` with ``where`` (a top-level key or
+    "params.<key>") set to ``value`` (a str starting with RAW is written as is)."""
+    d = {"fastcal_recalibration": 1, "method": method, "logits": False, "n_classes": None,
+         "n": 100, "params": dict(GOOD[method])}
+    target, key = (d["params"], where[7:]) if where.startswith("params.") else (d, where)
+    raw = isinstance(value, str) and value.startswith(RAW)
+    target[key] = RAW if raw else value
+    text = json.dumps(d)  # NaN and Infinity as Python's json writes (and reads) them
+    return text.replace(f'"{RAW}"', value[len(RAW):]) if raw else text
+
+
+BAD = [
+    ("temperature", "params.temperature", 0),
+    ("temperature", "params.temperature", -1),
+    ("temperature", "params.temperature", float("inf")),
+    ("temperature", "params.temperature", float("-inf")),
+    ("temperature", "params.temperature", float("nan")),
+    ("temperature", "params.temperature", 1e308),
+    ("temperature", "params.temperature", RAW + "1e-320"),
+    ("temperature", "params.temperature", "2"),
+    ("temperature", "params.alpha", 0.7),
+    ("temperature", "params.target", "fast"),
+    ("temperature", "n", None),
+    ("temperature", "n", [1]),
+    ("temperature", "n", RAW + "1e400"),
+    ("temperature", "n", 1.5),
+    ("temperature", "n_classes", 1),
+    ("temperature", "logits", "no"),
+    ("platt", "params.b", float("inf")),
+    ("platt", "params.a", float("nan")),
+    ("platt", "params.a", -1.0),
+    ("isotonic", "params.x", []),
+    ("isotonic", "params.x", [0.9, 0.5, 0.1]),
+    ("isotonic", "params.x", [0.1, 0.1, 0.9]),
+    ("isotonic", "params.y", [1.0, 0.5, 0.0]),
+    ("isotonic", "params.y", [0.0, 0.5]),
+    ("isotonic", "params.y", [0.0, 0.5, 1.5]),
+    ("isotonic", "params.exact", "yes"),
+    ("histogram", "params.n_bins", 0),
+    ("histogram", "params.n_bins", -1),
+    ("histogram", "params.n_bins", 5),
+    ("histogram", "params.n_bins", 100_000_000),
+    ("histogram", "params.values", []),
+    ("histogram", "params.values", [0.1, float("nan"), 0.9]),
+    ("histogram", "params.values", [0.1, 2.0, 0.9]),
+    ("histogram", "params.counts", [3, -4, 5]),
+    ("histogram", "params.counts", [3, 4]),
+]
+
+
+def ids(case):
+    return f"{case[0]}-{case[1]}={str(case[2])[:12]}"
+
+
+@pytest.mark.parametrize("method", sorted(GOOD))
+def test_good_maps_load(tmp_path, method):
+    path = tmp_path / "map.json"
+    path.write_text(map_text(method, "n", 100))
+    m = rc.load(path)
+    assert m.n_ == 100 and m.method == method
+
+
+@pytest.mark.parametrize("case", BAD, ids=ids)
+def test_bad_map_field_is_named_in_one_line(tmp_path, case):
+    method, where, value = case
+    path = tmp_path / "map.json"
+    path.write_text(map_text(method, where, value))
+    field = where.split(".")[-1]
+    with pytest.raises(ValueError) as info:
+        rc.load(path)
+    msg = str(info.value)
+    assert str(path) in msg and field in msg and "\n" not in msg
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "d.csv"
+    path.write_text("p,y\n0.2,0\n0.7,1\n0.9,1\n0.4,0\n")
+    return path
+
+
+@pytest.mark.parametrize("case", BAD[:8] + [BAD[10], BAD[12], BAD[15], BAD[19], BAD[26],
+                                             BAD[28]], ids=ids)
+def test_cli_bad_map_exits_2_naming_file_and_field(tmp_path, csv_file, capsys, case):
+    method, where, value = case
+    path = tmp_path / "map.json"
+    path.write_text(map_text(method, where, value))
+    code = cli.main(["score", str(csv_file), "--prob", "p", "--label", "y",
+                     "--recalibration", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert str(path) in err and where.split(".")[-1] in err
+    assert "NaN" not in err or "column" not in err  # never blamed on the data
+
+
+def test_huge_n_bins_fails_before_allocating(tmp_path):
+    path = tmp_path / "map.json"
+    path.write_text(map_text("histogram", "params.n_bins", 100_000_000))
+    assert path.stat().st_size < 600
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"params\.n_bins"):
+            rc.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_deeply_nested_map_is_one_line(tmp_path, csv_file, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        rc.load(path)
+    code = cli.main(["score", str(csv_file), "--prob", "p", "--label", "y",
+                     "--recalibration", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and len(err.strip().splitlines()) == 1
+
+
+def test_from_dict_names_the_field_without_a_file():
+    d = json.loads(map_text("temperature", "params.temperature", -1))
+    with pytest.raises(ValueError, match=r"params\.temperature must be a finite number"):
+        rc.from_dict(d)
