@@ -451,12 +451,14 @@ class TemperatureScaling(_Recalibration):
             # answer is found in memory; the exact passes then only polish it
             first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
             data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
+            _check_both_labels(counts, "temperature scaling")
             seen[1.0] = first
             pts = _Points(counts, sum_f)
             s0 = _newton_1d(lambda u: pts.sums(u, 0.0), 1.0, 1e-10, max_iter=200)
             start = _safe_bisect(lambda u: pts.sums(u, 0.0), s0, zc)
             s_nll = _newton_1d(evaluate, s0, self.tol)
         n = first[kr.N_ROWS]
+        _check_scale(s_nll)
         s = s_nll
         if self.target == "safe":
             s = _safe_root(evaluate, seen, s_nll, zc, self.tol, start)
@@ -511,6 +513,30 @@ class TemperatureScaling(_Recalibration):
             keep = (p == 0.0) | (p == 1.0)  # certain predictions stay certain
             out[keep] = p[keep]
         return out
+
+
+def _check_both_labels(counts, what):
+    """Refuse a binary fit whose rows all have one label (counts: the pass's
+    per-label feature histogram): its optimum is at infinity or inverts the ranking."""
+    n_pos, n_neg = int(counts[1].sum()), int(counts[0].sum())
+    if n_pos == 0 or n_neg == 0:
+        label = 1 if n_neg == 0 else 0
+        msg = (f"{what} needs rows of both labels; got {n_pos + n_neg} rows, every one "
+               f"with label {label}; no map is fitted")
+        raise ValueError(msg)
+
+
+def _check_scale(s):
+    """Refuse an NLL optimum 1 / T outside [1 / MAX_TEMPERATURE, 1 / MIN_TEMPERATURE]."""
+    if not 1.0 / MAX_TEMPERATURE <= s <= 1.0 / MIN_TEMPERATURE:
+        t = 1.0 / s if s != 0 else math.inf
+        why = ("a temperature <= 0 would invert the ranking: the logits rank the labels the "
+               "wrong way round" if s <= 0 else "the logits carry next to no information "
+               "about the labels" if s < 1.0 / MAX_TEMPERATURE else "the classes are "
+               "separated by the logits")
+        msg = (f"temperature scaling: the NLL is lowest at T = {t:.6g}, outside "
+               f"[{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]; {why}; no temperature is fitted")
+        raise ValueError(msg)
 
 
 def _z(out):
@@ -700,10 +726,16 @@ class PlattScaling(_Recalibration):
 
         first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
         data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
+        _check_both_labels(counts, "Platt scaling")
         pts = _Points(counts, sum_f)
         a, b, _ = _newton_2d(pts.sums, 1.0, 0.0, 1e-10, max_iter=100)
         out = evaluate(a, b)
         a, b, out = _newton_2d(evaluate, a, b, self.tol, out=out)
+        if not (a > 0 and math.isfinite(b)):
+            msg = (f"Platt scaling: the NLL is lowest at a = {a:.6g}, b = {b:.6g}; a <= 0 "
+                   "would invert the ranking (the values rank the labels the wrong way "
+                   "round); no map is fitted")
+            raise ValueError(msg)
         n = first[kr.N_ROWS]
         self.a_, self.b_ = float(a), float(b)
         self.n_ = int(n)

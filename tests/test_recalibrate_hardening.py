@@ -147,3 +147,43 @@ def test_from_dict_names_the_field_without_a_file():
     d = json.loads(map_text("temperature", "params.temperature", -1))
     with pytest.raises(ValueError, match=r"params\.temperature must be a finite number"):
         rc.from_dict(d)
+
+
+# -- item 3: fits refuse what they cannot fit -------------------------------------------------
+
+@pytest.mark.parametrize("method", ["temperature", "platt"])
+@pytest.mark.parametrize("rows", [1, 200])
+def test_one_label_is_refused(method, rows):
+    p = np.linspace(0.05, 0.95, rows) if rows > 1 else np.array([0.3])
+    for label in (0, 1):
+        y = np.full(rows, label, np.uint8)
+        with pytest.raises(ValueError, match=f"both labels; got {rows} rows, every one with "
+                                             f"label {label}"):
+            rc.make(method).fit(y, p)
+
+
+@pytest.mark.parametrize("method", ["temperature", "platt"])
+def test_inverted_ranking_is_refused(method):
+    rng = np.random.default_rng(3)
+    p = rng.random(500)
+    y = (rng.random(500) < 1 - p).astype(np.uint8)  # the higher p, the rarer label 1
+    with pytest.raises(ValueError, match="invert the ranking"):
+        rc.make(method).fit(y, p)
+
+
+def test_multiclass_temperature_below_zero_is_refused():
+    p = np.random.default_rng(4).dirichlet([1, 1, 1], 300)
+    y = np.argmin(p, axis=1)  # the true class is always the least likely
+    with pytest.raises(ValueError, match=r"lowest at T = -.*invert the ranking"):
+        rc.TemperatureScaling().fit(y, p)
+
+
+def test_cli_recalibrate_one_label_exits_2(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    data.write_text("p,y\n0.2,1\n0.7,1\n0.9,1\n")
+    out = tmp_path / "map.json"
+    code = cli.main(["recalibrate", str(data), "--prob", "p", "--label", "y", "--out", str(out),
+                     "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "both labels" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
