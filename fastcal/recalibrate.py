@@ -775,7 +775,13 @@ class _Binned(_Recalibration):
 
     def transform(self, y_prob):
         """Recalibrated probabilities; K classes: the top-label probability is
-        mapped and the others rescaled to keep the row's sum at 1."""
+        mapped and the others rescaled to share the rest, so that every row sums
+        to 1 (float64, to rounding) whatever the input's dtype or its rows' sums.
+
+        The others are divided by their own sum, not by 1 - max p: near max p = 1
+        the two differ by the input's rounding, amplified by 1 / (1 - max p).
+        A row whose other classes are all 0 shares the rest evenly among them.
+        """
         self._check_fitted()
         q = self._probabilities(self._input(y_prob))
         if q.ndim == 1:
@@ -784,10 +790,12 @@ class _Binned(_Recalibration):
         rows = np.arange(q.shape[0])
         conf = q[rows, k]
         new = self._map(conf)
-        rest = 1.0 - conf
+        out = q.copy()
+        out[rows, k] = 0.0
+        rest = out.sum(axis=1)  # the other classes' own sum
         with np.errstate(invalid="ignore", divide="ignore"):
             scale = np.where(rest > 0, (1.0 - new) / rest, 0.0)
-        out = q * scale[:, None]
+        out *= scale[:, None]
         flat = rest <= 0  # a certain row: share the rest evenly
         if flat.any():
             out[flat] = ((1.0 - new[flat]) / (q.shape[1] - 1))[:, None]

@@ -187,3 +187,51 @@ def test_cli_recalibrate_one_label_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "both labels" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# -- item 13: K-class isotonic and histogram rows sum to 1 ------------------------------------
+
+@pytest.fixture(scope="module")
+def digits():
+    """scikit-learn's digits, GaussianNB fitted on the even rows, probabilities of
+    the odd ones (898 x 10, many rows with max p within 1e-10 of 1)."""
+    from sklearn.datasets import load_digits
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = load_digits(return_X_y=True)
+    p = GaussianNB().fit(X[::2], y[::2]).predict_proba(X[1::2])
+    return y[1::2], p
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("method", ["isotonic", "histogram"])
+def test_multiclass_binned_rows_sum_to_one(digits, method, dtype, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastcal
+    from fastcal.files import score_file
+
+    y, p = digits
+    p = p.astype(dtype)
+    m = rc.make(method).fit(y, p)
+    q = m.transform(p)
+    assert np.abs(q.sum(axis=1) - 1.0).max() <= 1e-15 * p.shape[1]
+    fastcal.calibration_report(y, q)  # fastcal accepts its own output
+    # and from the file the map was fitted on, through the driver
+    names = [f"p_{k}" for k in range(p.shape[1])]
+    path = tmp_path / "digits.parquet"
+    pq.write_table(pa.table({**{c: p[:, k] for k, c in enumerate(names)}, "y": y}), path)
+    mf = rc.fit_file(rc.make(method), path, prob=names, label="y", chunk_rows=300)
+    rep = score_file(path, prob=names, label="y", transform=mf, chunk_rows=300)
+    assert rep.n == len(y)
+
+
+def test_multiclass_binned_rows_near_certain():
+    # max p rounds to 1 while the others are tiny: their own sum is the divisor
+    p = np.array([[1.0, 3e-17, 1e-17], [1 - 2e-16, 1e-16, 1e-16], [0.5, 0.3, 0.2]])
+    y = np.array([0, 1, 2])
+    for method in ("isotonic", "histogram"):
+        q = rc.make(method).fit(y, p).transform(p)
+        assert np.abs(q.sum(axis=1) - 1.0).max() <= 4e-16
+        assert np.all(q >= 0)
