@@ -27,7 +27,9 @@ How they are fitted, from any source, in a bounded number of passes:
   differs from the exact fit only in that rows inside one fine bin are no
   longer ordered among themselves. It is therefore exact when every fine bin
   holds one distinct value (tests/test_recalibrate.py checks both). In
-  memory, ``fit`` is exact (it equals scikit-learn's IsotonicRegression).
+  memory, ``fit`` is exact pool-adjacent-violators over the distinct values
+  (scikit-learn's IsotonicRegression gives the same thresholds only when no two
+  distinct values lie within 1e-15 of each other: it pools such near-ties).
 
 The safe target (temperature): the ECD test of the recalibrated
 probabilities has z(s) = g(s) / sqrt(h(s)), where g and h are the gradient
@@ -45,6 +47,7 @@ object keeps both, so the cost of being safe is ``nll_ - nll_at_optimum_``.
 import json
 import math
 import statistics
+import warnings
 
 import numpy as np
 
@@ -52,6 +55,7 @@ from fastcal._kernels import recalibrate as kr
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
+from fastcal.inputs.binning import kernel_edges
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
 
@@ -138,12 +142,25 @@ def _pass_multiclass(y, x, logits, s):
     return out
 
 
-def _pass_values(y, x, n_bins):
+def _edge_dtype(p, logits):
+    """The dtype whose rounding of k / n_bins the report's uniform edges use for
+    these probabilities: float32 for float32 probabilities, else float64 (logits:
+    values computed in float64), as ``Binned.kernel_edges``."""
+    return np.float32 if (not logits and p.dtype == np.float32) else np.float64
+
+
+def _pass_values(y, p, n_bins, logits, report_edges):
+    """Per value bin: rows, positives, sum of the value (binary p, sigmoid of the
+    logit, or top-label confidence). ``report_edges``: the report's edges for
+    p's dtype (histogram binning), else float64 edges (isotonic's fine bins)."""
+    dtype = _edge_dtype(p, logits) if report_edges else np.float64
+    y, x = em.ranking_pair(y, p, logits=logits)
     counts = np.zeros(n_bins, np.int64)
     positives = np.zeros(n_bins, np.int64)
     sum_x = np.zeros(n_bins, np.float64)
     bad = np.zeros(2, np.int64)
-    kr.value_sums(x, y, n_bins, counts, positives, sum_x, bad)
+    kr.value_sums(x, y, kernel_edges(n_bins, np.dtype(dtype).str), counts, positives, sum_x,
+                  bad)
     return counts, positives, sum_x, bad
 
 
@@ -348,7 +365,8 @@ class TemperatureScaling(_Recalibration):
     logits : bool, default False
         The input holds logits (binary: one per row; K classes: (N, K)). With
         probabilities, z = logit(p) (binary, p clipped to [1e-15, 1 - 1e-15]) or
-        log p (K classes).
+        log p (K classes, floored: log max(p, 1e-300), so log 0 = -690.8; a
+        RuntimeWarning says how many rows give their true class probability 0).
     target : {"nll", "safe"}, default "nll"
         "nll": the T minimising the NLL. "safe": the T closest to 1 at which
         the one-sided ECD test for over-confidence is not significant at
@@ -458,6 +476,13 @@ class TemperatureScaling(_Recalibration):
             start = _safe_bisect(lambda u: pts.sums(u, 0.0), s0, zc)
             s_nll = _newton_1d(evaluate, s0, self.tol)
         n = first[kr.N_ROWS]
+        n_zero = int(first[kr.N_ZERO_TRUE])
+        if data.multiclass and n_zero:
+            msg = (f"{n_zero} rows give their true class probability 0; temperature scaling "
+                   f"takes log 0 as log({kr.LOG_FLOOR:g}) = {math.log(kr.LOG_FLOOR):.1f} "
+                   "(binary probabilities are clipped to [1e-15, 1 - 1e-15] instead), so these "
+                   "rows weigh heavily on T; fit on logits if the model has them")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
         _check_scale(s_nll)
         s = s_nll
         if self.target == "safe":
@@ -764,13 +789,16 @@ class _Binned(_Recalibration):
     """Shared by isotonic regression and histogram binning: a map of the value
     (p, the sigmoid of the logit, or the top-label confidence)."""
 
-    def _values(self, data, n_bins):
-        counts, positives, sum_x, bad = data.map(False, _pass_values, (int(n_bins),))
+    def _values(self, data, n_bins, report_edges=False):
+        counts, positives, sum_x, bad = data.map(
+            True, _pass_values, (int(n_bins), self.logits, report_edges))
         n = int(counts.sum())
         data.check(bad[0], bad[1], n)
         return counts, positives, sum_x, n, int(bad[0])
 
-    def _map(self, x):
+    def _map(self, x, dtype):
+        """The map of values x (float64); ``dtype``: that of the probabilities they
+        came from (the report's edges for them)."""
         raise NotImplementedError
 
     def transform(self, y_prob):
@@ -783,13 +811,15 @@ class _Binned(_Recalibration):
         A row whose other classes are all 0 shares the rest evenly among them.
         """
         self._check_fitted()
-        q = self._probabilities(self._input(y_prob))
+        p = v.to_array("y_prob", y_prob)
+        dtype = _edge_dtype(p, self.logits)
+        q = self._probabilities(self._input(p))
         if q.ndim == 1:
-            return self._map(q)
+            return self._map(q, dtype)
         k = np.argmax(q, axis=1)
         rows = np.arange(q.shape[0])
         conf = q[rows, k]
-        new = self._map(conf)
+        new = self._map(conf, dtype)
         out = q.copy()
         out[rows, k] = 0.0
         rest = out.sum(axis=1)  # the other classes' own sum
@@ -806,9 +836,12 @@ class _Binned(_Recalibration):
 class IsotonicCalibration(_Binned):
     """Isotonic regression of the label on the value (binary; top-label for K classes).
 
-    ``fit`` on arrays is exact (scikit-learn's IsotonicRegression with
-    ``out_of_bounds="clip"``: the same thresholds and predictions, to
-    rounding); ``fit_source`` is one pass over ``n_fine`` value bins (module
+    ``fit`` on arrays is exact pool-adjacent-violators over the distinct
+    values. It equals scikit-learn's IsotonicRegression with
+    ``out_of_bounds="clip"`` (the same thresholds and predictions, to
+    rounding) only when no two distinct values lie within 1e-15 of each other:
+    scikit-learn pools such near-ties into one threshold, this fit keeps them
+    apart. ``fit_source`` is one pass over ``n_fine`` value bins (module
     docstring: resolution 1 / n_fine, exact when each bin holds one distinct
     value). ``transform`` interpolates linearly between the thresholds and
     clips outside them.
@@ -867,7 +900,7 @@ class IsotonicCalibration(_Binned):
         self.n_classes_ = data._n_classes
         self.passes_ = data.passes
 
-    def _map(self, x):
+    def _map(self, x, dtype):
         return np.interp(np.clip(x, self.x_[0], self.x_[-1]), self.x_, self.y_)
 
     def _params(self):
@@ -900,6 +933,10 @@ class HistogramBinning(_Binned):
     """Histogram binning: the value's bin (``n_bins`` equal bins of [0, 1], the
     bins of :func:`fastcal.calibration_report`) mapped to its fraction of positives.
 
+    The bins are the report's to the last row: left-closed (the last closed),
+    with the edges k / n_bins rounded to float32 for float32 probabilities
+    (binary, or K-class top-label) and float64 otherwise (logits: values
+    computed in float64), in the fit and in ``transform`` alike.
     Exact from any source (one pass of counts). An empty bin maps to its midpoint.
 
     Parameters
@@ -925,7 +962,7 @@ class HistogramBinning(_Binned):
     def _fit(self, data, in_memory):
         self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
         self.n_bins = v.check_n_bins(self.n_bins)
-        counts, positives, _, n, n_nan = self._values(data, self.n_bins)
+        counts, positives, _, n, n_nan = self._values(data, self.n_bins, report_edges=True)
         mid = (np.arange(self.n_bins) + 0.5) / self.n_bins
         with np.errstate(invalid="ignore", divide="ignore"):
             self.values_ = np.where(counts > 0, positives / np.maximum(counts, 1), mid)
@@ -935,13 +972,14 @@ class HistogramBinning(_Binned):
         self.n_classes_ = data._n_classes
         self.passes_ = data.passes
 
-    def _map(self, x):
+    def _map(self, x, dtype):
         nb = self.n_bins
-        j = np.minimum((x * nb).astype(np.int64), nb - 1)
-        j = np.where(np.isnan(x), 0, j)
-        up = (j < nb - 1) & (x >= (j + 1) / nb)
+        edges = kernel_edges(nb, np.dtype(dtype).str)  # the report's, as in the fit
+        j = np.minimum((np.where(np.isnan(x), 0.0, x) * nb).astype(np.int64), nb - 1)
+        j = np.clip(j, 0, nb - 1)
+        up = (j < nb - 1) & (x >= edges[np.minimum(j + 1, nb)])
         j = j + up
-        down = (j > 0) & (x < j / nb)
+        down = (j > 0) & (x < edges[j])
         j = j - down
         out = self.values_[np.clip(j, 0, nb - 1)]
         return np.where(np.isnan(x), np.nan, out)

@@ -235,3 +235,64 @@ def test_multiclass_binned_rows_near_certain():
         q = rc.make(method).fit(y, p).transform(p)
         assert np.abs(q.sum(axis=1) - 1.0).max() <= 4e-16
         assert np.all(q >= 0)
+
+
+# -- item 15: the report's bins, the K-class log floor ----------------------------------------
+
+def _float32_edge_rows(n_bins, reps=3):
+    """float32 probabilities on and one float32 ulp either side of every edge k / n_bins."""
+    e = (np.arange(1, n_bins) / n_bins).astype(np.float32)
+    p = np.concatenate([e, np.nextafter(e, np.float32(0)), np.nextafter(e, np.float32(1))])
+    return np.tile(p, reps)
+
+
+@pytest.mark.parametrize("n_bins", [10, 15, 1000])
+def test_histogram_of_float32_uses_the_reports_bins(n_bins):
+    import fastcal
+
+    p = _float32_edge_rows(n_bins)
+    y = (np.random.default_rng(n_bins).random(p.size) < p).astype(np.uint8)
+    m = rc.HistogramBinning(n_bins=n_bins).fit(y, p)
+    rep = fastcal.calibration_report(y, p, n_bins=n_bins)
+    counts = np.asarray(rep.bins["count"], np.int64)
+    np.testing.assert_array_equal(m.counts_, counts)
+    full = counts > 0
+    np.testing.assert_array_equal(m.values_[full], np.asarray(rep.bins["frac_pos"])[full])
+    # transform sends each row to the bin the report put it in: a map whose value
+    # is its bin's index shows where each row went
+    d = json.loads(m.to_json())
+    d["params"]["values"] = (np.arange(n_bins) / n_bins).tolist()
+    where = np.rint(rc.from_dict(d).transform(p) * n_bins).astype(np.int64)
+    np.testing.assert_array_equal(np.bincount(where, minlength=n_bins), counts)
+
+
+def test_histogram_of_float32_edge_row_in_k_classes():
+    # top-label confidence float32(0.7) = 0.69999998...: the report's bin 7 of 10
+    p = np.array([[0.7, 0.2, 0.1], [0.3, 0.5, 0.2], [0.1, 0.1, 0.8]], np.float32)
+    y = np.array([0, 1, 0])
+    m = rc.HistogramBinning(n_bins=10).fit(y, p)
+    assert m.counts_[7] == 1 and m.counts_[6] == 0
+    assert m.transform(p)[0, 0] == m.values_[7]
+
+
+def test_multiclass_temperature_warns_when_the_true_class_has_probability_0():
+    good = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6], [0.5, 0.3, 0.2]])
+    p = np.concatenate([np.tile(good, (500, 1)), [[0.6, 0.4, 0.0]] * 2])
+    y = np.concatenate([np.tile([0, 1, 2, 1], 500), [2, 2]])
+    with pytest.warns(RuntimeWarning, match=r"2 rows give their true class probability 0"):
+        t = rc.TemperatureScaling().fit(y, p)
+    assert t.temperature_ > 1  # the floored rows pull T up
+
+
+def test_isotonic_is_exact_pav_and_sklearn_pools_near_ties():
+    """The documented difference: two values one ulp apart stay two thresholds here."""
+    from sklearn.isotonic import IsotonicRegression
+
+    x = np.array([0.2, 0.5, np.nextafter(0.5, 1.0), 0.8])
+    y = np.array([0, 0, 1, 1], np.uint8)
+    m = rc.IsotonicCalibration().fit(y, x)
+    np.testing.assert_array_equal(m.x_, x)
+    np.testing.assert_array_equal(m.y_, [0.0, 0.0, 1.0, 1.0])
+    ir = IsotonicRegression(out_of_bounds="clip").fit(x, y)
+    np.testing.assert_array_equal(ir.X_thresholds_, [0.2, 0.5, 0.8])  # pooled
+    assert "1e-15" in rc.IsotonicCalibration.__doc__
