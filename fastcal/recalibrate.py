@@ -75,19 +75,20 @@ def _add(acc, r):
     return acc + r
 
 
-def _pass_binary(y, x, logits, a, b):
+def _pass_binary(y, x, logits, a, b, keep_certain):
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, a, b, out)
+    kr.sums_binary(x, y, logits, a, b, keep_certain, out)
     return out
 
 
-def _pass_binary_hist(y, x, logits):
-    """The sums at (a, b) = (1, 0) and the fine histogram of the feature per label."""
+def _pass_binary_hist(y, x, logits, keep_certain):
+    """The sums at (a, b) = (1, 0) and the fine histogram of the feature per label
+    (``keep_certain``: rows of p = 0 or 1 are fixed points, see ``kr.sums_binary``)."""
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, 1.0, 0.0, out)
+    kr.sums_binary(x, y, logits, 1.0, 0.0, keep_certain, out)
     counts = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
     sum_f = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
-    kr.feature_histogram(x, y, logits, counts, sum_f)
+    kr.feature_histogram(x, y, logits, keep_certain, counts, sum_f)
     return out, counts, sum_f
 
 
@@ -367,6 +368,14 @@ class TemperatureScaling(_Recalibration):
         probabilities, z = logit(p) (binary, p clipped to [1e-15, 1 - 1e-15]) or
         log p (K classes, floored: log max(p, 1e-300), so log 0 = -690.8; a
         RuntimeWarning says how many rows give their true class probability 0).
+        Binary p exactly 0 or 1 are fixed points in the fit as in ``transform``
+        (logit +-inf scaled by any T > 0): they add nothing to the fit, so
+        ``ecd_z_`` and ``p_over_`` are those of the report of the returned
+        probabilities. Rows certain and wrong (p = 1, label 0 or p = 0, label
+        1) have NLL and ECD +inf at every T: the fit then keeps the NLL
+        optimum of the other rows and reports ``nll_`` and ``ecd_z_`` = inf and
+        ``n_certain_wrong_``; target="safe" cannot be reached and is refused
+        (ValueError).
     target : {"nll", "safe"}, default "nll"
         "nll": the T minimising the NLL. "safe": the T closest to 1 at which
         the one-sided ECD test for over-confidence is not significant at
@@ -391,6 +400,16 @@ class TemperatureScaling(_Recalibration):
         on the fitting data.
     ecd_z_before_, p_over_before_ : float
         The same at T = 1.
+    n_certain_wrong_ : int
+        Binary probabilities: rows with p = 1 and label 0 or p = 0 and label 1
+        (their NLL and ECD are +inf at every T); 0 for K classes.
+
+    Raises
+    ------
+    ValueError
+        Data it cannot fit, in one line: one label only (binary), every p 0 or
+        1, an NLL optimum at T <= 0 (the ranking inverted) or outside [1e-6,
+        1e6], target="safe" with rows certain and wrong.
     n_, n_classes_, passes_ : int
         Rows fitted on; K (None for binary); passes over the data.
 
@@ -421,7 +440,7 @@ class TemperatureScaling(_Recalibration):
         if data.multiclass:
             out = data.map(True, _pass_multiclass, (self.logits, float(s)))
         else:
-            out = data.map(True, _pass_binary, (self.logits, float(s), 0.0))
+            out = data.map(True, _pass_binary, (self.logits, float(s), 0.0, True))
         data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
         return out
 
@@ -467,9 +486,15 @@ class TemperatureScaling(_Recalibration):
         else:
             # pass 1: the sums at T = 1 and a fine histogram of the logits, on which the
             # answer is found in memory; the exact passes then only polish it
-            first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
+            first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits, True))
             data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
-            _check_both_labels(counts, "temperature scaling")
+            if counts.sum() == 0:
+                msg = (f"temperature scaling: every row has p = 0 or 1 ({int(first[kr.N_ROWS])} "
+                       "rows); temperature scaling leaves them unchanged, so there is nothing "
+                       "to fit")
+                raise ValueError(msg)
+            _check_both_labels(counts, "temperature scaling" if self.logits else
+                               "temperature scaling (of the rows with 0 < p < 1)")
             seen[1.0] = first
             pts = _Points(counts, sum_f)
             s0 = _newton_1d(lambda u: pts.sums(u, 0.0), 1.0, 1e-10, max_iter=200)
@@ -477,6 +502,13 @@ class TemperatureScaling(_Recalibration):
             s_nll = _newton_1d(evaluate, s0, self.tol)
         n = first[kr.N_ROWS]
         n_zero = int(first[kr.N_ZERO_TRUE])
+        wrong = 0 if data.multiclass else n_zero  # binary: certain and wrong, kept so
+        if wrong and self.target == "safe":
+            msg = (f"temperature scaling: {wrong} rows are certain and wrong (p = 1 with label "
+                   "0 or p = 0 with label 1); every temperature keeps p = 0 and 1, so their "
+                   "ECD term is +inf and no temperature reaches target='safe' at alpha="
+                   f"{alpha:g}; use target='nll' (or fit on logits)")
+            raise ValueError(msg)
         if data.multiclass and n_zero:
             msg = (f"{n_zero} rows give their true class probability 0; temperature scaling "
                    f"takes log 0 as log({kr.LOG_FLOOR:g}) = {math.log(kr.LOG_FLOOR):.1f} "
@@ -497,11 +529,13 @@ class TemperatureScaling(_Recalibration):
         self.n_ = int(n)
         self.n_omitted_ = int(first[kr.N_NAN])
         self.n_classes_ = data._n_classes
-        self.nll_ = at[kr.NLL] / n
-        self.nll_at_optimum_ = at_nll[kr.NLL] / n
-        self.nll_before_ = first[kr.NLL] / n
-        self.ecd_z_ = _z(at)
-        self.ecd_z_before_ = _z(first)
+        self.n_certain_wrong_ = wrong
+        inf = math.inf if wrong else 0.0  # their NLL and ECD terms, at every T
+        self.nll_ = at[kr.NLL] / n + inf
+        self.nll_at_optimum_ = at_nll[kr.NLL] / n + inf
+        self.nll_before_ = first[kr.NLL] / n + inf
+        self.ecd_z_ = _z(at) + inf
+        self.ecd_z_before_ = _z(first) + inf
         self.p_over_ = _p_over(self.ecd_z_)
         self.p_over_before_ = _p_over(self.ecd_z_before_)
         self.passes_ = data.passes
@@ -718,12 +752,22 @@ class PlattScaling(_Recalibration):
     max_passes : int, default 50
     tol : float, default 1e-10
 
+    With probabilities, f = logit(p) with p clipped to [1e-15, 1 - 1e-15] in the
+    fit and ``transform`` alike (p = 0 and 1 are moved, unlike temperature
+    scaling's fixed points).
+
     Attributes
     ----------
     a_, b_ : float
     nll_, nll_before_ : float
         Mean NLL after and before (a = 1, b = 0).
     n_, passes_ : int
+
+    Raises
+    ------
+    ValueError
+        Data it cannot fit, in one line: one label only, or an NLL optimum
+        with a <= 0 (the ranking inverted).
     """
 
     method = "platt"
@@ -745,11 +789,11 @@ class PlattScaling(_Recalibration):
                 msg = (f"Platt scaling did not converge in max_passes={self.max_passes} passes "
                        f"(last a = {a!r}, b = {b!r}); are the classes separable?")
                 raise ValueError(msg)
-            out = data.map(True, _pass_binary, (self.logits, float(a), float(b)))
+            out = data.map(True, _pass_binary, (self.logits, float(a), float(b), False))
             data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
             return out
 
-        first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
+        first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits, False))
         data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
         _check_both_labels(counts, "Platt scaling")
         pts = _Points(counts, sum_f)

@@ -296,3 +296,51 @@ def test_isotonic_is_exact_pav_and_sklearn_pools_near_ties():
     ir = IsotonicRegression(out_of_bounds="clip").fit(x, y)
     np.testing.assert_array_equal(ir.X_thresholds_, [0.2, 0.5, 0.8])  # pooled
     assert "1e-15" in rc.IsotonicCalibration.__doc__
+
+
+# -- item 14: the safe temperature on exact 0s and 1s -----------------------------------------
+
+def _with_certain_rows(n=20_000, temperature=5.0, wrong=0, seed=0):
+    """Over-confident probabilities (labels drawn at z / temperature) of which 5% are
+    exactly 0 or 1 with the right label, ``wrong`` more with the wrong one."""
+    from scipy import special
+
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 4.0, n)
+    y = (rng.random(n) < special.expit(z / temperature)).astype(np.uint8)
+    p = special.expit(z)
+    k = n // 20
+    p[:k] = y[:k]
+    p[k:k + wrong] = 1 - y[k:k + wrong]
+    return y, p
+
+
+def test_safe_temperature_with_certain_rows_reaches_its_target_in_the_report():
+    import fastcal
+
+    y, p = _with_certain_rows()
+    t = rc.TemperatureScaling(target="safe", alpha=0.05).fit(y, p)
+    rep = fastcal.calibration_report(y, t.transform(p))
+    assert rep.ecd_z == pytest.approx(t.ecd_z_, rel=1e-6)
+    assert rep.ecd_z == pytest.approx(1.6448536269514722, rel=1e-6)
+    assert rep.ecd_p_over == pytest.approx(0.05, rel=1e-5)
+    before = fastcal.calibration_report(y, p)
+    assert t.ecd_z_before_ == pytest.approx(before.ecd_z, rel=1e-6)
+
+
+def test_certain_and_wrong_rows_say_no_temperature_reaches_the_target():
+    import fastcal
+
+    y, p = _with_certain_rows(wrong=3)
+    with pytest.raises(ValueError, match="3 rows are certain and wrong.*no temperature"):
+        rc.TemperatureScaling(target="safe").fit(y, p)
+    t = rc.TemperatureScaling().fit(y, p)  # the NLL optimum of the other rows, reported honestly
+    rep = fastcal.calibration_report(y, t.transform(p))
+    assert t.ecd_z_ == rep.ecd_z == np.inf and t.p_over_ == 0.0
+    assert t.nll_ == np.inf and t.n_certain_wrong_ == 3
+
+
+def test_every_row_certain_is_refused():
+    y = np.array([0, 1, 1, 0], np.uint8)
+    with pytest.raises(ValueError, match="every row has p = 0 or 1"):
+        rc.TemperatureScaling().fit(y, y.astype(np.float64))

@@ -68,11 +68,15 @@ def _feature(v, logits):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def sums_binary(x, y, logits, a, b, out):
+def sums_binary(x, y, logits, a, b, keep_certain, out):
     """Add the NLL sums of q = sigmoid(a f + b) over the rows of (x, y) to ``out``.
 
     ``out[G_A], out[G_B]``: gradient in (a, b); ``H_AA, H_AB, H_BB``: Hessian;
     ``T_AAA``: third derivative in a (the safe target's Newton step).
+    ``keep_certain`` (probabilities only): a row with p exactly 0 or 1 is a
+    fixed point of the map (temperature scaling keeps it, as its transform
+    does): it counts in N_ROWS and adds nothing else; with the wrong label it
+    is counted in N_ZERO_TRUE (its NLL and ECD term are +inf at every T).
     """
     n = 0.0
     n_nan = 0.0
@@ -84,6 +88,7 @@ def sums_binary(x, y, logits, a, b, out):
     hab = 0.0
     hbb = 0.0
     taaa = 0.0
+    n_zero = 0.0
     for i in range(x.shape[0]):
         f, st = _feature(np.float64(x[i]), logits)
         yi = np.float64(y[i])
@@ -97,6 +102,13 @@ def sums_binary(x, y, logits, a, b, out):
         if st == 2:
             n_bad += 1.0
             continue
+        if keep_certain and not logits:
+            v = np.float64(x[i])
+            if v == 0.0 or v == 1.0:
+                n += 1.0
+                if v != yi:
+                    n_zero += 1.0
+                continue
         t = a * f + b
         q = _sigmoid(t)
         n += 1.0
@@ -120,6 +132,7 @@ def sums_binary(x, y, logits, a, b, out):
     out[H_AB] += hab
     out[H_BB] += hbb
     out[T_AAA] += taaa
+    out[N_ZERO_TRUE] += n_zero
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
@@ -285,14 +298,16 @@ def _feature_bin(f):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def feature_histogram(x, y, logits, counts, sum_f):
+def feature_histogram(x, y, logits, keep_certain, counts, sum_f):
     """Rows and sum of the feature f per (label, sign, bin); ``counts`` and
     ``sum_f`` have shape (2, 2, N_FEATURE_BINS). Invalid and NaN rows are skipped
-    (``sums_binary`` counts them)."""
+    (``sums_binary`` counts them), and with ``keep_certain`` rows of p = 0 or 1."""
     for i in range(x.shape[0]):
         f, st = _feature(np.float64(x[i]), logits)
         yi = np.float64(y[i])
         if st != 0 or (yi != 0.0 and yi != 1.0):
+            continue
+        if keep_certain and not logits and (x[i] == 0.0 or x[i] == 1.0):
             continue
         c = np.int64(yi)
         sg = 1 if f < 0.0 else 0
