@@ -365,7 +365,7 @@ class TemperatureScaling(_Recalibration):
     ----------
     logits : bool, default False
         The input holds logits (binary: one per row; K classes: (N, K)). With
-        probabilities, z = logit(p) (binary, p clipped to [1e-15, 1 - 1e-15]) or
+        probabilities, z = logit(p) (binary, 0 < p < 1 clipped to [1e-15, 1 - 1e-15]) or
         log p (K classes, floored: log max(p, 1e-300), so log 0 = -690.8; a
         RuntimeWarning says how many rows give their true class probability 0).
         Binary p exactly 0 or 1 are fixed points in the fit as in ``transform``
@@ -511,9 +511,8 @@ class TemperatureScaling(_Recalibration):
             raise ValueError(msg)
         if data.multiclass and n_zero:
             msg = (f"{n_zero} rows give their true class probability 0; temperature scaling "
-                   f"takes log 0 as log({kr.LOG_FLOOR:g}) = {math.log(kr.LOG_FLOOR):.1f} "
-                   "(binary probabilities are clipped to [1e-15, 1 - 1e-15] instead), so these "
-                   "rows weigh heavily on T; fit on logits if the model has them")
+                   f"takes log 0 as log({kr.LOG_FLOOR:g}) = {math.log(kr.LOG_FLOOR):.1f}, so "
+                   "these rows weigh heavily on T; fit on logits if the model has them")
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
         _check_scale(s_nll)
         s = s_nll
@@ -914,7 +913,7 @@ class IsotonicCalibration(_Binned):
 
     def _fit(self, data, in_memory):
         self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_fine = v.check_n_bins(self.n_fine)
+        self.n_fine = _check_size("n_fine", self.n_fine, MAX_N_FINE)
         if in_memory:
             y, x = em.ranking_pair(data.batch.y, data.batch.p, logits=self.logits)
             x = np.asarray(x, dtype=np.float64)
@@ -955,8 +954,8 @@ class IsotonicCalibration(_Binned):
         pre = "params."
         self.exact_ = _bool_field(params, "exact", prefix=pre)
         self.n_fine = _int_field(params, "n_fine", 1, MAX_N_FINE, prefix=pre, default=65536)
-        x = _array_field(params, "x", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
-        y = _array_field(params, "y", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
+        x = _array_field(params, "x", 0.0, 1.0, None, prefix=pre)
+        y = _array_field(params, "y", 0.0, 1.0, None, prefix=pre)
         if y.shape != x.shape:
             msg = f"params.x and params.y must have equal lengths; got {x.size} and {y.size}"
             raise ValueError(msg)
@@ -1005,7 +1004,7 @@ class HistogramBinning(_Binned):
 
     def _fit(self, data, in_memory):
         self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_bins = v.check_n_bins(self.n_bins)
+        self.n_bins = _check_size("n_bins", self.n_bins, MAX_MAP_BINS)
         counts, positives, _, n, n_nan = self._values(data, self.n_bins, report_edges=True)
         mid = (np.arange(self.n_bins) + 0.5) / self.n_bins
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -1064,8 +1063,17 @@ def make(method, **options):
 # bounds of a saved map, checked on load (and by the fits, which never save outside them)
 MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
 MAX_TEMPERATURE = 1e6
-MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap) and isotonic knots per
-MAX_N_FINE = 1 << 30      # ... isotonic n_fine is only recorded, never allocated on load
+MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap)
+MAX_N_FINE = 1 << 30      # isotonic n_fine (only recorded, never allocated on load)
+
+
+def _check_size(name, value, top):
+    """A fit's bin count: an integer in [1, top], so that its map loads again."""
+    value = v.check_n_bins(value)
+    if value > top:
+        msg = f"{name} must be <= {top:,}; got {value:,}"
+        raise ValueError(msg)
+    return value
 
 
 def _field(name, value, expected):
@@ -1108,11 +1116,12 @@ def _bool_field(d, name, *, prefix="", default=False):
 
 
 def _array_field(d, name, lo, hi, max_len, *, prefix=""):
-    """A non-empty list of at most ``max_len`` finite numbers in [lo, hi], as float64
-    (its length is checked before anything is allocated)."""
+    """A non-empty list of finite numbers in [lo, hi] (at most ``max_len`` if given),
+    as float64 (its length is checked before anything is allocated)."""
     value = d.get(name)
-    if not isinstance(value, list) or not 1 <= len(value) <= max_len:
-        raise _field(prefix + name, value, f"a list of 1 to {max_len} numbers")
+    if not isinstance(value, list) or not 1 <= len(value) <= (max_len or len(value)):
+        what = f"1 to {max_len}" if max_len else "1 or more"
+        raise _field(prefix + name, value, f"a list of {what} numbers")
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not lo <= x <= hi:
             raise _field(f"{prefix}{name}[{i}]", x, f"a finite number in [{lo:g}, {hi:g}]")
@@ -1125,7 +1134,7 @@ def from_dict(d):
     Every field is checked before anything is built (a map is data, never
     code): one ValueError names the first bad field. Temperature: a finite
     T in [MIN_TEMPERATURE, MAX_TEMPERATURE] = [1e-6, 1e6]; Platt: finite a > 0
-    and b (a <= 0 would invert the ranking); isotonic: 1 to MAX_MAP_BINS knots,
+    and b (a <= 0 would invert the ranking); isotonic: one knot or more,
     x strictly increasing in [0, 1], y non-decreasing in [0, 1], equal
     lengths; histogram: n_bins in [1, MAX_MAP_BINS] equal to len(values),
     values in [0, 1], counts (optional) non-negative integers; ``n`` an

@@ -344,3 +344,31 @@ def test_every_row_certain_is_refused():
     y = np.array([0, 1, 1, 0], np.uint8)
     with pytest.raises(ValueError, match="every row has p = 0 or 1"):
         rc.TemperatureScaling().fit(y, y.astype(np.float64))
+
+
+# -- a fit never saves a map that its own loader refuses --------------------------------------
+
+def test_fits_refuse_sizes_their_maps_could_not_load():
+    y = np.array([0, 1, 1, 0], np.uint8)
+    p = np.array([0.2, 0.7, 0.9, 0.4])
+    with pytest.raises(ValueError, match="n_bins must be <= 1,000,000; got 2,000,000"):
+        rc.HistogramBinning(n_bins=2_000_000).fit(y, p)
+    with pytest.raises(ValueError, match="n_fine must be <= "):
+        rc.IsotonicCalibration(n_fine=1 << 31).fit(y, p)
+
+
+@pytest.mark.parametrize("method", sorted(GOOD))
+def test_fitted_maps_with_certain_rows_load_again(method, digits):
+    y, p = _with_certain_rows(2000)
+    m = rc.make(method).fit(y, p)
+    back = rc.from_dict(json.loads(m.to_json()))
+    np.testing.assert_array_equal(back.transform(p), m.transform(p))
+    if method in ("isotonic", "histogram", "temperature"):
+        yk, pk = digits
+        if method == "temperature":  # digits has 16 rows whose true class has p = 0
+            with pytest.warns(RuntimeWarning, match="16 rows give their true class"):
+                mk = rc.make(method).fit(yk, pk)
+        else:
+            mk = rc.make(method).fit(yk, pk)
+        back = rc.from_dict(json.loads(mk.to_json()))
+        np.testing.assert_array_equal(back.transform(pk), mk.transform(pk))
