@@ -817,9 +817,8 @@ class PlattScaling(_Recalibration):
         return {"a": self.a_, "b": self.b_}
 
     def _set_params(self, params):
-        big = float(np.finfo(np.float64).max)
-        self.a_ = _number_field(params, "a", 0.0, big, prefix="params.", open_lo=True)
-        self.b_ = _number_field(params, "b", -big, big, prefix="params.")
+        self.a_ = _number_field(params, "a", 0.0, _BIG, prefix="params.", open_lo=True)
+        self.b_ = _number_field(params, "b", -_BIG, _BIG, prefix="params.")
 
     def transform(self, y_prob):
         self._check_fitted()
@@ -1065,6 +1064,7 @@ MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
 MAX_TEMPERATURE = 1e6
 MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap)
 MAX_N_FINE = 1 << 30      # isotonic n_fine (only recorded, never allocated on load)
+_BIG = float(np.finfo(np.float64).max)
 
 
 def _check_size(name, value, top):
@@ -1098,7 +1098,7 @@ def _int_field(d, name, lo, hi, *, prefix="", default=None, allow_none=False):
 def _number_field(d, name, lo, hi, *, prefix="", open_lo=False, open_hi=False, default=None):
     value = d.get(name, default)
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) \
-        and math.isfinite(value)
+        and -_BIG <= value <= _BIG  # finite (also a Python int of 400 digits: no overflow)
     if ok:
         value = float(value)
         ok = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
