@@ -115,7 +115,7 @@ def test_cli_bad_map_exits_2_naming_file_and_field(tmp_path, csv_file, capsys, c
     err = capsys.readouterr().err
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1
-    assert str(path) in err and where.split(".")[-1] in err
+    assert str(path) in err and where.split(".")[-1] in err and "must" in err
     assert "NaN" not in err or "column" not in err  # never blamed on the data
 
 
