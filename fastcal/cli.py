@@ -318,7 +318,7 @@ _WORDS = [
     (re.compile(r"\bformat=(?=\W|$)"), "--format"),
     (re.compile(r"\bprob=(?=['\"\[])"), "--prob "),
     (re.compile(r"\blabel=(?=['\"])"), "--label "),
-    (re.compile(r"\bn_bins\b"), "--bins"),
+    (re.compile(r"(?<!\.)\bn_bins\b"), "--bins"),  # not a map field (params.n_bins)
     (re.compile(r"\bchunk_rows\b"), "--chunk-rows"),
     (re.compile(r"\brows_per_partition\b"), "--chunk-rows"),
     (re.compile(r"\beps must\b"), "--eps must"),

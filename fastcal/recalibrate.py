@@ -27,7 +27,9 @@ How they are fitted, from any source, in a bounded number of passes:
   differs from the exact fit only in that rows inside one fine bin are no
   longer ordered among themselves. It is therefore exact when every fine bin
   holds one distinct value (tests/test_recalibrate.py checks both). In
-  memory, ``fit`` is exact (it equals scikit-learn's IsotonicRegression).
+  memory, ``fit`` is exact pool-adjacent-violators over the distinct values
+  (scikit-learn's IsotonicRegression gives the same thresholds only when no two
+  distinct values lie within 1e-15 of each other: it pools such near-ties).
 
 The safe target (temperature): the ECD test of the recalibrated
 probabilities has z(s) = g(s) / sqrt(h(s)), where g and h are the gradient
@@ -45,6 +47,7 @@ object keeps both, so the cost of being safe is ``nll_ - nll_at_optimum_``.
 import json
 import math
 import statistics
+import warnings
 
 import numpy as np
 
@@ -52,6 +55,7 @@ from fastcal._kernels import recalibrate as kr
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
+from fastcal.inputs.binning import kernel_edges
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
 
@@ -71,19 +75,20 @@ def _add(acc, r):
     return acc + r
 
 
-def _pass_binary(y, x, logits, a, b):
+def _pass_binary(y, x, logits, a, b, keep_certain):
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, a, b, out)
+    kr.sums_binary(x, y, logits, a, b, keep_certain, out)
     return out
 
 
-def _pass_binary_hist(y, x, logits):
-    """The sums at (a, b) = (1, 0) and the fine histogram of the feature per label."""
+def _pass_binary_hist(y, x, logits, keep_certain):
+    """The sums at (a, b) = (1, 0) and the fine histogram of the feature per label
+    (``keep_certain``: rows of p = 0 or 1 are fixed points, see ``kr.sums_binary``)."""
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, 1.0, 0.0, out)
+    kr.sums_binary(x, y, logits, 1.0, 0.0, keep_certain, out)
     counts = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
     sum_f = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
-    kr.feature_histogram(x, y, logits, counts, sum_f)
+    kr.feature_histogram(x, y, logits, keep_certain, counts, sum_f)
     return out, counts, sum_f
 
 
@@ -138,12 +143,25 @@ def _pass_multiclass(y, x, logits, s):
     return out
 
 
-def _pass_values(y, x, n_bins):
+def _edge_dtype(p, logits):
+    """The dtype whose rounding of k / n_bins the report's uniform edges use for
+    these probabilities: float32 for float32 probabilities, else float64 (logits:
+    values computed in float64), as ``Binned.kernel_edges``."""
+    return np.float32 if (not logits and p.dtype == np.float32) else np.float64
+
+
+def _pass_values(y, p, n_bins, logits, report_edges):
+    """Per value bin: rows, positives, sum of the value (binary p, sigmoid of the
+    logit, or top-label confidence). ``report_edges``: the report's edges for
+    p's dtype (histogram binning), else float64 edges (isotonic's fine bins)."""
+    dtype = _edge_dtype(p, logits) if report_edges else np.float64
+    y, x = em.ranking_pair(y, p, logits=logits)
     counts = np.zeros(n_bins, np.int64)
     positives = np.zeros(n_bins, np.int64)
     sum_x = np.zeros(n_bins, np.float64)
     bad = np.zeros(2, np.int64)
-    kr.value_sums(x, y, n_bins, counts, positives, sum_x, bad)
+    kr.value_sums(x, y, kernel_edges(n_bins, np.dtype(dtype).str), counts, positives, sum_x,
+                  bad)
     return counts, positives, sum_x, bad
 
 
@@ -347,8 +365,17 @@ class TemperatureScaling(_Recalibration):
     ----------
     logits : bool, default False
         The input holds logits (binary: one per row; K classes: (N, K)). With
-        probabilities, z = logit(p) (binary, p clipped to [1e-15, 1 - 1e-15]) or
-        log p (K classes).
+        probabilities, z = logit(p) (binary, 0 < p < 1 clipped to [1e-15, 1 - 1e-15]) or
+        log p (K classes, floored: log max(p, 1e-300), so log 0 = -690.8; a
+        RuntimeWarning says how many rows give their true class probability 0).
+        Binary p exactly 0 or 1 are fixed points in the fit as in ``transform``
+        (logit +-inf scaled by any T > 0): they add nothing to the fit, so
+        ``ecd_z_`` and ``p_over_`` are those of the report of the returned
+        probabilities. Rows certain and wrong (p = 1, label 0 or p = 0, label
+        1) have NLL and ECD +inf at every T: the fit then keeps the NLL
+        optimum of the other rows and reports ``nll_`` and ``ecd_z_`` = inf and
+        ``n_certain_wrong_``; target="safe" cannot be reached and is refused
+        (ValueError).
     target : {"nll", "safe"}, default "nll"
         "nll": the T minimising the NLL. "safe": the T closest to 1 at which
         the one-sided ECD test for over-confidence is not significant at
@@ -373,6 +400,16 @@ class TemperatureScaling(_Recalibration):
         on the fitting data.
     ecd_z_before_, p_over_before_ : float
         The same at T = 1.
+    n_certain_wrong_ : int
+        Binary probabilities: rows with p = 1 and label 0 or p = 0 and label 1
+        (their NLL and ECD are +inf at every T); 0 for K classes.
+
+    Raises
+    ------
+    ValueError
+        Data it cannot fit, in one line: one label only (binary), every p 0 or
+        1, an NLL optimum at T <= 0 (the ranking inverted) or outside [1e-6,
+        1e6], target="safe" with rows certain and wrong.
     n_, n_classes_, passes_ : int
         Rows fitted on; K (None for binary); passes over the data.
 
@@ -403,7 +440,7 @@ class TemperatureScaling(_Recalibration):
         if data.multiclass:
             out = data.map(True, _pass_multiclass, (self.logits, float(s)))
         else:
-            out = data.map(True, _pass_binary, (self.logits, float(s), 0.0))
+            out = data.map(True, _pass_binary, (self.logits, float(s), 0.0, True))
         data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
         return out
 
@@ -449,14 +486,35 @@ class TemperatureScaling(_Recalibration):
         else:
             # pass 1: the sums at T = 1 and a fine histogram of the logits, on which the
             # answer is found in memory; the exact passes then only polish it
-            first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
+            first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits, True))
             data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
+            if counts.sum() == 0:
+                msg = (f"temperature scaling: every row has p = 0 or 1 ({int(first[kr.N_ROWS])} "
+                       "rows); temperature scaling leaves them unchanged, so there is nothing "
+                       "to fit")
+                raise ValueError(msg)
+            _check_both_labels(counts, "temperature scaling" if self.logits else
+                               "temperature scaling (of the rows with 0 < p < 1)")
             seen[1.0] = first
             pts = _Points(counts, sum_f)
             s0 = _newton_1d(lambda u: pts.sums(u, 0.0), 1.0, 1e-10, max_iter=200)
             start = _safe_bisect(lambda u: pts.sums(u, 0.0), s0, zc)
             s_nll = _newton_1d(evaluate, s0, self.tol)
         n = first[kr.N_ROWS]
+        n_zero = int(first[kr.N_ZERO_TRUE])
+        wrong = 0 if data.multiclass else n_zero  # binary: certain and wrong, kept so
+        if wrong and self.target == "safe":
+            msg = (f"temperature scaling: {wrong} rows are certain and wrong (p = 1 with label "
+                   "0 or p = 0 with label 1); every temperature keeps p = 0 and 1, so their "
+                   "ECD term is +inf and no temperature reaches target='safe' at alpha="
+                   f"{alpha:g}; use target='nll' (or fit on logits)")
+            raise ValueError(msg)
+        if data.multiclass and n_zero:
+            msg = (f"{n_zero} rows give their true class probability 0; temperature scaling "
+                   f"takes log 0 as log({kr.LOG_FLOOR:g}) = {math.log(kr.LOG_FLOOR):.1f}, so "
+                   "these rows weigh heavily on T; fit on logits if the model has them")
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        _check_scale(s_nll)
         s = s_nll
         if self.target == "safe":
             s = _safe_root(evaluate, seen, s_nll, zc, self.tol, start)
@@ -470,11 +528,13 @@ class TemperatureScaling(_Recalibration):
         self.n_ = int(n)
         self.n_omitted_ = int(first[kr.N_NAN])
         self.n_classes_ = data._n_classes
-        self.nll_ = at[kr.NLL] / n
-        self.nll_at_optimum_ = at_nll[kr.NLL] / n
-        self.nll_before_ = first[kr.NLL] / n
-        self.ecd_z_ = _z(at)
-        self.ecd_z_before_ = _z(first)
+        self.n_certain_wrong_ = wrong
+        inf = math.inf if wrong else 0.0  # their NLL and ECD terms, at every T
+        self.nll_ = at[kr.NLL] / n + inf
+        self.nll_at_optimum_ = at_nll[kr.NLL] / n + inf
+        self.nll_before_ = first[kr.NLL] / n + inf
+        self.ecd_z_ = _z(at) + inf
+        self.ecd_z_before_ = _z(first) + inf
         self.p_over_ = _p_over(self.ecd_z_)
         self.p_over_before_ = _p_over(self.ecd_z_before_)
         self.passes_ = data.passes
@@ -484,9 +544,15 @@ class TemperatureScaling(_Recalibration):
                 "alpha": float(self.alpha)}
 
     def _set_params(self, params):
-        self.temperature_ = float(params["temperature"])
-        self.target = params.get("target", "nll")
-        self.alpha = params.get("alpha", 0.05)
+        pre = "params."
+        self.temperature_ = _number_field(params, "temperature", MIN_TEMPERATURE,
+                                          MAX_TEMPERATURE, prefix=pre)
+        target = params.get("target", "nll")
+        if target not in TARGETS:
+            raise _field(pre + "target", target, f"one of {list(TARGETS)}")
+        self.target = target
+        self.alpha = _number_field(params, "alpha", 0.0, 0.5, prefix=pre, open_lo=True,
+                                   open_hi=True, default=0.05)
 
     def transform(self, y_prob):
         """Recalibrated probabilities (binary: of class 1; K classes: (N, K) rows)."""
@@ -505,6 +571,30 @@ class TemperatureScaling(_Recalibration):
             keep = (p == 0.0) | (p == 1.0)  # certain predictions stay certain
             out[keep] = p[keep]
         return out
+
+
+def _check_both_labels(counts, what):
+    """Refuse a binary fit whose rows all have one label (counts: the pass's
+    per-label feature histogram): its optimum is at infinity or inverts the ranking."""
+    n_pos, n_neg = int(counts[1].sum()), int(counts[0].sum())
+    if n_pos == 0 or n_neg == 0:
+        label = 1 if n_neg == 0 else 0
+        msg = (f"{what} needs rows of both labels; got {n_pos + n_neg} rows, every one "
+               f"with label {label}; no map is fitted")
+        raise ValueError(msg)
+
+
+def _check_scale(s):
+    """Refuse an NLL optimum 1 / T outside [1 / MAX_TEMPERATURE, 1 / MIN_TEMPERATURE]."""
+    if not 1.0 / MAX_TEMPERATURE <= s <= 1.0 / MIN_TEMPERATURE:
+        t = 1.0 / s if s != 0 else math.inf
+        why = ("a temperature <= 0 would invert the ranking: the logits rank the labels the "
+               "wrong way round" if s <= 0 else "the logits carry next to no information "
+               "about the labels" if s < 1.0 / MAX_TEMPERATURE else "the classes are "
+               "separated by the logits")
+        msg = (f"temperature scaling: the NLL is lowest at T = {t:.6g}, outside "
+               f"[{MIN_TEMPERATURE:g}, {MAX_TEMPERATURE:g}]; {why}; no temperature is fitted")
+        raise ValueError(msg)
 
 
 def _z(out):
@@ -661,12 +751,22 @@ class PlattScaling(_Recalibration):
     max_passes : int, default 50
     tol : float, default 1e-10
 
+    With probabilities, f = logit(p) with p clipped to [1e-15, 1 - 1e-15] in the
+    fit and ``transform`` alike (p = 0 and 1 are moved, unlike temperature
+    scaling's fixed points).
+
     Attributes
     ----------
     a_, b_ : float
     nll_, nll_before_ : float
         Mean NLL after and before (a = 1, b = 0).
     n_, passes_ : int
+
+    Raises
+    ------
+    ValueError
+        Data it cannot fit, in one line: one label only, or an NLL optimum
+        with a <= 0 (the ranking inverted).
     """
 
     method = "platt"
@@ -688,16 +788,22 @@ class PlattScaling(_Recalibration):
                 msg = (f"Platt scaling did not converge in max_passes={self.max_passes} passes "
                        f"(last a = {a!r}, b = {b!r}); are the classes separable?")
                 raise ValueError(msg)
-            out = data.map(True, _pass_binary, (self.logits, float(a), float(b)))
+            out = data.map(True, _pass_binary, (self.logits, float(a), float(b), False))
             data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
             return out
 
-        first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits,))
+        first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits, False))
         data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
+        _check_both_labels(counts, "Platt scaling")
         pts = _Points(counts, sum_f)
         a, b, _ = _newton_2d(pts.sums, 1.0, 0.0, 1e-10, max_iter=100)
         out = evaluate(a, b)
         a, b, out = _newton_2d(evaluate, a, b, self.tol, out=out)
+        if not (a > 0 and math.isfinite(b)):
+            msg = (f"Platt scaling: the NLL is lowest at a = {a:.6g}, b = {b:.6g}; a <= 0 "
+                   "would invert the ranking (the values rank the labels the wrong way "
+                   "round); no map is fitted")
+            raise ValueError(msg)
         n = first[kr.N_ROWS]
         self.a_, self.b_ = float(a), float(b)
         self.n_ = int(n)
@@ -711,7 +817,8 @@ class PlattScaling(_Recalibration):
         return {"a": self.a_, "b": self.b_}
 
     def _set_params(self, params):
-        self.a_, self.b_ = float(params["a"]), float(params["b"])
+        self.a_ = _number_field(params, "a", 0.0, _BIG, prefix="params.", open_lo=True)
+        self.b_ = _number_field(params, "b", -_BIG, _BIG, prefix="params.")
 
     def transform(self, y_prob):
         self._check_fitted()
@@ -724,30 +831,43 @@ class _Binned(_Recalibration):
     """Shared by isotonic regression and histogram binning: a map of the value
     (p, the sigmoid of the logit, or the top-label confidence)."""
 
-    def _values(self, data, n_bins):
-        counts, positives, sum_x, bad = data.map(False, _pass_values, (int(n_bins),))
+    def _values(self, data, n_bins, report_edges=False):
+        counts, positives, sum_x, bad = data.map(
+            True, _pass_values, (int(n_bins), self.logits, report_edges))
         n = int(counts.sum())
         data.check(bad[0], bad[1], n)
         return counts, positives, sum_x, n, int(bad[0])
 
-    def _map(self, x):
+    def _map(self, x, dtype):
+        """The map of values x (float64); ``dtype``: that of the probabilities they
+        came from (the report's edges for them)."""
         raise NotImplementedError
 
     def transform(self, y_prob):
         """Recalibrated probabilities; K classes: the top-label probability is
-        mapped and the others rescaled to keep the row's sum at 1."""
+        mapped and the others rescaled to share the rest, so that every row sums
+        to 1 (float64, to rounding) whatever the input's dtype or its rows' sums.
+
+        The others are divided by their own sum, not by 1 - max p: near max p = 1
+        the two differ by the input's rounding, amplified by 1 / (1 - max p).
+        A row whose other classes are all 0 shares the rest evenly among them.
+        """
         self._check_fitted()
-        q = self._probabilities(self._input(y_prob))
+        p = v.to_array("y_prob", y_prob)
+        dtype = _edge_dtype(p, self.logits)
+        q = self._probabilities(self._input(p))
         if q.ndim == 1:
-            return self._map(q)
+            return self._map(q, dtype)
         k = np.argmax(q, axis=1)
         rows = np.arange(q.shape[0])
         conf = q[rows, k]
-        new = self._map(conf)
-        rest = 1.0 - conf
+        new = self._map(conf, dtype)
+        out = q.copy()
+        out[rows, k] = 0.0
+        rest = out.sum(axis=1)  # the other classes' own sum
         with np.errstate(invalid="ignore", divide="ignore"):
             scale = np.where(rest > 0, (1.0 - new) / rest, 0.0)
-        out = q * scale[:, None]
+        out *= scale[:, None]
         flat = rest <= 0  # a certain row: share the rest evenly
         if flat.any():
             out[flat] = ((1.0 - new[flat]) / (q.shape[1] - 1))[:, None]
@@ -758,9 +878,12 @@ class _Binned(_Recalibration):
 class IsotonicCalibration(_Binned):
     """Isotonic regression of the label on the value (binary; top-label for K classes).
 
-    ``fit`` on arrays is exact (scikit-learn's IsotonicRegression with
-    ``out_of_bounds="clip"``: the same thresholds and predictions, to
-    rounding); ``fit_source`` is one pass over ``n_fine`` value bins (module
+    ``fit`` on arrays is exact pool-adjacent-violators over the distinct
+    values. It equals scikit-learn's IsotonicRegression with
+    ``out_of_bounds="clip"`` (the same thresholds and predictions, to
+    rounding) only when no two distinct values lie within 1e-15 of each other:
+    scikit-learn pools such near-ties into one threshold, this fit keeps them
+    apart. ``fit_source`` is one pass over ``n_fine`` value bins (module
     docstring: resolution 1 / n_fine, exact when each bin holds one distinct
     value). ``transform`` interpolates linearly between the thresholds and
     clips outside them.
@@ -789,7 +912,7 @@ class IsotonicCalibration(_Binned):
 
     def _fit(self, data, in_memory):
         self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_fine = v.check_n_bins(self.n_fine)
+        self.n_fine = _check_size("n_fine", self.n_fine, MAX_N_FINE)
         if in_memory:
             y, x = em.ranking_pair(data.batch.y, data.batch.p, logits=self.logits)
             x = np.asarray(x, dtype=np.float64)
@@ -819,7 +942,7 @@ class IsotonicCalibration(_Binned):
         self.n_classes_ = data._n_classes
         self.passes_ = data.passes
 
-    def _map(self, x):
+    def _map(self, x, dtype):
         return np.interp(np.clip(x, self.x_[0], self.x_[-1]), self.x_, self.y_)
 
     def _params(self):
@@ -827,16 +950,35 @@ class IsotonicCalibration(_Binned):
                 "y": self.y_.tolist()}
 
     def _set_params(self, params):
-        self.exact_ = bool(params.get("exact", False))
-        self.n_fine = int(params.get("n_fine", 65536))
-        self.x_ = np.asarray(params["x"], np.float64)
-        self.y_ = np.asarray(params["y"], np.float64)
+        pre = "params."
+        self.exact_ = _bool_field(params, "exact", prefix=pre)
+        self.n_fine = _int_field(params, "n_fine", 1, MAX_N_FINE, prefix=pre, default=65536)
+        x = _array_field(params, "x", 0.0, 1.0, None, prefix=pre)
+        y = _array_field(params, "y", 0.0, 1.0, None, prefix=pre)
+        if y.shape != x.shape:
+            msg = f"params.x and params.y must have equal lengths; got {x.size} and {y.size}"
+            raise ValueError(msg)
+        bad = np.flatnonzero(np.diff(x) <= 0)
+        if bad.size:
+            msg = (f"params.x must be strictly increasing; params.x[{bad[0] + 1}] = "
+                   f"{x[bad[0] + 1]!r} follows {x[bad[0]]!r}")
+            raise ValueError(msg)
+        bad = np.flatnonzero(np.diff(y) < 0)
+        if bad.size:
+            msg = (f"params.y must be non-decreasing; params.y[{bad[0] + 1}] = "
+                   f"{y[bad[0] + 1]!r} follows {y[bad[0]]!r}")
+            raise ValueError(msg)
+        self.x_, self.y_ = x, y
 
 
 class HistogramBinning(_Binned):
     """Histogram binning: the value's bin (``n_bins`` equal bins of [0, 1], the
     bins of :func:`fastcal.calibration_report`) mapped to its fraction of positives.
 
+    The bins are the report's to the last row: left-closed (the last closed),
+    with the edges k / n_bins rounded to float32 for float32 probabilities
+    (binary, or K-class top-label) and float64 otherwise (logits: values
+    computed in float64), in the fit and in ``transform`` alike.
     Exact from any source (one pass of counts). An empty bin maps to its midpoint.
 
     Parameters
@@ -861,8 +1003,8 @@ class HistogramBinning(_Binned):
 
     def _fit(self, data, in_memory):
         self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_bins = v.check_n_bins(self.n_bins)
-        counts, positives, _, n, n_nan = self._values(data, self.n_bins)
+        self.n_bins = _check_size("n_bins", self.n_bins, MAX_MAP_BINS)
+        counts, positives, _, n, n_nan = self._values(data, self.n_bins, report_edges=True)
         mid = (np.arange(self.n_bins) + 0.5) / self.n_bins
         with np.errstate(invalid="ignore", divide="ignore"):
             self.values_ = np.where(counts > 0, positives / np.maximum(counts, 1), mid)
@@ -872,13 +1014,14 @@ class HistogramBinning(_Binned):
         self.n_classes_ = data._n_classes
         self.passes_ = data.passes
 
-    def _map(self, x):
+    def _map(self, x, dtype):
         nb = self.n_bins
-        j = np.minimum((x * nb).astype(np.int64), nb - 1)
-        j = np.where(np.isnan(x), 0, j)
-        up = (j < nb - 1) & (x >= (j + 1) / nb)
+        edges = kernel_edges(nb, np.dtype(dtype).str)  # the report's, as in the fit
+        j = np.minimum((np.where(np.isnan(x), 0.0, x) * nb).astype(np.int64), nb - 1)
+        j = np.clip(j, 0, nb - 1)
+        up = (j < nb - 1) & (x >= edges[np.minimum(j + 1, nb)])
         j = j + up
-        down = (j > 0) & (x < j / nb)
+        down = (j > 0) & (x < edges[j])
         j = j - down
         out = self.values_[np.clip(j, 0, nb - 1)]
         return np.where(np.isnan(x), np.nan, out)
@@ -888,9 +1031,21 @@ class HistogramBinning(_Binned):
                 "counts": self.counts_.tolist()}
 
     def _set_params(self, params):
-        self.n_bins = int(params["n_bins"])
-        self.values_ = np.asarray(params["values"], np.float64)
-        self.counts_ = np.asarray(params.get("counts", [0] * self.n_bins), np.int64)
+        pre = "params."
+        nb = _int_field(params, "n_bins", 1, MAX_MAP_BINS, prefix=pre)
+        values = params.get("values")
+        if not isinstance(values, list) or len(values) != nb:
+            raise _field(pre + "values", values, f"a list of params.n_bins = {nb} numbers")
+        counts = params.get("counts")
+        if counts is not None:  # optional (what the fit saw); integers >= 0, one per bin
+            if not isinstance(counts, list) or len(counts) != nb:
+                raise _field(pre + "counts", counts, f"a list of params.n_bins = {nb} integers")
+            for i, c in enumerate(counts):
+                if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < (1 << 63):
+                    raise _field(f"{pre}counts[{i}]", c, "an integer >= 0")
+        self.values_ = _array_field(params, "values", 0.0, 1.0, MAX_MAP_BINS, prefix=pre)
+        self.n_bins = nb
+        self.counts_ = np.asarray(counts if counts is not None else np.zeros(nb), np.int64)
 
 
 _CLASSES = {"temperature": TemperatureScaling, "platt": PlattScaling,
@@ -904,33 +1059,129 @@ def make(method, **options):
     return _CLASSES[method](**options)
 
 
-def from_dict(d):
-    """The fitted object saved by ``to_dict`` (or ``to_json``, parsed)."""
-    if not isinstance(d, dict) or d.get("fastcal_recalibration") != FORMAT_VERSION \
-            or d.get("method") not in METHODS or not isinstance(d.get("params"), dict):
-        msg = (f"not a fastcal recalibration (expected a dict with fastcal_recalibration="
-               f"{FORMAT_VERSION}, a method in {list(METHODS)} and params); got "
-               f"{str(d)[:80]!r}")
+# bounds of a saved map, checked on load (and by the fits, which never save outside them)
+MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
+MAX_TEMPERATURE = 1e6
+MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap)
+MAX_N_FINE = 1 << 30      # isotonic n_fine (only recorded, never allocated on load)
+_BIG = float(np.finfo(np.float64).max)
+
+
+def _check_size(name, value, top):
+    """A fit's bin count: an integer in [1, top], so that its map loads again."""
+    value = v.check_n_bins(value)
+    if value > top:
+        msg = f"{name} must be <= {top:,}; got {value:,}"
         raise ValueError(msg)
-    obj = _CLASSES[d["method"]](logits=bool(d.get("logits", False)))
-    try:
-        obj._set_params(d["params"])
-    except (KeyError, TypeError, ValueError) as exc:
-        msg = f"recalibration {d['method']!r}: bad params ({type(exc).__name__}: {exc})"
-        raise ValueError(msg) from None
-    obj.n_classes_ = d.get("n_classes")
-    obj.n_ = int(d.get("n", 0))
+    return value
+
+
+def _field(name, value, expected):
+    """The one-line error of a bad map field (``value`` shown short, never recursed into)."""
+    if isinstance(value, (list, dict)):
+        shown = f"a {type(value).__name__} of {len(value)} items"
+    else:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return ValueError(f"{name} must be {expected}; got {shown}")
+
+
+def _int_field(d, name, lo, hi, *, prefix="", default=None, allow_none=False):
+    value = d.get(name, default)
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _field(prefix + name, value, f"an integer in [{lo}, {hi}]")
+    return value
+
+
+def _number_field(d, name, lo, hi, *, prefix="", open_lo=False, open_hi=False, default=None):
+    value = d.get(name, default)
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and -_BIG <= value <= _BIG  # finite (also a Python int of 400 digits: no overflow)
+    if ok:
+        value = float(value)
+        ok = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
+    if not ok:
+        lb, rb = "(" if open_lo else "[", ")" if open_hi else "]"
+        raise _field(prefix + name, value, f"a finite number in {lb}{lo:g}, {hi:g}{rb}")
+    return value
+
+
+def _bool_field(d, name, *, prefix="", default=False):
+    value = d.get(name, default)
+    if not isinstance(value, bool):
+        raise _field(prefix + name, value, "a JSON boolean (true or false)")
+    return value
+
+
+def _array_field(d, name, lo, hi, max_len, *, prefix=""):
+    """A non-empty list of finite numbers in [lo, hi] (at most ``max_len`` if given),
+    as float64 (its length is checked before anything is allocated)."""
+    value = d.get(name)
+    if not isinstance(value, list) or not 1 <= len(value) <= (max_len or len(value)):
+        what = f"1 to {max_len}" if max_len else "1 or more"
+        raise _field(prefix + name, value, f"a list of {what} numbers")
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not lo <= x <= hi:
+            raise _field(f"{prefix}{name}[{i}]", x, f"a finite number in [{lo:g}, {hi:g}]")
+    return np.asarray(value, np.float64)
+
+
+def from_dict(d):
+    """The fitted object saved by ``to_dict`` (or ``to_json``, parsed).
+
+    Every field is checked before anything is built (a map is data, never
+    code): one ValueError names the first bad field. Temperature: a finite
+    T in [MIN_TEMPERATURE, MAX_TEMPERATURE] = [1e-6, 1e6]; Platt: finite a > 0
+    and b (a <= 0 would invert the ranking); isotonic: one knot or more,
+    x strictly increasing in [0, 1], y non-decreasing in [0, 1], equal
+    lengths; histogram: n_bins in [1, MAX_MAP_BINS] equal to len(values),
+    values in [0, 1], counts (optional) non-negative integers; ``n`` an
+    integer >= 0, ``n_classes`` null or an integer >= 2, ``logits`` a JSON
+    boolean. Sizes are checked before any array is allocated.
+    """
+    if not isinstance(d, dict) or d.get("fastcal_recalibration") != FORMAT_VERSION \
+            or isinstance(d.get("fastcal_recalibration"), bool) \
+            or d.get("method") not in METHODS or not isinstance(d.get("params"), dict):
+        keys = sorted(map(str, d))[:6] if isinstance(d, dict) else type(d).__name__
+        msg = (f"not a fastcal recalibration (expected a dict with fastcal_recalibration="
+               f"{FORMAT_VERSION}, a method in {list(METHODS)} and params); got {keys}")
+        raise ValueError(msg)
+    method = d["method"]
+    logits = _bool_field(d, "logits")
+    n_classes = _int_field(d, "n_classes", 2, 1 << 31, allow_none=True)
+    n = _int_field(d, "n", 0, (1 << 63) - 1, default=0)
+    obj = _CLASSES[method](logits=logits)
+    obj._set_params(d["params"])
+    obj.n_classes_ = n_classes
+    obj.n_ = n
     return obj
 
 
 def load(path):
-    """The fitted object saved in a JSON file (``fastcal recalibrate --out``)."""
+    """The fitted object saved in a JSON file (``fastcal recalibrate --out``).
+
+    Raises
+    ------
+    ValueError
+        One line naming ``path`` and the first bad field (see :func:`from_dict`),
+        or saying why the file is not a map (not UTF-8 JSON, nested too deeply).
+    OSError
+        The file cannot be read.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
             d = json.load(fh)
     except json.JSONDecodeError as exc:
         msg = f"{path}: not JSON ({exc.msg} at line {exc.lineno})"
         raise ValueError(msg) from None
+    except RecursionError:
+        msg = f"{path}: not a fastcal recalibration (JSON nested too deeply)"
+        raise ValueError(msg) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # not UTF-8; an integer of > 4300 digits
+        msg = f"{path}: not a fastcal recalibration ({type(exc).__name__}: {exc})"
+        raise ValueError(msg[:300]) from None
     try:
         return from_dict(d)
     except ValueError as exc:

@@ -17,7 +17,8 @@ row is softplus(-(a f + b)) for y = 1 and softplus(a f + b) for y = 0,
 computed stably. Temperature scaling is a = 1 / T, b = 0.
 
 K classes (``sums_multiclass``): q = softmax(s z) with z the logits (or
-log p); the NLL of a row is logsumexp(s z) - s z_y, its derivatives in s are
+log p, floored at log LOG_FLOOR = log 1e-300 = -690.8: p = 0 is treated as
+1e-300, not as -inf); the NLL of a row is logsumexp(s z) - s z_y, its derivatives in s are
 E_q[z] - z_y, Var_q[z] and the third central moment E_q[(z - E_q z)^3].
 """
 
@@ -26,9 +27,11 @@ import math
 import numpy as np
 from numba import njit
 
-# layout of the sums
-N_ROWS, N_NAN, N_BAD, NLL, G_A, G_B, H_AA, H_AB, H_BB, T_AAA = range(10)
-N_SUMS = 10
+# layout of the sums; N_ZERO_TRUE: valid rows of probabilities whose true class
+# (binary: label) has probability exactly 0 (certain and wrong)
+N_ROWS, N_NAN, N_BAD, NLL, G_A, G_B, H_AA, H_AB, H_BB, T_AAA, N_ZERO_TRUE = range(11)
+N_SUMS = 11
+LOG_FLOOR = 1e-300  # K classes from probabilities: log p is log(max(p, LOG_FLOOR))
 
 CLIP = 1e-15  # probabilities are clipped to [CLIP, 1 - CLIP] before their logit
 
@@ -65,11 +68,15 @@ def _feature(v, logits):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def sums_binary(x, y, logits, a, b, out):
+def sums_binary(x, y, logits, a, b, keep_certain, out):
     """Add the NLL sums of q = sigmoid(a f + b) over the rows of (x, y) to ``out``.
 
     ``out[G_A], out[G_B]``: gradient in (a, b); ``H_AA, H_AB, H_BB``: Hessian;
     ``T_AAA``: third derivative in a (the safe target's Newton step).
+    ``keep_certain`` (probabilities only): a row with p exactly 0 or 1 is a
+    fixed point of the map (temperature scaling keeps it, as its transform
+    does): it counts in N_ROWS and adds nothing else; with the wrong label it
+    is counted in N_ZERO_TRUE (its NLL and ECD term are +inf at every T).
     """
     n = 0.0
     n_nan = 0.0
@@ -81,6 +88,7 @@ def sums_binary(x, y, logits, a, b, out):
     hab = 0.0
     hbb = 0.0
     taaa = 0.0
+    n_zero = 0.0
     for i in range(x.shape[0]):
         f, st = _feature(np.float64(x[i]), logits)
         yi = np.float64(y[i])
@@ -94,6 +102,13 @@ def sums_binary(x, y, logits, a, b, out):
         if st == 2:
             n_bad += 1.0
             continue
+        if keep_certain and not logits:
+            v = np.float64(x[i])
+            if v == 0.0 or v == 1.0:
+                n += 1.0
+                if v != yi:
+                    n_zero += 1.0
+                continue
         t = a * f + b
         q = _sigmoid(t)
         n += 1.0
@@ -117,6 +132,7 @@ def sums_binary(x, y, logits, a, b, out):
     out[H_AB] += hab
     out[H_BB] += hbb
     out[T_AAA] += taaa
+    out[N_ZERO_TRUE] += n_zero
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
@@ -133,6 +149,7 @@ def sums_multiclass(x, y, logits, s, out):
     g = 0.0
     h = 0.0
     t3 = 0.0
+    n_zero = 0.0
     for i in range(x.shape[0]):
         st = 0
         for k in range(K):
@@ -146,7 +163,7 @@ def sums_multiclass(x, y, logits, s, out):
             elif v < 0.0 or v > 1.0:
                 st = 2
             else:
-                z[k] = np.log(max(v, 1e-300))
+                z[k] = np.log(max(v, LOG_FLOOR))
         yi = np.float64(y[i])
         if yi != yi:
             st = max(st, 1)
@@ -181,6 +198,8 @@ def sums_multiclass(x, y, logits, s, out):
         v2 *= inv
         v3 *= inv
         c = np.int64(yi)
+        if not logits and x[i, c] == 0.0:
+            n_zero += 1.0
         n += 1.0
         nll += lse - s * z[c]
         g += mu - z[c]
@@ -193,14 +212,17 @@ def sums_multiclass(x, y, logits, s, out):
     out[G_A] += g
     out[H_AA] += h
     out[T_AAA] += t3
+    out[N_ZERO_TRUE] += n_zero
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def value_sums(x, y, n_bins, counts, positives, sum_x, bad):
-    """Per bin of [0, 1] cut in ``n_bins`` equal bins (left-closed, the last
-    closed; a value on an edge goes up, with the edges k / n_bins computed in
-    float64): rows, positives and the sum of the value. ``bad[0]``: NaN rows,
-    ``bad[1]``: invalid rows (value outside [0, 1], label not 0/1)."""
+def value_sums(x, y, edges, counts, positives, sum_x, bad):
+    """Per bin of [0, 1] cut by the uniform ``edges`` (``binning.kernel_edges``:
+    k / n_bins rounded to the probabilities' dtype; left-closed, the last
+    closed, a value on an edge goes up, as the report's binning): rows,
+    positives and the sum of the value. ``bad[0]``: NaN rows, ``bad[1]``:
+    invalid rows (value outside [0, 1], label not 0/1)."""
+    n_bins = edges.shape[0] - 1
     nb = np.float64(n_bins)
     top = n_bins - 1
     for i in range(x.shape[0]):
@@ -214,9 +236,9 @@ def value_sums(x, y, n_bins, counts, positives, sum_x, bad):
             continue
         j = min(np.int64(v * nb), top)
         # v * n_bins may round across an edge: compare with the edges themselves
-        if j < top and v >= (j + 1) / nb:
+        if j < top and v >= edges[j + 1]:
             j += 1
-        elif j > 0 and v < j / nb:
+        elif j > 0 and v < edges[j]:
             j -= 1
         counts[j] += 1
         if yi == 1.0:
@@ -276,14 +298,16 @@ def _feature_bin(f):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def feature_histogram(x, y, logits, counts, sum_f):
+def feature_histogram(x, y, logits, keep_certain, counts, sum_f):
     """Rows and sum of the feature f per (label, sign, bin); ``counts`` and
     ``sum_f`` have shape (2, 2, N_FEATURE_BINS). Invalid and NaN rows are skipped
-    (``sums_binary`` counts them)."""
+    (``sums_binary`` counts them), and with ``keep_certain`` rows of p = 0 or 1."""
     for i in range(x.shape[0]):
         f, st = _feature(np.float64(x[i]), logits)
         yi = np.float64(y[i])
         if st != 0 or (yi != 0.0 and yi != 1.0):
+            continue
+        if keep_certain and not logits and (x[i] == 0.0 or x[i] == 1.0):
             continue
         c = np.int64(yi)
         sg = 1 if f < 0.0 else 0
