@@ -24,7 +24,8 @@ E_q[z] - z_y, Var_q[z] and the third central moment E_q[(z - E_q z)^3].
 import math
 
 import numpy as np
-from numba import njit
+
+from ._cache import njit
 
 # layout of the sums
 N_ROWS, N_NAN, N_BAD, NLL, G_A, G_B, H_AA, H_AB, H_BB, T_AAA = range(10)
