@@ -10,13 +10,12 @@ import time
 
 import numpy as np
 
-# (label, probabilities dtype, labels dtype, classes): binary with the dtypes that
-# arrays, CSV and Parquet files usually hold, then K classes
+# (label, probabilities dtype, labels dtype, classes): labels are read as uint8
+# (integers of any width, bool) or float64 (fastcal.inputs.validation.as_labels_1d)
 SIGNATURES = (
-    ("binary, float64 p, int64 y", np.float64, np.int64, 0),
-    ("binary, float64 p, uint8/bool y", np.float64, np.uint8, 0),
-    ("binary, float32 p, uint8/bool y", np.float32, np.uint8, 0),
-    ("binary, float32 p, int64 y", np.float32, np.int64, 0),
+    ("binary, float64 p, integer or bool y", np.float64, np.int64, 0),
+    ("binary, float32 p, integer or bool y", np.float32, np.int64, 0),
+    ("binary, float64 p, float y", np.float64, np.float64, 0),
     ("K classes, float64 P", np.float64, np.int64, 3),
     ("K classes, float32 P", np.float32, np.int64, 3),
 )

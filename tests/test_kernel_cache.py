@@ -127,3 +127,15 @@ def test_read_only_install_runs_tracking_compare(read_only, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "anees" in res.stdout.lower()
     assert len(_notes(res.stderr)) <= 1, res.stderr
+
+
+def test_warmup_command_prints_each_signature_and_the_cache(capsys, monkeypatch):
+    from fastcal import cli, warmup
+
+    # one signature (the one most tests compile anyway): the command, not the compiler, is tested
+    monkeypatch.setattr(warmup, "SIGNATURES", warmup.SIGNATURES[:1])
+    assert cli.main(["warmup"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("binary, float64 p, integer or bool y: ") and out[0].endswith(" s")
+    assert out[1].startswith("done in ") and "cache: " in out[1]
+    assert warmup.cache_dir() is None or warmup.cache_dir() in out[1]
