@@ -131,7 +131,7 @@ def _compare(args):
 
 
 #: Largest Monte Carlo batch compare runs: runs x steps x (state + measurement) values per array.
-MAX_VALUES = 1 << 28
+MAX_VALUES = 1 << 26
 
 
 def _check_sizes(sc, args):

@@ -370,14 +370,14 @@ def format_score(rep, *, per_run=False, per_step=False):
     if notes:
         lines += [""] + ["note: " + n for n in notes]
     for name, f in items if per_step else []:
-        lines += ["", f"per step{'' if name is None else ' (' + str(name) + ')'}:",
+        lines += ["", f"ANEES and ECD at each step{'' if name is None else ' (' + str(name) + ')'}:",
                   f"{'step':>10}{'runs':>7}{'ANEES':>10}{'ECD':>10}  band"]
         los, his = f.get("bounds_per_step", {}).get("anees", ([lo] * f["steps"], [hi] * f["steps"]))
         for s, n, a, e, bl, bh in zip(f["step_ids"], f["runs_per_step"], f["anees"], f["ecd"], los, his):
             where = "inside" if bl <= a <= bh else ("above" if a > bh else ("below" if a < bl else "n/a"))
             lines.append(f"{s!s:>10}{n:>7}{_num(a, 10)}{_num(e, 10)}  {where}")
     for name, f in items if per_run else []:
-        lines += ["", f"per run{'' if name is None else ' (' + str(name) + ')'}:", f"{'run':>10}{'mean NEES':>11}"]
+        lines += ["", f"mean NEES of each run{'' if name is None else ' (' + str(name) + ')'}:", f"{'run':>10}{'mean NEES':>11}"]
         for r, v in zip(f["run_ids"], f["nees_per_run"]):
             lines.append(f"{r!s:>10}{_num(v, 11)}")
     return "\n".join(lines)
