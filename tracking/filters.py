@@ -24,6 +24,7 @@ import numpy as np
 import warnings
 
 from tracking._factory import jacobian_pattern, kernel_for
+from tracking._guard import probe_models
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]
@@ -241,6 +242,7 @@ class _KalmanFilter:
         self._ms = motion_spec(motion)
         self._ss = sensor_spec(sensor, self._ms.n)
         ms, ss = self._ms, self._ss
+        probe_models(ms, ss)  # before anything else calls them: bad writes and signatures named here
         # The UKF uses F only for a linear motion (F P F^T + Q); otherwise sigma points.
         needs_f = not self._use_ukf or ms.linear
         pattern = jacobian_pattern(ms.F, ms.n, ms.dt, ms.params) if needs_f else None
