@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -188,6 +189,15 @@ def main(argv=None):
     debug = getattr(args, "debug", False) or os.environ.get("TRACKING_DEBUG", "") not in ("", "0")
     command = args.command
     old = _install_signals()
+    shown = warnings.showwarning
+
+    def note(message, category, filename, lineno, file=None, line=None):
+        # a note is one line on stderr, not Python's two (message and source line)
+        text = str(message)
+        print(text if text.startswith("tracking") else f"{PROG} {command}: note: {text}", file=sys.stderr)
+
+    if not debug:
+        warnings.showwarning = note
     try:
         if command == "compare":
             return _compare(args)
@@ -219,5 +229,6 @@ def main(argv=None):
         parser.exit(1, f"{PROG} {command}: internal error ({type(exc).__name__}): "
                        f"{text[0] if text else ''} (rerun with --debug for the traceback)\n")
     finally:
+        warnings.showwarning = shown
         for s, h in old.items():
             signal.signal(s, h)
