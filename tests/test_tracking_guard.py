@@ -103,3 +103,15 @@ def test_a_jacobian_written_3x3_into_2x2_is_an_error_not_a_crash(tmp_path):
     assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
     assert p.stdout.strip() == ("motion.F_jit (F_jit) wrote outside its (2, 2) output (3 values, up to 3 past its "
                                 "end); expected it to write only out[...] within (2, 2)")
+
+
+def test_an_exception_inside_the_batch_names_the_function_run_and_step():
+    from tests.tracking_user_models import DriftRaisesFar
+
+    x0 = np.zeros((4, 2))
+    x0[2, 0] = 3.0  # only run 2 starts beyond the point where f divides by zero
+    z = np.zeros((4, 3, 2))
+    P0 = np.broadcast_to(0.01 * np.eye(2), (4, 2, 2)).copy()
+    with pytest.raises(ValueError, match=r"^motion.f_jit \(drift_f_raises_far\) raised ZeroDivisionError in run 2, "
+                                         r"step 0: division by zero; expected model functions that do not raise$"):
+        ExtendedKalmanFilter(DriftRaisesFar(), LogRange()).run(x0, P0, z)
