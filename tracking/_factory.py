@@ -382,6 +382,8 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
     ``f_pattern`` is the nonzero pattern of ``F`` from :func:`jacobian_pattern`
     (None: the dense ``F P F^T`` only).
     """
+    # a dispatcher kept as a class attribute and read from an instance comes back bound: unwrap it
+    f, F, h, H = (getattr(v, "__func__", v) for v in (f, F, h, H))
     if F is None:
         f_pattern = None
     if f_pattern is not None:
