@@ -362,7 +362,7 @@ def _note_in_memory(funcs):
         return
     _NOTED.add(key)
     _note(f"tracking: {', '.join(where)} cannot be imported from a module (defined in a script, a notebook or a "
-          "function), so its kernel is compiled in every process; put the models in an importable module "
+          "function), so their kernel is compiled in every process; put the models in an importable module "
           "to compile once (see the README)")
 
 
