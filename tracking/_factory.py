@@ -14,10 +14,17 @@ new in every process, so a closure over the model functions never hits the
 cache (it recompiles in every process and adds a file to the cache each time).
 A generated module has no closure: Numba caches it like any source file.
 
-The model functions must be importable (defined at module level, or as
-attributes of a module-level class, in an importable module). Functions that are
-not (defined in ``__main__``, a notebook cell or inside a function) still work:
-their kernel is compiled in memory, once per process, without the disk cache.
+Importable model functions (module level in an importable module) are imported
+by the kernel file. Functions defined in ``__main__`` or a notebook have their
+source written into the kernel file instead, with the modules, number constants,
+closure values and compiled functions they read (:func:`_inline_sources`), so
+they are cached too. What cannot be written down (an array global, a lambda)
+is compiled in memory, once per process, with one note.
+
+A kernel file is imported only when it and its directory are the user's own,
+not group- or world-writable, and it holds exactly the text that would be
+written now; otherwise it is rewritten (its Numba cache removed) with a note.
+A damaged Numba cache is removed and the kernel recompiled, with a note.
 
 Where the motion Jacobian is sparse (most of a coordinated turn's or a
 constant-velocity model's ``F`` is zero), the factory also writes
@@ -38,6 +45,7 @@ delete the kernel directory (``tracking.kernel_dir()``) after such edits.
 
 import hashlib
 import importlib
+import math
 import importlib.util
 import os
 import stat
@@ -330,6 +338,86 @@ def _load_kernel(name, path, text):
         return _load_file(name, path)
 
 
+_RESERVED = {"f", "F", "h", "H", "np", "njit", "prange", "CACHE", "_resolve", "_importlib", "_njit"}
+
+
+def _inline_sources(slots, template, consts):
+    """Source text defining the model functions of ``slots`` (they cannot be imported), or None.
+
+    Each function's own source, compiled with its own options, with the modules,
+    number constants and other compiled functions it reads (closure values too).
+    None when something cannot be written down (an array global, a lambda, a
+    name the template uses): the kernel is then compiled in memory.
+    """
+    import inspect
+    import re
+    import textwrap
+    import types
+
+    reserved = _RESERVED | set(consts) | set(re.findall(r"^def\s+(\w+)", template, re.M)) | set(
+        re.findall(r"^(\w+)\s*=", template, re.M)) | {"MISSED", "SINGULAR", "FAILED", "_k", "_OPTS"}
+    defs, names = {}, {}  # function name -> source; global name -> source line
+
+    same = {"np": np, "njit": numba.njit, "prange": numba.prange}  # the template binds these itself
+
+    def bind(ref, v):
+        if ref in same and v is same[ref]:
+            return True
+        if isinstance(v, types.ModuleType):
+            line = f"import {v.__name__} as {ref}" if v.__name__ != ref else f"import {ref}"
+        elif isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
+            line = f"{ref} = {v!r}"
+        elif hasattr(v, "py_func"):
+            path = _import_path(v)
+            if path is None:
+                return visit(v)
+            line = f"{ref} = _resolve({path[0]!r}, {path[1]!r})"
+        else:
+            return False
+        if ref in reserved or names.get(ref, line) != line:
+            return False
+        names[ref] = line
+        return True
+
+    def visit(disp):
+        py = disp.py_func
+        name = py.__name__
+        if name in defs:
+            return True
+        if name in reserved or name == "<lambda>" or name in names:
+            return False
+        try:
+            src = textwrap.dedent(inspect.getsource(py))
+        except (OSError, TypeError):
+            return False
+        lines = src.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("def ")), None)
+        opts = dict(getattr(disp, "targetoptions", {}))
+        opts.pop("nopython", None)  # njit's own
+        if start is None or not all(v is None or isinstance(v, (bool, int, float, str)) for v in opts.values()):
+            return False
+        defs[name] = "\n".join(lines[start:]) + f"\n\n\n{name} = _njit(**{opts!r})({name})\n"
+        g = py.__globals__
+        for ref in py.__code__.co_names:
+            if ref in g and ref != name and not bind(ref, g[ref]):
+                return False
+        for ref, cell in zip(py.__code__.co_freevars, py.__closure__ or ()):
+            if not bind(ref, cell.cell_contents):
+                return False
+        return True
+
+    for disp in slots.values():
+        if not visit(disp):
+            return None
+    out = ["# model functions defined where they cannot be imported (a script, a notebook): their source",
+           "from numba import njit as _njit", ""]
+    out += sorted(v for v in names.values() if v.startswith("import"))
+    out += sorted(v for v in names.values() if not v.startswith("import"))
+    out += ["", ""] + [defs[k] for k in defs] + [""]
+    out += [f"{slot} = {disp.py_func.__name__}" for slot, disp in slots.items()]
+    return "\n".join(out) + "\n\n"
+
+
 def _cache_guard(kernel, path):
     """``kernel`` that recompiles, with one note, when its Numba cache cannot be loaded."""
     import pickle
@@ -408,8 +496,13 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
         }
         paths = {name: _import_path(disp) for name, disp in funcs.items()}
         template = _template() + _sparse_source(int(n), f_pattern)
-        if all(p is not None for p in paths.values()):
-            text = _header(paths, consts, True) + template
+        inline = ""
+        if not all(p is not None for p in paths.values()):
+            # defined in a script or a notebook: their source (and the constants and modules it reads)
+            # goes into the kernel file, which Numba then caches like any other
+            inline = _inline_sources({k: v for k, v in funcs.items() if paths[k] is None}, template, consts)
+        if inline is not None:
+            text = _header({k: p for k, p in paths.items() if p is not None}, consts, True) + (inline or "") + template
             digest = hashlib.sha256(text.encode())
             digest.update(numba.__version__.encode())
             # the template inlines tracking._kernels: an edit there must give a new kernel too
