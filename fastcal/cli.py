@@ -253,8 +253,11 @@ def _same_file(a, b):
         return False
 
 
-def _check_target(option, target, input_path):
-    """Checks on --output / --plot before any work: folder, kind of file, not an input."""
+def _check_target(option, target, inputs):
+    """Checks on one output before any work: folder, kind of file, not an input.
+
+    ``inputs``: (what, path) pairs of every file the run reads (a directory:
+    anything inside it is input)."""
     if target == "-":
         return
     if _atomic.is_special(target):
@@ -267,11 +270,28 @@ def _check_target(option, target, input_path):
         raise _Fail(f"{option} {target}: the directory {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise _Fail(f"{option} {target}: the directory {folder} is not writable")
-    src = os.path.realpath(input_path)  # a directory: anything inside it is input
-    if real == src or _same_file(real, src) or (
-            os.path.isdir(src) and os.path.commonpath([real, src]) == src):
-        raise _Fail(f"{option} {target}: is the input {input_path} (or inside it); "
-                    f"refusing to overwrite an input file")
+    for what, path in inputs:
+        src = os.path.realpath(path)
+        if real == src or _same_file(real, src) or (
+                os.path.isdir(src) and os.path.commonpath([real, src]) == src):
+            raise _Fail(f"{option} {target}: is the {what} {path} (or inside it); "
+                        f"refusing to overwrite an input file")
+
+
+def _check_outputs(outputs, inputs):
+    """Every output (option, path) passes :func:`_check_target` and differs from
+    every other output, by name, through a symbolic link or as a hard link."""
+    outputs = [(o, t) for o, t in outputs if t]
+    for opt, target in outputs:
+        _check_target(opt, target, inputs)
+    for i, (opt_a, a) in enumerate(outputs):
+        for opt_b, b in outputs[i + 1:]:
+            same = a == b == "-" or (
+                a != "-" and b != "-" and not _atomic.is_special(a)
+                and (_atomic.resolve(a) == _atomic.resolve(b) or _same_file(a, b)))
+            if same:
+                raise _Fail(f"{opt_a} {a} and {opt_b} {b} are the same file; "
+                            f"give each output its own name")
 
 
 def _plot_type(path):
@@ -425,13 +445,10 @@ def _check_score_args(args):
             opt = "--scheduler" if args.scheduler is not None else "--workers"
             raise _Fail(f"{opt} needs Dask, which is not installed: pip install -e '.[dask]' "
                         f"in a fastcal checkout, or pip install 'fastcal[dask]'") from None
-    targets = [(o, t) for o, t in (("--output", args.output), ("--plot", args.plot)) if t]
-    for opt, target in targets:
-        _check_target(opt, target, args.path)
-    if len(targets) == 2 and (args.output == args.plot == "-" or (
-            args.output != "-" and args.plot != "-"
-            and _atomic.resolve(args.output) == _atomic.resolve(args.plot))):
-        raise _Fail(f"--output and --plot are the same file {args.output}")
+    inputs = [("input", args.path)]
+    if args.recalibration:
+        inputs.append(("--recalibration map", args.recalibration))
+    _check_outputs([("--output", args.output), ("--plot", args.plot)], inputs)
     return _plot_type(args.plot) if args.plot else None
 
 
@@ -515,9 +532,8 @@ def _cmd_recalibrate(args):
         raise _Fail(f"--alpha must be strictly between 0 and 0.5; got {args.alpha!r}")
     if args.target == "safe" and args.method != "temperature":
         raise _Fail(f"--target safe is for --method temperature; got --method {args.method}")
-    for opt, target in (("--out", args.out), ("--plot", args.plot)):
-        if target:
-            _check_target(opt, target, args.path)
+    _check_outputs([("standard output", "-"), ("--out", args.out), ("--plot", args.plot)],
+                   [("input", args.path)])
     plot_kind = _plot_type(args.plot) if args.plot else None
     if args.plot and args.no_table:
         raise _Fail("--plot draws the before/after table's bins; drop --no-table")
