@@ -7,6 +7,10 @@ internal error (also one line); 128 + N when stopped by signal N (SIGTERM,
 SIGHUP; 130 for Ctrl-C). ``--debug`` or ``FASTCAL_DEBUG=1`` shows the
 traceback instead.
 
+``--json`` prints one JSON object, built whole before anything is printed;
+in every command NaN is ``null`` and an infinity the string ``"inf"`` or
+``"-inf"``.
+
 Outputs of ``fastcal score`` (``--output`` and ``--plot``) are produced in
 memory once the scoring succeeded, then written together: every regular file
 through a temporary file beside it and a rename, all of them or none. A FIFO,
@@ -386,6 +390,32 @@ def _describe_error(exc):
                            f"(--debug or FASTCAL_DEBUG=1 shows the traceback)")
 
 
+# -- JSON --------------------------------------------------------------------------
+
+def _json_safe(x):
+    """``x`` with plain Python types: NaN -> None, +-inf -> "inf" / "-inf" (the
+    convention of ``CalibrationReport.to_dict``), numpy scalars and arrays unwrapped."""
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # numpy scalar or array
+        return _json_safe(x.tolist())
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+    return x
+
+
+def json_text(obj):
+    """The whole JSON text of ``obj`` (one line and a newline), built before anything
+    is printed, with the one convention every command uses: NaN is null and an
+    infinity the string "inf" or "-inf"."""
+    return json.dumps(_json_safe(obj), allow_nan=False) + "\n"
+
+
 # -- score -----------------------------------------------------------------------
 
 def _report_dict(rep, elapsed):
@@ -480,7 +510,7 @@ def _cmd_score(args):
                          verify_checksums=not args.no_verify_checksums, transform=transform)
     elapsed = time.perf_counter() - t0
     if args.json:
-        text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
+        text = json_text(_report_dict(rep, elapsed))
     else:
         text = _report_text(rep, elapsed)
     outputs = [(args.output or "-", text.encode("utf-8"))]
@@ -587,7 +617,7 @@ def _cmd_recalibrate(args):
             lines.append("")
             lines.append(f"Cost of being safe: NLL {b.nll - n.nll:+.3g}, ECE {b.ece - n.ece:+.3g} "
                          "against the NLL optimum.")
-    text = (json.dumps(out, allow_nan=False) if args.json else "\n".join(lines)) + "\n"
+    text = json_text(out) if args.json else "\n".join(lines) + "\n"
     outputs = [("-", text.encode("utf-8"))]
     if args.out:
         outputs.append((args.out, (model.to_json(indent=1) + "\n").encode("utf-8")))

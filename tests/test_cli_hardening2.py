@@ -69,3 +69,21 @@ def test_no_output_replaces_the_map_or_another_output(pred, tmp_path, capsys):
         code, out, err = run(argv, capsys)
         assert code == 2 and one_line(err) and "are the same file" in err, (argv, err)
     assert not x.exists()
+
+
+# -- item 5: one JSON convention for infinities, every command -------------------------------
+
+def test_json_with_an_infinity_is_the_same_convention_everywhere(tmp_path, capsys):
+    y, p = fastcal.simulate(400, sigma=0.5, seed=2)
+    p[0], y[0] = 1.0, 0  # certain and wrong: NLL and ECD are infinite
+    f = tmp_path / "cw.parquet"
+    pq.write_table(pa.table({"p": p, "y": y}), f)
+    code, out, err = run(recal(str(f), "--json"), capsys)
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["table"]["NLL"]["before"] == "inf"
+    code, out, err = run(score(str(f), "--json"), capsys)
+    assert code == 0, err
+    assert json.loads(out)["nll"] == "inf"
+    assert cli.json_text({"a": np.float64("-inf"), "b": [np.nan, np.int64(3)]}) == \
+        '{"a": "-inf", "b": [null, 3]}\n'
