@@ -43,7 +43,7 @@ SIM_FORMATS = ("parquet", "npy", "csv", "feather")
 SIM_CHUNK_ROWS = 1 << 20
 
 # Sane bounds, checked with a message before anything is allocated.
-MAX_BINS = 1_000_000          # state and report grow with the bins (48 bytes each per thread)
+MAX_BINS = 1_000_000          # = fastcal.inputs.validation.MAX_BINS (checked there)
 MAX_CHUNK_ROWS = 1 << 26      # 67M rows: a few chunks are alive at once, ~9 bytes a row each
 MAX_SIM_ROWS = 1 << 40        # 1.1e12 rows; the disk is checked too
 DASK_TIME_LIMIT = 3600.0      # seconds for a whole --workers / --scheduler run
@@ -232,6 +232,16 @@ def _check_range(option, value, lo, hi, why=""):
         raise _Fail(f"{option} must be <= {hi:,}{why}; got {value:,}")
 
 
+def _check_bins(option, value):
+    """A bin count, with the API's own check and message (one bound for both)."""
+    from fastcal.inputs.validation import check_n_bins
+
+    try:
+        check_n_bins(value)
+    except ValueError as exc:
+        raise _Fail(str(exc).replace("n_bins", option, 1)) from None
+
+
 # -- outputs -------------------------------------------------------------------
 
 def _check_folder(path):
@@ -334,6 +344,7 @@ _WORDS = [
     (re.compile(r"\bnan_policy='(\w+)'"), r"--nan-policy \1"),
     (re.compile(r"\bstrategy='(\w+)'"), r"--strategy \1"),
     (re.compile(r"\bclosed='(\w+)'"), r"--closed \1"),
+    (re.compile(r"\bdevice='(\w+)'"), r"--device \1"),
     (re.compile(r"\bobserved='(\w+)'"), r"--observed \1"),
     (re.compile(r"\bace=True\b"), "--ace"),
     (re.compile(r"\blogits=True\b"), "--logits"),
@@ -455,7 +466,7 @@ def _input_format(args):
 
 def _check_score_args(args):
     """Every check that needs no data: sizes, outputs, optional dependencies."""
-    _check_range("--bins", args.bins, 1, MAX_BINS)
+    _check_bins("--bins", args.bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
     if args.eps is not None and not 0.0 < args.eps < 0.5:
         raise _Fail(f"--eps must be strictly between 0 and 0.5; got {args.eps!r}")
@@ -529,8 +540,7 @@ def _cmd_score(args):
     try:
         _atomic.commit(outputs, stdout=_stdout_buffer())
     except OSError as exc:
-        names = " and ".join(f"{o} {t}" for o, t in (("--output", args.output),
-                                                     ("--plot", args.plot)) if t)
+        names = _output_names((("--output", args.output or "-"), ("--plot", args.plot)))
         raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
                     f"no output was changed") from exc
     return EXIT_OK
@@ -555,8 +565,8 @@ def _cmd_recalibrate(args):
     from fastcal import recalibrate
     from fastcal.files import score_file
 
-    _check_range("--bins", args.bins, 1, MAX_BINS)
-    _check_range("--hist-bins", args.hist_bins, 1, MAX_BINS)
+    _check_bins("--bins", args.bins)
+    _check_bins("--hist-bins", args.hist_bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
     if not 0.0 < args.alpha < 0.5:
         raise _Fail(f"--alpha must be strictly between 0 and 0.5; got {args.alpha!r}")
@@ -632,9 +642,22 @@ def _cmd_recalibrate(args):
     try:
         _atomic.commit(outputs, stdout=_stdout_buffer())
     except OSError as exc:
-        raise _Fail(f"--out {args.out}: could not write ({exc.strerror or _one_line(exc)}); "
+        names = _output_names((("standard output", "-"), ("--out", args.out),
+                               ("--plot", args.plot)))
+        raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
                     f"no output was changed") from exc
     return EXIT_OK
+
+
+def _output_names(outputs):
+    """"--output r.txt and --plot r.png" for the messages; "-" is standard output."""
+    names = []
+    for opt, target in outputs:
+        if target == "-":
+            names.append("standard output")
+        elif target:
+            names.append(f"{opt} {target}")
+    return " and ".join(dict.fromkeys(names))
 
 
 def _stdout_buffer():
@@ -863,7 +886,7 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
                 raise OSError(exc.errno, msg) from None
         else:
             real = _atomic.resolve(out)
-            tmp = _atomic.temp_near(real, suffix=os.path.splitext(out)[1])
+            tmp = _temp_in_folder(out, real, _atomic.temp_near, suffix=os.path.splitext(out)[1])
             try:
                 _WRITERS[format](tmp, dt, chunks, bar, chunk_rows, compressed)
                 keep = _atomic.existing_mode(real)
@@ -880,6 +903,18 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     finally:
         chunks.close()
         bar.close()
+
+
+def _temp_in_folder(out, real, make, **kw):
+    """``make(real, **kw)``: a temporary file or directory beside ``real``; an error
+    names the directory (not the temporary name, which the user never chose)."""
+    try:
+        return make(real, **kw)
+    except OSError as exc:
+        folder = os.path.dirname(os.path.abspath(real))
+        msg = (f"{out}: cannot create a file in the directory {folder} "
+               f"({exc.strerror or _one_line(exc)})")
+        raise OSError(exc.errno, msg) from None
 
 
 def _arrow_schema(dt):
@@ -940,7 +975,7 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
     _check_disk(out, n, "npy", dt, False)
-    tmp = _atomic.temp_dir_near(out)
+    tmp = _temp_in_folder(out, out, _atomic.temp_dir_near)
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):

@@ -87,3 +87,97 @@ def test_json_with_an_infinity_is_the_same_convention_everywhere(tmp_path, capsy
     assert json.loads(out)["nll"] == "inf"
     assert cli.json_text({"a": np.float64("-inf"), "b": [np.nan, np.int64(3)]}) == \
         '{"a": "-inf", "b": [null, 3]}\n'
+
+
+# -- item 16: messages that point the right way ---------------------------------------------
+
+def test_cuda_without_a_gpu_is_one_value_error_line(pred, capsys):
+    from fastcal import cuda
+
+    if cuda.is_available():
+        pytest.skip("a GPU (or the simulator) is here")
+    with pytest.raises(ValueError, match="no CUDA GPU or driver was found") as info:
+        fastcal.calibration_report(np.array([0, 1]), np.array([0.2, 0.8]), device="cuda")
+    assert "\n" not in str(info.value)
+    code, out, err = run(score(pred, "--device", "cuda"), capsys)
+    assert code == 2 and one_line(err) and "no CUDA GPU or driver was found" in err, err
+    assert "optional dependency" not in err and "--device cpu" in err
+
+
+def test_hints_for_logits_percent_and_text_labels(tmp_path, capsys):
+    y, p = fastcal.simulate(50, seed=1)
+    z = np.log(p / (1 - p))
+    with pytest.raises(ValueError, match=r"logits\? pass logits=True"):
+        fastcal.ece(y, z)
+    with pytest.raises(ValueError, match=r"percentages\? divide them by 100"):
+        fastcal.ece(y, 100 * p)
+    with pytest.raises(ValueError, match="map text labels such as 'yes'/'no' to 0/1"):
+        fastcal.ece(np.where(y == 1, "yes", "no"), p)
+    f = tmp_path / "t.parquet"
+    text = pa.array(np.where(y == 1, "yes", "no"), pa.large_string())
+    pq.write_table(pa.table({"p": p, "z": z, "pct": 100 * p, "y": text,
+                             "y01": y.astype(np.int64)}), f)
+    for col, label, hint in (("z", "y01", "logits? pass --logits"),
+                             ("pct", "y01", "percentages? divide them by 100"),
+                             ("p", "y", "text labels such as 'yes'/'no' must be written as 0/1")):
+        code, out, err = run(["score", str(f), "--prob", col, "--label", label, "--quiet"],
+                             capsys)
+        assert code == 2 and one_line(err) and hint in err, err
+    assert "large_string" in err and "holds text" in err
+
+
+def test_one_bin_bound_for_api_and_cli(pred, capsys):
+    from fastcal.inputs.validation import MAX_BINS
+
+    assert cli.MAX_BINS == MAX_BINS
+    y, p = fastcal.simulate(20, seed=1)
+    for n in (MAX_BINS + 1, 10**7, 2**63):
+        with pytest.raises(ValueError, match=f"n_bins must be <= {MAX_BINS:,}"):
+            fastcal.calibration_report(y, p, n_bins=n)
+    code, out, err = run(score(pred, "--bins", str(2**63)), capsys)
+    assert code == 2 and one_line(err) and f"--bins must be <= {MAX_BINS:,}" in err, err
+    assert fastcal.calibration_report(y, p, n_bins=MAX_BINS).n_bins == MAX_BINS
+
+
+def test_a_masked_array_is_refused_unless_nothing_is_masked():
+    y = np.array([0, 1, 1, 0])
+    p = np.ma.masked_array([0.2, 0.8, 0.6, 0.1], mask=[0, 0, 1, 0])
+    with pytest.raises(ValueError, match="y_prob is a masked array with 1 masked values "
+                                         r"\(first at flat index 2\)"):
+        fastcal.ece(y, p)
+    assert fastcal.ece(y, np.ma.masked_array(p.data)) == fastcal.ece(y, p.data)
+
+
+def test_full_disk_on_stdout_names_standard_output(pred, capsys, monkeypatch):
+    full = open("/dev/full", "w")
+    monkeypatch.setattr(sys, "stdout", full)
+    code = cli.main(score(pred, "--json"))
+    monkeypatch.undo()
+    try:
+        full.close()
+    except OSError:  # the unwritten text is flushed again on close
+        pass
+    err = capsys.readouterr().err
+    assert code == 2 and one_line(err) and "standard output: could not write" in err, err
+
+
+def test_simulate_into_a_read_only_directory_names_it(tmp_path, capsys):
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="fastcal-ro-")  # in /tmp, so another user can reach it
+    os.chmod(folder, 0o555)
+    root = os.geteuid() == 0
+    try:
+        if root:  # root writes anywhere: act as nobody for the call
+            os.seteuid(65534)
+        try:
+            code, out, err = run(["simulate", os.path.join(folder, "s.parquet"), "--n", "10",
+                                  "--quiet"], capsys)
+        finally:
+            if root:
+                os.seteuid(0)
+        assert code == 2 and one_line(err), err
+        assert f"cannot create a file in the directory {folder} (Permission denied)" in err
+        assert os.listdir(folder) == []
+    finally:
+        os.rmdir(folder)

@@ -227,6 +227,9 @@ def _files_of(path, format):
 
 # -- type checks -------------------------------------------------------------
 
+TEXT_HINT = "; text labels such as 'yes'/'no' must be written as 0/1 (or bool) first"
+
+
 def _check_arrow_type(path, name, typ):
     import pyarrow as pa
 
@@ -239,6 +242,11 @@ def _check_arrow_type(path, name, typ):
     if pa.types.is_dictionary(typ) and (pa.types.is_floating(typ.value_type)
                                         or pa.types.is_integer(typ.value_type)):
         return
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        _fail(path, f"column {name!r} holds text ({typ}); expected a numeric (float, integer or "
+                    f"bool) column{TEXT_HINT}")
     _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or bool) "
                 "column")
 
@@ -247,7 +255,7 @@ def _check_numpy_type(path, name, dtype):
     if dtype.kind in "fiub":
         return
     _fail(path, f"column {name!r} has dtype {dtype}; expected a numeric (float, integer or bool) "
-                "column")
+                "column" + (TEXT_HINT if dtype.kind in "USO" else ""))
 
 
 def _missing(path, missing, available):
