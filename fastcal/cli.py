@@ -184,9 +184,13 @@ def _parser():
                     help="bins of histogram binning (15)")
     rc.add_argument("--bins", type=_count, default=15, metavar="N",
                     help="bins of the before/after table (15)")
-    rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise")
-    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None)
-    rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N")
+    rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
+                    help="NaN or null rows: error (raise) or leave them out of the fit and "
+                         "the tables (omit)")
+    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
+                    help="file format (default: from the extension; .csv.gz is CSV)")
+    rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
+                    help="rows per chunk (default 262144); the fit does not depend on it")
     rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")
     rc.add_argument("--plot", metavar="FILE.png", help="reliability diagrams before and after")
     rc.add_argument("--no-table", action="store_true",
@@ -208,7 +212,8 @@ def _parser():
                     help="number of rows (1e6 works)")
     sm.add_argument("--sigma", type=float, default=0.0,
                     help="log-odds noise: 0 calibrated, larger over-confident (0)")
-    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--seed", type=int, default=0,
+                    help="seed of the random rows (0); the same seed gives the same file")
     sm.add_argument("--format", choices=SIM_FORMATS, default=None,
                     help="default: from OUT's extension (.parquet/.pq, .feather/.arrow, .csv, "
                          ".csv.gz, .npy)")
@@ -216,7 +221,8 @@ def _parser():
                     help="dtype of p (float64)")
     sm.add_argument("--chunk-rows", type=_count, default=SIM_CHUNK_ROWS, metavar="N",
                     help="rows generated and written at a time (1048576)")
-    sm.add_argument("--quiet", action="store_true", help="no progress bar")
+    sm.add_argument("--quiet", action="store_true",
+                    help="no progress bar and no summary line")
     sm.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sm.set_defaults(func=_cmd_simulate)
@@ -497,7 +503,7 @@ def _cmd_score(args):
     from fastcal.files import score_file
 
     plot_kind = _check_score_args(args)
-    progress = False if (args.quiet or args.json) else None
+    progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     label = [c.strip() for c in args.label.split(",")] if "," in args.label else args.label
     soft = not isinstance(label, str) or label.endswith("*")
@@ -577,7 +583,7 @@ def _cmd_recalibrate(args):
     plot_kind = _plot_type(args.plot) if args.plot else None
     if args.plot and args.no_table:
         raise _Fail("--plot draws the before/after table's bins; drop --no-table")
-    progress = False if (args.quiet or args.json) else None
+    progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     fmt = _input_format(args)
     options = {"temperature": dict(target=args.target, alpha=args.alpha),
@@ -872,6 +878,8 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     if compressed and format != "csv":
         msg = f"{out}: a .gz name is for gzip-compressed CSV; got format {format!r}"
         raise ValueError(msg)
+    if not special:
+        _atomic.sweep(_atomic.resolve(out))  # what a killed earlier run left behind
     _check_disk(out, n, format, dt, compressed or special)
     bar = Progress(n, label=os.path.basename(out), enabled=progress)
     chunks = _chunks(n, sigma, seed, dt, chunk_rows)
@@ -1006,10 +1014,29 @@ def _cmd_simulate(args):
     if args.out == "-":
         raise _Fail("OUT -: simulate writes a file, not standard output")
     fmt = _sim_format(args.out, args.format)
+    t0 = time.perf_counter()
     simulate_file(args.out, n=args.n, sigma=args.sigma, seed=args.seed, format=fmt,
                   dtype=args.dtype, chunk_rows=args.chunk_rows,
                   progress=False if args.quiet else None)
+    if not args.quiet:
+        print(f"wrote {args.n:,} rows (p {args.dtype}, y uint8; sigma {args.sigma:g}, seed "
+              f"{args.seed}) to {args.out} ({fmt}, {_size(args.out)}) in "
+              f"{time.perf_counter() - t0:.2f} s", file=sys.stderr)
     return EXIT_OK
+
+
+def _size(path):
+    """The size of a written file (or NPY directory), as "12.3 MB"."""
+    try:
+        if os.path.isdir(path):
+            n = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        elif _atomic.is_special(path):
+            return "written through"
+        else:
+            n = os.path.getsize(path)
+    except OSError:
+        return "size unknown"
+    return f"{n / 1e6:.3g} MB"
 
 
 # -- entry point ------------------------------------------------------------------------
@@ -1019,7 +1046,34 @@ def _debug(args):
         "", "0")
 
 
+def _in_compiler(frame):
+    """Whether Python code called back from the compiler (llvmlite, through ctypes) runs:
+    an exception raised there is printed and dropped, so a signal must wait."""
+    while frame is not None:
+        if f"{os.sep}llvmlite{os.sep}" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _later(signum):
+    """Send ``signum`` to this process again in 50 ms (out of the compiler's callback)."""
+    t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    t.daemon = True
+    t.start()
+
+
+def _on_interrupt(signum, frame):
+    if _in_compiler(frame):
+        _later(signum)
+        return
+    raise KeyboardInterrupt
+
+
 def _on_signal(signum, frame):
+    if _in_compiler(frame):
+        _later(signum)
+        return
     # once: a second signal during the cleanup must not interrupt it
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
@@ -1027,20 +1081,42 @@ def _on_signal(signum, frame):
 
 
 def _install_signals():
-    """SIGTERM and SIGHUP raise in the main thread, so cleanup runs as on errors."""
+    """SIGTERM, SIGHUP and SIGINT raise in the main thread, so cleanup runs as on errors
+    (held back while the compiler runs Python code, which would swallow the exception)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     old = {}
-    for s in (signal.SIGTERM, signal.SIGHUP):
+    for s, handler in ((signal.SIGTERM, _on_signal), (signal.SIGHUP, _on_signal),
+                       (signal.SIGINT, _on_interrupt)):
         try:
-            old[s] = signal.signal(s, _on_signal)
+            old[s] = signal.signal(s, handler)
         except (ValueError, OSError):
             pass
     return old
 
 
 def main(argv=None):
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Ctrl-C at any stage after the interpreter imported this module (parsing,
+    the imports of a command, compiling, running, writing) ends with one line
+    and status 130. Run as the command (``argv`` None), a Ctrl-C that comes
+    once the status is known (while the interpreter shuts down) is ignored.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        _atomic.cleanup()
+        if _debug(None):
+            raise
+        print("fastcal: interrupted; temporary files removed", file=sys.stderr)
+        return 130
+    finally:
+        if argv is None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv):
     ap = _parser()
     args = ap.parse_args(argv)
     if args.command is None:

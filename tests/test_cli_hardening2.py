@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -181,3 +182,103 @@ def test_simulate_into_a_read_only_directory_names_it(tmp_path, capsys):
         assert os.listdir(folder) == []
     finally:
         os.rmdir(folder)
+
+
+# -- item 19: help, progress, summary, warnings ------------------------------------------------
+
+def test_every_option_has_help_and_no_default_twice():
+    ap = cli._parser()
+    subs = next(a for a in ap._actions if a.dest == "command").choices
+    for name, sp in subs.items():
+        for action in sp._actions:
+            assert action.help, f"{name} {action.option_strings} has no help"
+        text = sp.format_help()
+        assert text.count("(default") <= len([a for a in sp._actions if a.help
+                                              and "default" in a.help]), name
+
+
+def test_progress_shows_on_a_terminal_with_json_and_output(pred, tmp_path, monkeypatch):
+    master, slave = os.openpty()
+    tty = os.fdopen(slave, "w")
+    monkeypatch.setattr(sys, "stderr", tty)
+    out = tmp_path / "r.json"
+    code = cli.main(["score", pred, "--prob", "p", "--label", "y", "--strategy", "quantile",
+                     "--json", "--output", str(out)])
+    tty.flush()
+    monkeypatch.undo()
+    seen = os.read(master, 65536).decode()
+    tty.close()
+    os.close(master)
+    assert code == 0 and json.loads(out.read_text())["n"] == 600
+    assert "pred.parquet" in seen and "rows" in seen, seen
+
+
+def test_simulate_says_what_it_wrote(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    code, so, err = run(["simulate", str(out), "--n", "1000", "--seed", "7"], capsys)
+    assert code == 0 and so == ""
+    assert err.startswith(f"wrote 1,000 rows (p float64, y uint8; sigma 0, seed 7) to {out} "
+                          "(csv, ") and one_line(err), err
+
+
+def test_huge_logits_in_equal_mass_bins_warn_nothing():
+    z = np.array([800.0, -800.0, 1.0, -2.0, 3.0, 750.0])
+    y = np.array([1, 0, 1, 0, 1, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarnings too
+        rep = fastcal.calibration_report(y, z, logits=True, strategy="quantile", n_bins=2,
+                                         ace=True)
+    assert np.isfinite(rep.ece)
+
+
+# -- item 7: signals ------------------------------------------------------------------------
+
+READY = ("import sys, fastcal.cli as c; sys.stderr.write('ready\\n'); sys.stderr.flush(); "
+         "sys.argv[0] = 'fastcal'; sys.exit(c.main())")
+
+
+def test_ctrl_c_at_any_stage_is_one_line(pred):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("FASTCAL_DEBUG", None)
+    for delay in (0.0, 0.15, 0.4, 0.8):
+        proc = subprocess.Popen([sys.executable, "-c", READY, *score(pred, "--strategy",
+                                                                     "quantile", "--ci", "0.9")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        try:
+            assert proc.stderr.readline() == "ready\n"
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            err = proc.stderr.read()
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if proc.returncode == 0 and err == "":  # finished before the signal came
+            continue
+        assert proc.returncode == 130 and one_line(err) and "interrupted" in err, (delay, err)
+
+
+def test_simulate_removes_what_a_killed_run_left(tmp_path, capsys):
+    out = tmp_path / "big.parquet"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "fastcal.cli", "simulate", str(out),
+                             "--n", "1e9", "--chunk-rows", "65536", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        t_end = time.monotonic() + 60
+        while not os.listdir(tmp_path) and time.monotonic() < t_end:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = os.listdir(tmp_path)
+    assert len(left) == 1 and left[0].startswith(f".big.parquet.{proc.pid}."), left
+    live = tmp_path / f".big.parquet.{os.getpid()}.abc.tmp.parquet"  # a live writer's: kept
+    live.write_bytes(b"x")
+    assert run(["simulate", str(out), "--n", "10", "--quiet"], capsys)[0] == 0
+    assert sorted(os.listdir(tmp_path)) == sorted(["big.parquet", live.name])
