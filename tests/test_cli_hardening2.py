@@ -285,3 +285,34 @@ def test_simulate_removes_what_a_killed_run_left(tmp_path, capsys):
     live.write_bytes(b"x")
     assert run(["simulate", str(out), "--n", "10", "--quiet"], capsys)[0] == 0
     assert sorted(os.listdir(tmp_path)) == sorted(["big.parquet", live.name])
+
+
+# -- item 6: damage a format rule can catch -------------------------------------------------
+
+def test_npy_longer_than_its_header_is_refused(tmp_path, capsys):
+    y, p = fastcal.simulate(100, seed=3)
+    d = tmp_path / "cols"
+    d.mkdir()
+    np.save(d / "p.npy", p)
+    np.save(d / "y.npy", y)
+    size = os.path.getsize(d / "y.npy")
+    with open(d / "y.npy", "ab") as fh:
+        fh.write(y[:10].tobytes())  # a range written twice
+    code, out, err = run(score(str(d)), capsys)
+    assert code == 2 and one_line(err), err
+    assert (f"y.npy: file is longer than its header says" in err and f"expected a file of "
+            f"{size} bytes; the file has {size + 10}" in err), err
+
+
+def test_csv_without_a_final_newline_is_flagged(tmp_path, capsys):
+    f = tmp_path / "cut.csv"
+    f.write_text("y,p\n0,0.2\n1,0.7\n1,0.7")  # cut inside the last number (0.73)
+    with pytest.warns(UserWarning, match="does not end in a newline, so its last line may be "
+                                         "cut"):
+        fastcal.score_file(str(f), prob="p", label="y")
+    code, out, err = run(score(str(f)), capsys)
+    assert code == 0 and one_line(err) and "note:" in err and "cut.csv" in err, err
+    f.write_text("y,p\n0,0.2\n1,0.73\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fastcal.score_file(str(f), prob="p", label="y")
