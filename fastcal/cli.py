@@ -45,6 +45,7 @@ SIM_CHUNK_ROWS = 1 << 20
 # Sane bounds, checked with a message before anything is allocated.
 MAX_BINS = 1_000_000          # = fastcal.inputs.validation.MAX_BINS (checked there)
 MAX_CHUNK_ROWS = 1 << 26      # 67M rows: a few chunks are alive at once, ~9 bytes a row each
+MAX_PLOT_BINS = 1_000         # --plot draws a bar per bin: about 5 ms each (5 s at the bound)
 MAX_SIM_ROWS = 1 << 40        # 1.1e12 rows; the disk is checked too
 DASK_TIME_LIMIT = 3600.0      # seconds for a whole --workers / --scheduler run
 
@@ -157,7 +158,8 @@ def _parser():
                          "file is replaced atomically, a FIFO or device written through")
     sc.add_argument("--plot", metavar="FILE.png",
                     help="save a reliability diagram (needs matplotlib: pip install "
-                         "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...")
+                         "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...; "
+                         f"one bar per bin, so at most {MAX_PLOT_BINS:,} --bins")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
     sc.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
@@ -192,7 +194,9 @@ def _parser():
     rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); the fit does not depend on it")
     rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")
-    rc.add_argument("--plot", metavar="FILE.png", help="reliability diagrams before and after")
+    rc.add_argument("--plot", metavar="FILE.png",
+                    help="reliability diagrams before and after (at most "
+                         f"{MAX_PLOT_BINS:,} --bins)")
     rc.add_argument("--no-table", action="store_true",
                     help="fit only: skip the before/after passes")
     rc.add_argument("--json", action="store_true", help="print one JSON object")
@@ -312,6 +316,14 @@ def _check_outputs(outputs, inputs):
             if same:
                 raise _Fail(f"{opt_a} {a} and {opt_b} {b} are the same file; "
                             f"give each output its own name")
+
+
+def _check_plot_bins(plot, bins):
+    """--plot draws one bar per bin: refused above MAX_PLOT_BINS, before any scoring
+    (300,000 bins took 453 s and 6.9 GB to draw)."""
+    if plot and bins > MAX_PLOT_BINS:
+        raise _Fail(f"--plot {plot}: a reliability diagram draws one bar per bin, at most "
+                    f"{MAX_PLOT_BINS:,}; got --bins {bins:,} (lower --bins or drop --plot)")
 
 
 def _plot_type(path):
@@ -496,6 +508,7 @@ def _check_score_args(args):
     if args.recalibration:
         inputs.append(("--recalibration map", args.recalibration))
     _check_outputs([("--output", args.output), ("--plot", args.plot)], inputs)
+    _check_plot_bins(args.plot, args.bins)
     return _plot_type(args.plot) if args.plot else None
 
 
@@ -580,6 +593,7 @@ def _cmd_recalibrate(args):
         raise _Fail(f"--target safe is for --method temperature; got --method {args.method}")
     _check_outputs([("standard output", "-"), ("--out", args.out), ("--plot", args.plot)],
                    [("input", args.path)])
+    _check_plot_bins(args.plot, args.bins)
     plot_kind = _plot_type(args.plot) if args.plot else None
     if args.plot and args.no_table:
         raise _Fail("--plot draws the before/after table's bins; drop --no-table")

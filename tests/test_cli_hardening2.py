@@ -316,3 +316,14 @@ def test_csv_without_a_final_newline_is_flagged(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fastcal.score_file(str(f), prob="p", label="y")
+
+
+# -- item 4: --plot has a bounded cost ------------------------------------------------------
+
+def test_plot_above_the_bin_bound_is_refused_before_scoring(tmp_path, capsys):
+    missing = str(tmp_path / "none.parquet")  # never read: the refusal comes first
+    for argv in (score(missing, "--bins", "300000", "--plot", str(tmp_path / "r.png")),
+                 recal(missing, "--bins", "1001", "--plot", str(tmp_path / "r.png"))):
+        code, out, err = run(argv, capsys)
+        assert code == 2 and one_line(err), err
+        assert f"draws one bar per bin, at most {cli.MAX_PLOT_BINS:,}" in err, err
