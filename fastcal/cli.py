@@ -736,12 +736,31 @@ class _Watchdog:
             pass
 
 
+_DASK_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
+
+
 def _quiet_dask(debug):
-    """Silence distributed's loggers in this process (workers get silence_logs)."""
+    """Silence distributed's loggers in this process for a run (workers get silence_logs);
+    returns their old levels for :func:`_restore_logs`.
+
+    Each logger is set, not only the top one: distributed's config gives
+    ``distributed.client`` and others their own level (and handler), so a killed
+    scheduler's tracebacks would still be printed before fastcal's one line.
+    """
     if debug:
-        return
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+        return {}
+    names = {n for n in logging.root.manager.loggerDict if n.split(".")[0] in _DASK_LOGGERS}
+    old = {}
+    for name in sorted(names | set(_DASK_LOGGERS)):
+        logger = logging.getLogger(name)
+        old[name] = logger.level
+        logger.setLevel(logging.CRITICAL + 1)
+    return old
+
+
+def _restore_logs(old):
+    for name, level in old.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _score_on_dask(args, fmt, prob, label, transform):
@@ -756,7 +775,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
     from fastcal.distributed import ROWS_PER_PARTITION, connect, score_dataset
 
     debug = _debug(args)
-    _quiet_dask(debug)
+    levels = _quiet_dask(debug)
     own = []
     try:
         if args.scheduler is not None:
@@ -796,6 +815,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
                 x.close()
             except Exception:
                 pass
+        _restore_logs(levels)
 
 
 # -- simulate -----------------------------------------------------------------------

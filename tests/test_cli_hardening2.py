@@ -124,7 +124,7 @@ def test_hints_for_logits_percent_and_text_labels(tmp_path, capsys):
         code, out, err = run(["score", str(f), "--prob", col, "--label", label, "--quiet"],
                              capsys)
         assert code == 2 and one_line(err) and hint in err, err
-    assert "large_string" in err and "holds text" in err
+    assert "has type large_string" in err
 
 
 def test_one_bin_bound_for_api_and_cli(pred, capsys):
@@ -327,3 +327,22 @@ def test_plot_above_the_bin_bound_is_refused_before_scoring(tmp_path, capsys):
         code, out, err = run(argv, capsys)
         assert code == 2 and one_line(err), err
         assert f"draws one bar per bin, at most {cli.MAX_PLOT_BINS:,}" in err, err
+
+
+# -- item 8: Dask's own logs stay quiet during a run ----------------------------------------
+
+def test_every_distributed_logger_is_quiet_during_a_run_and_restored():
+    import logging
+
+    pytest.importorskip("distributed")
+    client_log = logging.getLogger("distributed.client")
+    before = client_log.level
+    assert client_log.isEnabledFor(logging.ERROR)  # distributed's config: its own level
+    old = cli._quiet_dask(False)
+    try:
+        for name in ("distributed.client", "distributed.scheduler", "distributed", "tornado"):
+            assert not logging.getLogger(name).isEnabledFor(logging.CRITICAL), name
+    finally:
+        cli._restore_logs(old)
+    assert client_log.level == before and client_log.isEnabledFor(logging.ERROR)
+    assert cli._quiet_dask(True) == {}

@@ -247,7 +247,7 @@ def _check_arrow_type(path, name, typ):
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        _fail(path, f"column {name!r} holds text ({typ}); expected a numeric (float, integer or "
+        _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or "
                     f"bool) column{TEXT_HINT}")
     _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or bool) "
                 "column")
