@@ -1167,7 +1167,10 @@ def _main(argv):
     if not debug:
         warnings.showwarning = note
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            if not debug:  # each warning once as a note, whatever filters the caller set
+                warnings.simplefilter("default")
+            return args.func(args)
     except _Terminated as exc:
         _atomic.cleanup()
         name = signal.Signals(exc.signum).name
