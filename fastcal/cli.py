@@ -7,6 +7,11 @@ internal error (also one line); 128 + N when stopped by signal N (SIGTERM,
 SIGHUP; 130 for Ctrl-C). ``--debug`` or ``FASTCAL_DEBUG=1`` shows the
 traceback instead.
 
+``--plot`` draws one bar per bin and is refused above 1,000 ``--bins``
+before any scoring; ``--bins`` has the API's bound (1,000,000) and message.
+No output may be an input (the data, the ``--recalibration`` map) or another
+output, by name, through a symbolic link or as a hard link.
+
 ``--json`` prints one JSON object, built whole before anything is printed;
 in every command NaN is ``null`` and an infinity the string ``"inf"`` or
 ``"-inf"``.
