@@ -87,6 +87,10 @@ def test_help_lists_the_options(capsys):
     out = capsys.readouterr().out
     for option in ("--runs", "--steps", "--seed", "--json", "--plot", "--sigma-theta-deg"):
         assert option in out
+    # each default said once, and none for flags or options without one
+    flat = " ".join(out.split())
+    assert "(default 3 - n)" in flat and "(default: None)" not in flat
+    assert "(default: False)" not in flat and "(default: 0)" in flat
 
 
 def test_example_small_writes_plot_and_json(tmp_path, capsys):

@@ -32,6 +32,17 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds "(default: X)" once: not where the help already names its default,
+    nor for flags and options without one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or any(action.default is x for x in (None, False, argparse.SUPPRESS)):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser():
     parser = _OneLineParser(prog=PROG, description="EKF vs UKF consistency (NEES, Gaussian ECD) for tracking.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (also TRACKING_DEBUG=1)")
@@ -46,7 +57,7 @@ def build_parser():
             "the position RMSE. Scenarios: "
             + "; ".join(f"{k}: {v[0]}" for k, v in SCENARIOS.items())
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsFormatter,
     )
     p.add_argument("--scenario", default="range-bearing", metavar="NAME",
                    help=f"scenario to run, one of {', '.join(SCENARIOS)}")
