@@ -804,3 +804,12 @@ def test_report_says_rows_are_certain_and_wrong_and_how_to_get_a_finite_score():
     assert fastcal.calibration_report(y, p, n_bins=5, ace=False, eps=1e-6).certain_wrong_note() == ""
     ok = fastcal.calibration_report([0, 1, 1], [0.0, 1.0, 0.6], n_bins=5, ace=False)
     assert ok.certain_wrong_note() == "" and "certain_wrong" not in ok.to_dict()
+
+
+def test_bin_test_of_all_zero_z_has_p_value_one_without_a_warning():
+    # every bin exactly at its expectation (rows of equal probabilities): p = 1, no
+    # "divide by zero" from log1p(-1) (warnings are errors in the suite)
+    from fastcal.reports.stats import bin_test
+
+    r = bin_test([0.0, 0.0, float("nan")])
+    assert r.p_value == 1.0 and r.over_bins == [] and r.under_bins == []
