@@ -1062,18 +1062,20 @@ def make(method, **options):
 # bounds of a saved map, checked on load (and by the fits, which never save outside them)
 MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
 MAX_TEMPERATURE = 1e6
-MAX_MAP_BINS = 1_000_000  # histogram n_bins (the CLI's --bins cap)
-MAX_N_FINE = 1 << 30      # isotonic n_fine (only recorded, never allocated on load)
+MAX_MAP_BINS = v.MAX_BINS  # histogram n_bins (the bins cap of the API and the CLI)
+MAX_N_FINE = v.MAX_BINS    # isotonic n_fine: the fit fills that many value bins
 _BIG = float(np.finfo(np.float64).max)
 
 
 def _check_size(name, value, top):
     """A fit's bin count: an integer in [1, top], so that its map loads again."""
-    value = v.check_n_bins(value)
-    if value > top:
-        msg = f"{name} must be <= {top:,}; got {value:,}"
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > top:
+        msg = f"{name} must be <= {top:,}; got {int(value):,}"
         raise ValueError(msg)
-    return value
+    try:
+        return v.check_n_bins(value)
+    except ValueError as exc:  # the same rule, under this option's name
+        raise ValueError(str(exc).replace("n_bins", name, 1)) from None
 
 
 def _field(name, value, expected):

@@ -114,6 +114,11 @@ def test_hints_for_logits_percent_and_text_labels(tmp_path, capsys):
         fastcal.ece(y, 100 * p)
     with pytest.raises(ValueError, match="map text labels such as 'yes'/'no' to 0/1"):
         fastcal.ece(np.where(y == 1, "yes", "no"), p)
+    stray = p.copy()
+    stray[7] = 1.5  # one bad value among probabilities: no hint of another scale
+    with pytest.raises(ValueError, match=r"outside \[0, 1\] or infinite \(first at index 7\)") as info:
+        fastcal.ece(y, stray)
+    assert "percentages" not in str(info.value) and "logits" not in str(info.value)
     f = tmp_path / "t.parquet"
     text = pa.array(np.where(y == 1, "yes", "no"), pa.large_string())
     pq.write_table(pa.table({"p": p, "z": z, "pct": 100 * p, "y": text,

@@ -363,14 +363,32 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
+def run_ddp(world, out_dir):
+    """Start ``world`` ranks of ``_ddp_worker``, forked from this process.
+
+    Called in a fresh interpreter (see the test): forking the test process itself,
+    which holds the threads of earlier tests (Dask, thread pools), hung a rank in
+    the full suite; a spawned rank would import torch again (~10-20 s when busy).
+    """
     import torch.multiprocessing as mp
 
-    # forked, not spawned: a spawned child imports torch again (~10-20 s on a busy machine);
-    # the parent has no process group and the shards are too small for thread pools
-    mp.start_processes(_ddp_worker, args=(world, free_port(), str(tmp_path)), nprocs=world,
+    mp.start_processes(_ddp_worker, args=(world, free_port(), out_dir), nprocs=world,
                        join=True, start_method="fork")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    code = f"from tests.test_torch_metric import run_ddp; run_ddp({world}, {str(tmp_path)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     kind, options, task, shards = DDP[world]
     p, y = data(kind)
     assert sum(shards) == len(y)

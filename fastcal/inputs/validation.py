@@ -184,11 +184,12 @@ def input_kind(y, p, *, logits=False, multiclass=False):
 def prob_range_hint(p):
     """A hint for probabilities outside [0, 1], from the finite values of ``p`` (a
     host array; "" for anything else): in [0, 100] they look like percentages,
-    negative ones like logits."""
+    negative ones like logits. Only when at least a tenth of the values lie outside
+    [0, 1]: a few stray values are more likely a bug than another scale."""
     if not isinstance(p, np.ndarray) or p.size == 0:
         return ""
     finite = p[np.isfinite(p)]
-    if finite.size == 0:
+    if finite.size == 0 or np.count_nonzero((finite < 0.0) | (finite > 1.0)) * 10 < finite.size:
         return ""
     lo, hi = float(finite.min()), float(finite.max())
     if lo >= 0.0 and 1.0 < hi <= 100.0:
