@@ -206,3 +206,6 @@ def fill_arrays(y_true, y_prob, options):
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
     return acc, source.batch
+
+
+__all__ = ["Options", "score"]
