@@ -1,7 +1,8 @@
 """Command line: ``python -m tracking compare [options]`` (also installed as ``tracking``).
 
 Every failure is one line on stderr: exit 2 for bad input, 1 for anything
-else. ``--debug`` (or ``TRACKING_DEBUG=1``) shows the traceback instead.
+else. ``--debug`` (or ``TRACKING_DEBUG=1``) shows the traceback instead. Not API: the
+command line is documented by its ``--help``.
 """
 
 import argparse
