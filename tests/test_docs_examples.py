@@ -154,17 +154,15 @@ def _documented(page):
 
 
 def _resolve(path):
-    """The object a ``::: a.b.c`` directive names (module, then attributes)."""
+    """The object a ``::: a.b.c`` directive names: attributes first, then submodules."""
     parts = path.split(".")
-    for i in range(len(parts), 0, -1):
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=2):
         try:
+            obj = getattr(obj, part)
+        except AttributeError:
             obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(path)
+    return obj
 
 
 def test_every_exported_name_is_in_the_api_reference():
