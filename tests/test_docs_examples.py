@@ -154,15 +154,26 @@ def _documented(page):
 
 
 def _resolve(path):
-    """The object a ``::: a.b.c`` directive names: attributes first, then submodules."""
+    """The object a ``::: a.b.c`` directive names: by attributes from the package
+    (``tracking.compare`` is the function), else from the longest importable module
+    (``fastcal.simulate.simulate``: the attribute ``fastcal.simulate`` is the function)."""
     parts = path.split(".")
-    obj = importlib.import_module(parts[0])
-    for i, part in enumerate(parts[1:], start=2):
+    try:
+        obj = importlib.import_module(parts[0])
+        for i, part in enumerate(parts[1:], start=2):
+            obj = getattr(obj, part) if hasattr(obj, part) else importlib.import_module(".".join(parts[:i]))
+        return obj
+    except ImportError:
+        pass
+    for i in range(len(parts) - 1, 0, -1):
         try:
-            obj = getattr(obj, part)
-        except AttributeError:
             obj = importlib.import_module(".".join(parts[:i]))
-    return obj
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
 
 
 def test_every_exported_name_is_in_the_api_reference():
