@@ -327,6 +327,9 @@ def write_results(bench, mach, path):
             lines += [f"### {title}", "", *headline_table(groups[g]), ""]
     lines += ["## Scaling", "", "![scaling](scaling.png)", "", *scaling(groups)]
     lines += startup(groups)
+    first_call = HERE / "first_call.md"  # measured by hand (benchmarks/first_call.py, issue 26)
+    if first_call.exists():
+        lines += [first_call.read_text().strip(), ""]
     shown = {"binary-float32", "binary-float64", "scaling-n", "scaling-bins", "scaling-threads",
              "startup"}
     rest = other_groups(groups, shown)

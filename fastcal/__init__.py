@@ -5,17 +5,46 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 (:class:`CalibrationReport`).
 """
 
-from fastcal.accumulators.calibration import CalibrationAccumulator
-from fastcal.inputs.binning import uniform_edges
-from fastcal.files import score_file
-from fastcal.gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, gaussian_ecd, nees
-from fastcal.metrics import (ace, brier_score, calibration_report, classwise_ece, ecd, ece, esce,
-                      log_loss, mce)
-from fastcal.reports.multiclass_report import MulticlassReport
-from fastcal.reports.report import CalibrationReport
+import importlib
+
+# ``simulate`` is also the name of its module: imported here so that a later
+# ``import fastcal.simulate`` cannot rebind ``fastcal.simulate`` to the module.
 from fastcal.simulate import simulate
-from fastcal.reports.stats import chi2_nees_test
-from fastcal.significance import ecd_test, ece_test
+
+# The rest is imported on first use (PEP 562): ``import fastcal`` loads neither
+# Numba nor SciPy, and the kernels a session never uses are never loaded.
+_LAZY = {
+    "CalibrationAccumulator": "fastcal.accumulators.calibration",
+    "uniform_edges": "fastcal.inputs.binning",
+    "score_file": "fastcal.files",
+    "GaussianAccumulator": "fastcal.gaussian",
+    "anees_bounds": "fastcal.gaussian",
+    "ecd_bounds": "fastcal.gaussian",
+    "gaussian_ecd": "fastcal.gaussian",
+    "nees": "fastcal.gaussian",
+    "MulticlassReport": "fastcal.reports.multiclass_report",
+    "CalibrationReport": "fastcal.reports.report",
+    "chi2_nees_test": "fastcal.reports.stats",
+    "ecd_test": "fastcal.significance",
+    "ece_test": "fastcal.significance",
+}
+_LAZY.update(dict.fromkeys(["ace", "brier_score", "calibration_report", "classwise_ece", "ecd",
+                            "ece", "esce", "log_loss", "mce"], "fastcal.metrics"))
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'fastcal' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

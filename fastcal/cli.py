@@ -216,6 +216,15 @@ def _parser():
     sm.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sm.set_defaults(func=_cmd_simulate)
+
+    wu = sub.add_parser(
+        "warmup", help="compile the kernels of the common input dtypes into the cache",
+        description="Compile the kernels of a default report for the common input dtypes "
+                    "into Numba's disk cache (run once when an image or a CI cache is built), "
+                    "printing the time each took.")
+    wu.add_argument("--debug", action="store_true",
+                    help="show tracebacks (also FASTCAL_DEBUG=1)")
+    wu.set_defaults(func=_cmd_warmup)
     return ap
 
 
@@ -936,6 +945,16 @@ def _write_npy_dir(out, n, dt, chunks, bar):
     except BaseException:
         _atomic.remove(tmp)
         raise
+
+
+def _cmd_warmup(args):
+    from fastcal.warmup import cache_dir, warmup
+
+    t0 = time.perf_counter()
+    warmup(on_step=lambda label, sec: print(f"{label}: {sec:.1f} s", flush=True))
+    where = cache_dir() or "memory only (no writable cache directory)"
+    print(f"done in {time.perf_counter() - t0:.1f} s; cache: {where}")
+    return EXIT_OK
 
 
 def _cmd_simulate(args):

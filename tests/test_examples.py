@@ -1,9 +1,11 @@
-"""Each example runs at reduced size (--small) into a temporary directory, so it cannot rot."""
+"""Each example runs at reduced size (--small) into a temporary directory, so it cannot rot.
 
+They run in this process (their ``main``), not as scripts: isolation is not what
+they test, and a subprocess would load or compile every kernel again.
+"""
+
+import importlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,17 +14,23 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def run_example(name, out_dir, *extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["MPLBACKEND"] = "Agg"
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name), str(out_dir), "--small", *extra],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+@pytest.fixture
+def run_example(capsys, monkeypatch):
+    def run(name, out_dir, *extra):
+        monkeypatch.setenv("MPLBACKEND", "Agg")
+        # imported by name from examples/, as the scripts do for user_model_pair (the
+        # generated tracking kernel imports the model functions again)
+        monkeypatch.syspath_prepend(str(EXAMPLES))
+        module = importlib.import_module(Path(name).stem)
+        capsys.readouterr()
+        status = module.main([str(out_dir), "--small", *extra])
+        assert status in (None, 0)
+        return capsys.readouterr().out
+
+    return run
 
 
-def test_paper_table1(tmp_path):
+def test_paper_table1(tmp_path, run_example):
     out = run_example("paper_table1.py", tmp_path)
     data = json.loads((tmp_path / "table1.json").read_text())
     assert set(data["sigmas"]) == {"0", "0.5", "2"}
@@ -37,7 +45,7 @@ def test_paper_table1(tmp_path):
         assert (tmp_path / f).stat().st_size > 0
 
 
-def test_real_classifiers(tmp_path):
+def test_real_classifiers(tmp_path, run_example):
     out = run_example("real_classifiers.py", tmp_path)
     data = json.loads((tmp_path / "real_classifiers.json").read_text())
     assert "Gaussian naive Bayes" in data and len(data["Gaussian naive Bayes"]) == 2
@@ -45,7 +53,7 @@ def test_real_classifiers(tmp_path):
     assert len(list(tmp_path.glob("reliability_*.png"))) == len(data)
 
 
-def test_score_big_file(tmp_path):
+def test_score_big_file(tmp_path, run_example):
     out = run_example("score_big_file.py", tmp_path, "--ci", "0.95", "--n-boot", "10")
     rep = json.loads((tmp_path / "report.json").read_text())
     assert rep["n"] == 1_000_000 and rep["timing"]["rows"] == 1_000_000
@@ -55,14 +63,14 @@ def test_score_big_file(tmp_path):
     assert not (tmp_path / "big.parquet").exists() and (tmp_path / "reliability.png").exists()
 
 
-def test_power_table(tmp_path):
+def test_power_table(tmp_path, run_example):
     out = run_example("power_table.py", tmp_path)
     data = json.loads((tmp_path / "power.json").read_text())
     assert len(data["power"]) == 8 and len(data["coverage"]) == 3
     assert "ECD one-sided" in out
 
 
-def test_user_model_pair(tmp_path):
+def test_user_model_pair(tmp_path, run_example):
     out = run_example("user_model_pair.py", tmp_path)
     rep = json.loads((tmp_path / "user_model_pair.json").read_text())
     assert rep["jacobian_check"] < 1e-6  # the example's analytic Jacobians match central differences

@@ -174,3 +174,19 @@ def test_unreadable_inputs_name_the_argument():
         fastcal.ecd([0, 1], [[0.5, 0.5], [0.2]])
     with pytest.raises(ValueError, match=r"y_true must hold integer class indices"):
         fastcal.ecd(["a", "b"], [[0.5, 0.5], [0.2, 0.8]])
+
+
+def test_integer_and_bool_labels_share_one_compiled_signature():
+    # labels are read as uint8 or float64 only: a first call with int64 labels does not
+    # compile the kernels again, and wrapped values (256 -> 0, -1 -> 255) stay bad labels
+    from fastcal._kernels import binary as kb
+
+    p = np.array([0.1, 0.8, 0.3, 0.6, 0.9])
+    for dtype in (np.uint8, np.int64, np.int32, np.int8, np.uint16, bool):
+        fastcal.calibration_report(np.array([0, 1, 0, 1, 1]).astype(dtype), p, n_bins=5)
+    sigs = kb.fill_range.signatures + kb.fill_range_fine.signatures
+    label_types = {str(sig[1]) for sig in sigs}
+    assert sigs and label_types <= {"array(uint8, 1d, C)", "array(float64, 1d, C)"}, label_types
+    for y in (np.array([0, 1, 256, -1, 1], np.int64), np.array([0, 1, 2, 255, 1], np.uint8)):
+        with pytest.raises(ValueError, match=r"2 labels other than 0 and 1 \(first at index 2\)"):
+            fastcal.calibration_report(y, p, n_bins=5)

@@ -20,8 +20,9 @@
 # depend on the thread count. No Python per step, no allocation in the step loop.
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from fastcal._kernels._cache import njit
 from tracking import _kernels as _k
 
 OK = 0

@@ -20,7 +20,8 @@ or NaN (which the filters report as singular geometry) instead of raising.
 """
 
 import numpy as np
-from numba import njit
+
+from fastcal._kernels._cache import njit
 
 TWO_PI = 2.0 * np.pi
 

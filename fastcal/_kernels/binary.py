@@ -35,8 +35,9 @@ measurements behind these choices.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._cache import njit
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair
 

@@ -28,8 +28,9 @@ Weights are integers, so the counts add exactly across chunks and merges.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._cache import njit
 from ._config import BLOCK, COPIES
 from .mathfn import log1m, log64
 

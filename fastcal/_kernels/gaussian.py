@@ -12,7 +12,9 @@ Status codes written by :func:`nees_batch`, one per row:
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._cache import njit
 
 STATUS_OK = 0
 STATUS_NAN = 1

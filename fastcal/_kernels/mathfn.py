@@ -30,8 +30,8 @@ from loops compiled with ``FASTMATH_EXACT``.
 """
 
 import numpy as np
-from numba import njit
 
+from ._cache import njit
 from ._config import FASTMATH_EXACT
 
 _LN2_HI = 6.93147180369123816490e-01  # upper bits of ln 2 (exact times small ints)

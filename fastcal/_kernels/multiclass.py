@@ -35,8 +35,9 @@ first (smallest) row index of each kind, -1 if none.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ._cache import njit
 from ._config import COPIES, FASTMATH
 from .mathfn import log64
 

@@ -25,7 +25,8 @@ E_q[z] - z_y, Var_q[z] and the third central moment E_q[(z - E_q z)^3].
 import math
 
 import numpy as np
-from numba import njit
+
+from ._cache import njit
 
 # layout of the sums; N_ZERO_TRUE: valid rows of probabilities whose true class
 # (binary: label) has probability exactly 0 (certain and wrong)

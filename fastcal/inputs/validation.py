@@ -87,10 +87,23 @@ def check_prob_1d_shape(shape):
 
 
 def as_labels_1d(y_true):
-    """y_true as a 1-D numeric array (bool viewed as uint8, no copy)."""
+    """y_true as a 1-D array of uint8 (bool viewed, no copy) or float64.
+
+    Labels are read in one of two dtypes, so that the kernels are compiled for
+    two label types, not ten (a cast costs far less than a compile): integers of
+    any width become uint8, where every value other than 0 and 1 becomes 2 (still
+    counted as a bad label, at the same row); floats become float64 (NaN kept).
+    """
     y = _as_array("y_true", y_true)
     check_labels_1d_shape(y.shape)
-    return as_dtype(y, label_dtype(y.dtype))
+    dtype = label_dtype(y.dtype)
+    if dtype.kind == "f":
+        return as_dtype(y, np.dtype(np.float64))
+    if dtype == np.uint8:
+        return as_dtype(y, dtype)
+    y8 = y.astype(np.uint8)
+    y8[y8 != y] = 2  # wrapped values (256, -1, ...) must not turn into 0/1
+    return y8
 
 
 def check_labels_1d_shape(shape):
