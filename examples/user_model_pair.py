@@ -112,6 +112,7 @@ def range_elevation_H(x, p, out):
     dz = x[2] - p[1]
     r2 = dx * dx + dz * dz
     r = math.sqrt(r2)  # r = 0 (target on the radar) gives NaN: reported as singular geometry
+    out[:, :] = 0.0  # every component is written: the filters fill outputs with NaN before each call
     out[0, 0] = dx / r
     out[0, 2] = dz / r
     out[1, 0] = -dz / r2

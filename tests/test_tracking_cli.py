@@ -77,7 +77,7 @@ def test_module_entry_point_json_and_exit_code():
     assert set(json.loads(ok.stdout)["filters"]["ukf"]) >= FILTER_KEYS
     bad = run_module("compare", "--runs", "0")
     assert bad.returncode == 2
-    assert bad.stderr.strip().startswith("python -m tracking compare: error:")
+    assert bad.stderr.strip().startswith("tracking compare: error:")
 
 
 def test_help_lists_the_options(capsys):

@@ -135,8 +135,12 @@ def test_missing_step_and_bad_columns(tmp_path):
     xs, Ps, ts = filterpy_output(runs=3, steps=4)
     t = table(xs, Ps, ts)
     path = write(tmp_path, t.filter(pa.array([i != 5 for i in range(t.num_rows)])))
-    with pytest.raises(ValueError, match=r"run 1 has no row for step 1 \(1 \(run, step\) pairs missing\)"):
-        score_file(path)
+    rep = score_file(path)  # ragged runs: scored over the runs each step has, the gap named and counted
+    assert rep["missing_pairs"] == {"count": 1, "first": {"run": 1, "step": 1}}
+    assert rep["runs_per_step"] == [3, 2, 3, 3]
+    per = nees(ts - xs, Ps)
+    np.testing.assert_allclose(rep["anees"][1], per[[0, 2], 1].mean(), rtol=1e-12)
+    assert tuple(np.array(rep["bounds_per_step"]["anees"])[:, 1]) == anees_bounds(2, 4)
     with pytest.raises(ValueError, match=r"--cov has 3 columns; expected d\*d = 16"):
         score_file(path, cov="P_00,P_01,P_02")
     with pytest.raises(ValueError, match=r"--estimate 'y_\*' matches no column"):

@@ -69,3 +69,16 @@ class Kink(MotionModel):
     @property
     def Q(self):
         return np.diag([0.05, 0.02])
+
+
+@njit
+def drift_f_raises_far(x, dt, p, out):
+    # drift_f, with numba's default error model: a division by zero once the position passes 2.5
+    a = np.exp(-p[0] * dt)
+    w = x[0] - 2.5
+    out[0] = x[0] + (1.0 - a) / p[0] * x[1] + (0.0 if x[0] < 2.5 else 1.0 / (w * 0.0))
+    out[1] = a * x[1]
+
+
+class DriftRaisesFar(Drift):
+    f_jit = staticmethod(drift_f_raises_far)

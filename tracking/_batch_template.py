@@ -36,6 +36,7 @@ _OPTS = dict(cache=CACHE, error_model="numpy", inline="always")  # noqa: F821 (b
 @njit(**_OPTS)
 def motion_jacobian(x, dt, mp, Fm, xa, fa, fb):
     if HAS_F:
+        Fm[:, :] = np.nan  # an unwritten component cannot pass as a number
         F(x, dt, mp, Fm)
     else:
         _k.numjac_f(f, x, dt, mp, Fm, xa, fa, fb)
@@ -44,6 +45,7 @@ def motion_jacobian(x, dt, mp, Fm, xa, fa, fb):
 @njit(**_OPTS)
 def sensor_jacobian(x, sp, Hm, xa, za, zb):
     if HAS_H:
+        Hm[:, :] = np.nan
         H(x, sp, Hm)
     else:
         _k.numjac_h(h, x, sp, Hm, READS, ANGLES, xa, za, zb)
@@ -56,6 +58,7 @@ def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb):
     With ``F_SPARSE`` and ``F`` zero outside its pattern, the product runs over the
     nonzeros only; otherwise (or if ``F`` has a nonzero outside it) the dense loops.
     """
+    xp[:] = np.nan
     f(x, dt, mp, xp)
     if not LINEAR:
         motion_jacobian(x, dt, mp, Fm, xa, fa, fb)
@@ -91,6 +94,7 @@ def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
             sig[1 + j, i] = x[i] + d
             sig[1 + N + j, i] = x[i] - d
     for s_i in range(N_SIGMA):
+        Xs[s_i, :] = np.nan
         f(sig[s_i], dt, mp, Xs[s_i])
     for i in range(N):
         ref = Xs[0, i]
@@ -125,6 +129,7 @@ def ekf_update(xp, Pp, z, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K, B, BHt, KR,
     The Joseph form is kept in its factored order: ``B = (I - K H) Pp =
     Pp - K (Pp H^T)^T``, then ``P = B - (B H^T) K^T + K R K^T``.
     """
+    zhat[:] = np.nan
     h(xp, sp, zhat)
     sensor_jacobian(xp, sp, Hm, xa, za, zb)
     for a in range(M):
@@ -201,6 +206,7 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
             sig[1 + j, i] = xp[i] + d
             sig[1 + N + j, i] = xp[i] - d
     for s_i in range(N_SIGMA):
+        Zs[s_i, :] = np.nan
         h(sig[s_i], sp, Zs[s_i])
         for a in range(M):
             if not np.isfinite(Zs[s_i, a]):

@@ -14,10 +14,17 @@ new in every process, so a closure over the model functions never hits the
 cache (it recompiles in every process and adds a file to the cache each time).
 A generated module has no closure: Numba caches it like any source file.
 
-The model functions must be importable (defined at module level, or as
-attributes of a module-level class, in an importable module). Functions that are
-not (defined in ``__main__``, a notebook cell or inside a function) still work:
-their kernel is compiled in memory, once per process, without the disk cache.
+Importable model functions (module level in an importable module) are imported
+by the kernel file. Functions defined in ``__main__`` or a notebook have their
+source written into the kernel file instead, with the modules, number constants,
+closure values and compiled functions they read (:func:`_inline_sources`), so
+they are cached too. What cannot be written down (an array global, a lambda)
+is compiled in memory, once per process, with one note.
+
+A kernel file is imported only when it and its directory are the user's own,
+not group- or world-writable, and it holds exactly the text that would be
+written now; otherwise it is rewritten (its Numba cache removed) with a note.
+A damaged Numba cache is removed and the kernel recompiled, with a note.
 
 Where the motion Jacobian is sparse (most of a coordinated turn's or a
 constant-velocity model's ``F`` is zero), the factory also writes
@@ -38,8 +45,10 @@ delete the kernel directory (``tracking.kernel_dir()``) after such edits.
 
 import hashlib
 import importlib
+import math
 import importlib.util
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -202,20 +211,254 @@ def _sparse_source(n, pattern):
     return "\n".join(lines) + "\n"
 
 
-def _write_once(path, text):
-    """Write ``text`` to ``path`` unless it is there already (its mtime is Numba's cache stamp)."""
-    if os.path.exists(path):
+def _note(text):
+    """One line on stderr (a warning, so callers and tests can see or silence it)."""
+    import warnings
+
+    warnings.warn(text, RuntimeWarning, stacklevel=4)
+
+
+def _private(st):
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _private_dir(path):
+    """``path`` is (or is made) a directory of ours that no one else can write to."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and _private(st)
+
+
+def _why_not(path, text):
+    """Why the file at ``path`` cannot be imported as the kernel ``text`` ('' when it can, None when absent)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or not _private(st):
+        return "it is not a regular file of yours that only you can write"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            current = fh.read()
+    except (OSError, UnicodeDecodeError):
+        current = None
+    if current != text:
+        return "its content is not the kernel it should hold (damaged or replaced)"
+    return ""
+
+
+def _clear_cache(folder, name):
+    """Remove Numba's cache files of kernel ``name`` (they are pickles: only ours may be loaded)."""
+    cache = os.path.join(folder, "__pycache__")
+    try:
+        entries = os.listdir(cache)
+    except OSError:
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    for f in entries:
+        if f.startswith(name + "."):
+            try:
+                os.remove(os.path.join(cache, f))
+            except OSError:
+                pass
+
+
+def _cache_ok(folder, name):
+    """Numba's cache files of kernel ``name``: all ours and private (else they are removed)."""
+    cache = os.path.join(folder, "__pycache__")
+    try:
+        st = os.stat(cache)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not _private(st):
+        return False
+    bad = []
+    for f in os.listdir(cache):
+        if f.startswith(name + "."):
+            try:
+                fst = os.lstat(os.path.join(cache, f))
+            except OSError:
+                continue
+            if not stat.S_ISREG(fst.st_mode) or not _private(fst):
+                bad.append(f)
+    if bad:
+        _clear_cache(folder, name)
+    return True
+
+
+def _write_private(path, text):
+    """Write ``text`` to ``path`` (mode 0644) through a temporary file and a rename."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".py")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        if not os.path.exists(path):
-            os.replace(tmp, path)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _kernel_file(path, name, text):
+    """The kernel file at ``path`` holding ``text``, checked before import; None: compile in memory.
+
+    Imported only if it is ours, not group/world-writable, in a directory of the
+    same kind, and holds exactly ``text``; otherwise rewritten (its Numba cache
+    removed) with one note. An unsafe directory means compiling in memory.
+    """
+    folder = os.path.dirname(path)
+    if not _private_dir(folder):
+        _note(f"tracking: kernel directory {folder} is not a private directory of yours (owner or "
+              "group/world-writable); compiling in memory (set TRACKING_KERNEL_DIR to a private directory)")
+        return None
+    why = _why_not(path, text)
+    if why:
+        _note(f"tracking: rewrote the kernel {path}: {why}")
+        _clear_cache(folder, name)
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    if why is None or why:
+        _write_private(path, text)
+    if not _cache_ok(folder, name):
+        _note(f"tracking: the kernel cache {os.path.join(folder, '__pycache__')} is not private; compiling in memory")
+        return None
+    return path
+
+
+def _load_kernel(name, path, text):
+    """Import the kernel module; a damaged file or cache is rewritten once, with a note naming it."""
+    try:
+        module = _load_file(name, path)
+        module.run_batch  # noqa: B018 - a truncated file may import without it
+        return module
+    except (SyntaxError, AttributeError, ImportError, EOFError, ValueError) as exc:
+        _note(f"tracking: kernel {path} could not be loaded ({type(exc).__name__}); rewriting it and its cache")
+        sys.modules.pop(name, None)
+        _clear_cache(os.path.dirname(path), name)
+        _write_private(path, text)
+        return _load_file(name, path)
+
+
+_RESERVED = {"f", "F", "h", "H", "np", "njit", "prange", "CACHE", "_resolve", "_importlib", "_njit"}
+
+
+def _inline_sources(slots, template, consts):
+    """Source text defining the model functions of ``slots`` (they cannot be imported), or None.
+
+    Each function's own source, compiled with its own options, with the modules,
+    number constants and other compiled functions it reads (closure values too).
+    None when something cannot be written down (an array global, a lambda, a
+    name the template uses): the kernel is then compiled in memory.
+    """
+    import inspect
+    import re
+    import textwrap
+    import types
+
+    reserved = _RESERVED | set(consts) | set(re.findall(r"^def\s+(\w+)", template, re.M)) | set(
+        re.findall(r"^(\w+)\s*=", template, re.M)) | {"MISSED", "SINGULAR", "FAILED", "_k", "_OPTS"}
+    defs, names = {}, {}  # function name -> source; global name -> source line
+
+    same = {"np": np, "njit": numba.njit, "prange": numba.prange}  # the template binds these itself
+
+    def bind(ref, v):
+        if ref in same and v is same[ref]:
+            return True
+        if isinstance(v, types.ModuleType):
+            line = f"import {v.__name__} as {ref}" if v.__name__ != ref else f"import {ref}"
+        elif isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v)):
+            line = f"{ref} = {v!r}"
+        elif hasattr(v, "py_func"):
+            path = _import_path(v)
+            if path is None:
+                return visit(v)
+            line = f"{ref} = _resolve({path[0]!r}, {path[1]!r})"
+        else:
+            return False
+        if ref in reserved or names.get(ref, line) != line:
+            return False
+        names[ref] = line
+        return True
+
+    def visit(disp):
+        py = disp.py_func
+        name = py.__name__
+        if name in defs:
+            return True
+        if name in reserved or name == "<lambda>" or name in names:
+            return False
+        try:
+            src = textwrap.dedent(inspect.getsource(py))
+        except (OSError, TypeError):
+            return False
+        lines = src.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("def ")), None)
+        opts = dict(getattr(disp, "targetoptions", {}))
+        opts.pop("nopython", None)  # njit's own
+        if start is None or not all(v is None or isinstance(v, (bool, int, float, str)) for v in opts.values()):
+            return False
+        defs[name] = "\n".join(lines[start:]) + f"\n\n\n{name} = _njit(**{opts!r})({name})\n"
+        g = py.__globals__
+        for ref in py.__code__.co_names:
+            if ref in g and ref != name and not bind(ref, g[ref]):
+                return False
+        for ref, cell in zip(py.__code__.co_freevars, py.__closure__ or ()):
+            if not bind(ref, cell.cell_contents):
+                return False
+        return True
+
+    for disp in slots.values():
+        if not visit(disp):
+            return None
+    out = ["# model functions defined where they cannot be imported (a script, a notebook): their source",
+           "from numba import njit as _njit", ""]
+    out += sorted(v for v in names.values() if v.startswith("import"))
+    out += sorted(v for v in names.values() if not v.startswith("import"))
+    out += ["", ""] + [defs[k] for k in defs] + [""]
+    out += [f"{slot} = {disp.py_func.__name__}" for slot, disp in slots.items()]
+    return "\n".join(out) + "\n\n"
+
+
+def _cache_guard(kernel, path):
+    """``kernel`` that recompiles, with one note, when its Numba cache cannot be loaded."""
+    import pickle
+
+    folder, name = os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]
+
+    def run_batch(*args):
+        try:
+            return kernel(*args)
+        except (pickle.UnpicklingError, EOFError) as exc:
+            _note(f"tracking: the Numba cache of kernel {path} is damaged ({type(exc).__name__}); "
+                  "removed it and recompiling")
+            _clear_cache(folder, name)
+            return kernel(*args)
+
+    run_batch.py_func = kernel.py_func  # as a dispatcher has
+    run_batch.dispatcher = kernel
+    return run_batch
+
+
+_NOTED = set()
+
+
+def _note_in_memory(funcs):
+    """Once per model pair: functions that cannot be imported again are compiled in every process."""
+    where = sorted({getattr(getattr(d, "py_func", None), "__qualname__", "?") for d in funcs.values()
+                    if _import_path(d) is None})
+    key = tuple(where)
+    if key in _NOTED:
+        return
+    _NOTED.add(key)
+    _note(f"tracking: {', '.join(where)} cannot be imported from a module (defined in a script, a notebook or a "
+          "function), so their kernel is compiled in every process; put the models in an importable module "
+          "to compile once (see the README)")
 
 
 def _load_file(name, path):
@@ -234,6 +477,8 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
     ``f_pattern`` is the nonzero pattern of ``F`` from :func:`jacobian_pattern`
     (None: the dense ``F P F^T`` only).
     """
+    # a dispatcher kept as a class attribute and read from an instance comes back bound: unwrap it
+    f, F, h, H = (getattr(v, "__func__", v) for v in (f, F, h, H))
     if F is None:
         f_pattern = None
     if f_pattern is not None:
@@ -258,8 +503,13 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
         }
         paths = {name: _import_path(disp) for name, disp in funcs.items()}
         template = _template() + _sparse_source(int(n), f_pattern)
-        if all(p is not None for p in paths.values()):
-            text = _header(paths, consts, True) + template
+        inline = ""
+        if not all(p is not None for p in paths.values()):
+            # defined in a script or a notebook: their source (and the constants and modules it reads)
+            # goes into the kernel file, which Numba then caches like any other
+            inline = _inline_sources({k: v for k, v in funcs.items() if paths[k] is None}, template, consts)
+        if inline is not None:
+            text = _header({k: p for k, p in paths.items() if p is not None}, consts, True) + (inline or "") + template
             digest = hashlib.sha256(text.encode())
             digest.update(numba.__version__.encode())
             # the template inlines tracking._kernels: an edit there must give a new kernel too
@@ -269,13 +519,14 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             name = f"tracking_kernel_{digest.hexdigest()[:20]}"
             path = os.path.join(kernel_dir(), name + ".py")
             try:
-                _write_once(path, text)
-                os.chmod(path, 0o644)
-                module = _load_file(name, path)
+                module = None
+                if _kernel_file(path, name, text) is not None:
+                    module = _load_kernel(name, path, text)
             except OSError:
                 module = None  # read-only or full disk: compile in memory below
         else:
             module = None
+            _note_in_memory(funcs)
         if module is None:
             namespace = dict(funcs)
             namespace.update(consts)
@@ -285,6 +536,6 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             exec(code, namespace)  # noqa: S102 - our own template, no user text
             kernel = namespace["run_batch"]
         else:
-            kernel = module.run_batch
+            kernel = _cache_guard(module.run_batch, module.__file__)
         _KERNELS[key] = kernel
         return kernel

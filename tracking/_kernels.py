@@ -380,6 +380,7 @@ def position_h(x, p, out):
 
 @njit(**_JIT)
 def position_H(x, p, out):
+    out[:, :] = 0.0  # every component written: the kernel fills outputs with NaN first
     m = out.shape[0]
     for a in range(m):
         for b in range(m):
@@ -398,6 +399,7 @@ def range_bearing_h(x, p, out):
 @njit(**_JIT)
 def range_bearing_H(x, p, out):
     """Analytic Jacobian; NaN when the target is on the sensor (range 0)."""
+    out[:, :] = 0.0  # every component written: the kernel fills outputs with NaN first
     ix = int(p[0])
     iy = int(p[1])
     dx = x[ix] - p[2]
@@ -425,6 +427,7 @@ def range_bearing_elevation_h(x, p, out):
 @njit(**_JIT)
 def range_bearing_elevation_H(x, p, out):
     """Analytic Jacobian; NaN when the target is on the sensor's vertical axis (rho = 0)."""
+    out[:, :] = 0.0  # every component written: the kernel fills outputs with NaN first
     ix = int(p[0])
     iy = int(p[1])
     iz = int(p[2])
@@ -462,6 +465,7 @@ def range_bearing_rate_h(x, p, out):
 @njit(**_JIT)
 def range_bearing_rate_H(x, p, out):
     """Analytic Jacobian; NaN when the target is on the sensor (range 0)."""
+    out[:, :] = 0.0  # every component written: the kernel fills outputs with NaN first
     ix = int(p[0])
     iy = int(p[1])
     ivx = int(p[2])

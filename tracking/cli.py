@@ -1,21 +1,26 @@
-"""Command line: ``python -m tracking compare [options]`` (also installed as ``tracking``).
+"""Command line: ``tracking compare|score [options]`` (also ``python -m tracking``).
 
 Every failure is one line on stderr: exit 2 for bad input, 1 for anything
-else. ``--debug`` (or ``TRACKING_DEBUG=1``) shows the traceback instead. Not API: the
-command line is documented by its ``--help``.
+else. ``--debug`` (or ``TRACKING_DEBUG=1``) shows the traceback instead.
+SIGINT, SIGTERM and SIGHUP end with one line, after removing temporary files.
+Run bare, it prints its help and exits 2. Not API: the command line is documented by its
+``--help``.
 """
 
 import argparse
-import json
 import os
+import signal
 import sys
+import threading
+import warnings
 
 import numpy as np
 
+from tracking._output import check_outputs, cleanup, commit, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
 
-PROG = "python -m tracking"
+PROG = "tracking"
 
 # Options that shape only the default 2-D range-bearing scenario.
 _RB_OPTIONS = ("dt", "q", "sigma_r", "sigma_theta_deg", "sensor_x", "sensor_y", "range0", "speed", "p0_pos", "p0_vel")
@@ -32,7 +37,6 @@ def build_parser():
     parser = _OneLineParser(prog=PROG, description="EKF vs UKF consistency (NEES, Gaussian ECD) for tracking.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (also TRACKING_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_OneLineParser)
-    sub.required = True
     d = Scenario()
     p = sub.add_parser(
         "compare",
@@ -86,6 +90,7 @@ def _compare(args):
         return 0
     if args.plot is not None:
         check_plot_path(args.plot)  # before computing
+        check_outputs([("--plot", args.plot)], [])
     if not 0.0 < args.band_alpha < 1.0:
         msg = f"--band-alpha must be in (0, 1), got {args.band_alpha!r}"
         raise ValueError(msg)
@@ -101,45 +106,130 @@ def _compare(args):
             msg = f"{flags} only apply to --scenario range-bearing, not {args.scenario!r}"
             raise ValueError(msg)
         scenario = make_scenario(args.scenario, runs=args.runs, steps=args.steps, seed=args.seed, missing=args.missing)
+    _check_sizes(scenario, args)
     report = compare(
         scenario, alpha=args.band_alpha, ukf_alpha=args.ukf_alpha,
         ukf_beta=args.ukf_beta, ukf_kappa=args.ukf_kappa,
     )
+    outputs = []
     if args.plot is not None:
-        try:
-            plot_report(report, args.plot)
-        except OSError as exc:
-            msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
-            raise ValueError(msg) from None
+        import io
+
+        buf = io.BytesIO()
+        plot_report(report).savefig(buf, format=check_plot_path(args.plot), dpi=110)
+        outputs.append((args.plot, buf.getvalue()))
     if args.json:
-        json.dump(report, sys.stdout, allow_nan=False)
-        sys.stdout.write("\n")
+        text = to_json(report)
     else:
-        print(format_table(report))
+        text = format_table(report) + "\n"
         if args.plot is not None:
-            print(f"\nplot written to {args.plot}")
+            text += f"\nplot written to {args.plot}\n"
+    try:
+        commit(outputs + [("-", text.encode("utf-8"))])
+    except OSError as exc:
+        msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
+        raise ValueError(msg) from None
     return 0
 
 
+#: Largest Monte Carlo batch compare runs: runs x steps x (state + measurement) values per array.
+MAX_VALUES = 1 << 26
+
+
+def _check_sizes(sc, args):
+    """Before anything is allocated: the batch fits a bound, the UKF's options a sane range."""
+    n = max(len(sc.truth0), 1)
+    values = sc.runs * sc.steps * n * n
+    if values > MAX_VALUES:
+        msg = (f"--runs {sc.runs} x --steps {sc.steps} x state dimension {n}^2 is {values:.3g} covariance "
+               f"values; expected at most {MAX_VALUES:.3g} (about {8 * MAX_VALUES / 2**30:.0f} GiB per array): "
+               "use fewer runs or steps")
+        raise ValueError(msg)
+    if not (1e-4 <= args.ukf_alpha <= 1e2):
+        msg = (f"--ukf-alpha must be in [1e-4, 100], got {args.ukf_alpha!r}: smaller spreads put the sigma "
+               "points' weights beyond float64 precision")
+        raise ValueError(msg)
+    for name in ("ukf_beta", "ukf_kappa"):
+        v = getattr(args, name)
+        if v is not None and not (abs(v) <= 1e6):
+            msg = f"--{name.replace('_', '-')} must be a finite number in [-1e6, 1e6], got {v!r}"
+            raise ValueError(msg)
+
+
+def _on_signal(signum, frame):
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)  # once: the cleanup must not be interrupted
+    raise _Stopped(signum)
+
+
+class _Stopped(BaseException):
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _install_signals():
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old = {}
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[s] = signal.signal(s, _on_signal)
+        except (ValueError, OSError):
+            pass
+    return old
+
+
 def main(argv=None):
+    """Run the command line; returns the exit status (bad input: 2 with one line on stderr)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
     debug = getattr(args, "debug", False) or os.environ.get("TRACKING_DEBUG", "") not in ("", "0")
     command = args.command
+    old = _install_signals()
+    shown = warnings.showwarning
+
+    def note(message, category, filename, lineno, file=None, line=None):
+        # a note is one line on stderr, not Python's two (message and source line)
+        text = str(message)
+        print(text if text.startswith("tracking") else f"{PROG} {command}: note: {text}", file=sys.stderr)
+
+    if not debug:
+        warnings.showwarning = note
     try:
         if command == "compare":
             return _compare(args)
         from tracking.score import run_score_cli
 
         return run_score_cli(args)
+    except _Stopped as exc:
+        cleanup()
+        print(f"{PROG} {command}: stopped by {signal.Signals(exc.signum).name}; temporary files removed",
+              file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        cleanup()
+        if debug:
+            raise
+        print(f"{PROG} {command}: interrupted; temporary files removed", file=sys.stderr)
+        return 130
     except (ValueError, np.linalg.LinAlgError) as exc:
+        cleanup()
         if debug:
             raise
         text = str(exc).strip().splitlines()
         parser.exit(2, f"{PROG} {command}: error: {text[0] if text else type(exc).__name__}\n")
     except Exception as exc:  # one line, never a traceback unless --debug
+        cleanup()
         if debug:
             raise
         text = str(exc).strip().splitlines()
         parser.exit(1, f"{PROG} {command}: internal error ({type(exc).__name__}): "
                        f"{text[0] if text else ''} (rerun with --debug for the traceback)\n")
+    finally:
+        warnings.showwarning = shown
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -17,12 +17,12 @@ FILTER_NAMES = ("ekf", "ukf")
 
 
 def _floats(values):
-    """JSON-ready list: NaN becomes None (JSON has no NaN)."""
-    return [None if not math.isfinite(v) else float(v) for v in np.asarray(values, dtype=float).tolist()]
+    """Plain list: NaN becomes None (JSON has no NaN); +-inf stays (the CLI writes it as "inf")."""
+    return [None if math.isnan(v) else float(v) for v in np.asarray(values, dtype=float).tolist()]
 
 
 def _float(v):
-    return None if not math.isfinite(v) else float(v)
+    return None if math.isnan(v) else float(v)
 
 
 def verdict(mean_anees, bounds):
@@ -165,9 +165,6 @@ def check_plot_path(path):
     Returns the format name; raises ValueError with one line otherwise.
     """
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
         from matplotlib.figure import Figure
     except ImportError:
         msg = "--plot needs matplotlib, which is not installed (pip install 'fastcal[plot]')"
@@ -187,29 +184,29 @@ def _series(values):
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def plot_report(report, path):
+def plot_report(report, path=None):
     """ANEES per step with its band and an ECD scale (ECD = 0.5 ANEES - d/2), and the mean NIS.
 
-    One line per filter; the image format follows the extension of ``path``;
-    written atomically.
+    One line per filter; returns the figure. With ``path`` it is also written
+    (atomically, image format from the extension). Legends sit above the axes,
+    outside them, so they never hide a curve.
 
     Examples
     --------
     >>> import os, tempfile
     >>> from tracking import Scenario, compare, plot_report
     >>> path = os.path.join(tempfile.mkdtemp(), "anees.png")
-    >>> plot_report(compare(Scenario(runs=5, steps=3)), path) == path
-    True
+    >>> fig = plot_report(compare(Scenario(runs=5, steps=3)), path)
     >>> os.path.getsize(path) > 0
     True
     """
-    fmt = check_plot_path(path)
     from matplotlib.figure import Figure
 
+    fmt = check_plot_path(path) if path is not None else None
     sc = report["scenario"]
     d = sc["state_dim"]
     m = sc["measurement_dim"]
-    fig = Figure(figsize=(8, 6.5), constrained_layout=True)
+    fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax, ax_nis = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     steps = np.arange(1, sc["steps"] + 1)
     level = round(100 * sc["confidence"])
@@ -222,7 +219,7 @@ def plot_report(report, path):
     ax.set_ylabel(f"ANEES (consistent: {d})")
     sec = ax.secondary_yaxis("right", functions=(lambda a: 0.5 * a - 0.5 * d, lambda e: 2.0 * e + d))
     sec.set_ylabel("Gaussian ECD = ANEES/2 - d/2")
-    ax.legend(loc="upper right", ncol=3, fontsize=8)
+    _legend_above(ax)
     nlo, nhi = report["bounds"]["nis"]
     ax_nis.axhspan(nlo, nhi, color="0.85", label=f"{level}% band")
     ax_nis.axhline(m, color="0.5", lw=0.8, ls=":")
@@ -230,6 +227,15 @@ def plot_report(report, path):
         ax_nis.plot(steps, _series(report["filters"][name]["nis"]), color=colors[name], lw=1.2, label=name.upper())
     ax_nis.set_ylabel(f"mean NIS (consistent: {m})")
     ax_nis.set_xlabel("step")
-    ax_nis.legend(loc="upper right", ncol=3, fontsize=8)
-    ax.set_title(f"EKF vs UKF consistency, {sc['name']}, {sc['runs']} runs", fontsize=10)
-    return write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
+    _legend_above(ax_nis)
+    fig.suptitle(f"EKF vs UKF consistency, {sc['name']}, {sc['runs']} runs", fontsize=10)
+    if path is not None:
+        write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
+    return fig
+
+
+def _legend_above(ax):
+    """The legend in one row above the axes (outside them), so it never hides a curve."""
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01, 1.0, 0.1), ncol=max(1, len(handles)),
+              fontsize=8, frameon=False, borderaxespad=0.0)

@@ -24,6 +24,7 @@ import numpy as np
 import warnings
 
 from tracking._factory import jacobian_pattern, kernel_for
+from tracking._guard import probe_models
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]
@@ -131,6 +132,10 @@ def _check_spd(name, covs):
             "expected a symmetric positive definite covariance"
         )
         raise ValueError(msg)
+
+
+def _qual(fn):
+    return getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn))
 
 
 def _is_jit(fn):
@@ -259,6 +264,7 @@ class _KalmanFilter:
         self._ms = motion_spec(motion)
         self._ss = sensor_spec(sensor, self._ms.n)
         ms, ss = self._ms, self._ss
+        probe_models(ms, ss)  # before anything else calls them: bad writes and signatures named here
         # The UKF uses F only for a linear motion (F P F^T + Q); otherwise sigma points.
         needs_f = not self._use_ukf or ms.linear
         pattern = jacobian_pattern(ms.F, ms.n, ms.dt, ms.params) if needs_f else None
@@ -328,15 +334,91 @@ class _KalmanFilter:
         covs = np.empty((runs, steps, n, n))
         innov = np.empty((runs, steps, m))
         innov_covs = np.empty((runs, steps, m, m))
-        status = np.empty((runs, steps), dtype=np.int8)
+        status = np.full((runs, steps), -1, dtype=np.int8)  # -1 left: the batch stopped early (a model raised)
         Wm, Wc, scale = self._weights()
         ms, ss = self._ms, self._ss
-        self._kernel(
-            _kernel_array(x0), _kernel_array(P0), _kernel_array(zs),
-            ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
-            means, covs, innov, innov_covs, status, numba.get_num_threads(), skip_first_predict,
-        )
+        x0, P0, zs = _kernel_array(x0), _kernel_array(P0), _kernel_array(zs)
+
+        def call(a, b, c, threads):
+            r, k = c.shape[0], c.shape[1]
+            outs = (np.empty((r, k, n)), np.empty((r, k, n, n)), np.empty((r, k, m)), np.empty((r, k, m, m)),
+                    np.full((r, k), -1, dtype=np.int8))
+            self._kernel(a, b, c, ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale, *outs, threads,
+                         skip_first_predict)
+            if (outs[-1] < 0).any():
+                msg = "the compiled batch stopped early: a model function raised"
+                raise RuntimeError(msg)
+            return outs
+
+        try:
+            self._kernel(
+                x0, P0, zs,
+                ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
+                means, covs, innov, innov_covs, status, numba.get_num_threads(), skip_first_predict,
+            )
+        except Exception as exc:  # a model function raised inside the compiled batch
+            raise self._model_error(exc, call, x0, P0, zs) from None
+        if (status < 0).any():  # or raised and the exception was lost in a parallel loop
+            stopped = RuntimeError("the compiled batch stopped early: a model function raised")
+            raise self._model_error(stopped, call, x0, P0, zs)
         return FilterRun(means, covs, innov, innov_covs, status, ms.position), status
+
+    def _model_error(self, exc, call, x0, P0, zs):
+        """One ValueError naming the model functions, the run and the step where one raised.
+
+        Runs are independent: each is re-run alone (one thread, so the exception
+        itself comes back, not a SystemError), then its steps are bisected.
+        """
+        ms, ss = self._ms, self._ss
+        names = [f"motion.f_jit ({_qual(ms.f)})", f"sensor.h_jit ({_qual(ss.h)})"]
+        names += [f"motion.F_jit ({_qual(ms.F)})"] if ms.F is not None else []
+        names += [f"sensor.H_jit ({_qual(ss.H)})"] if ss.H is not None else []
+        where, cause = "", exc
+        for r in range(zs.shape[0]):
+            try:
+                call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1], 1)
+                continue
+            except Exception as err:  # noqa: BLE001 - this run raises: find the step
+                cause = err
+            lo, hi = 0, zs.shape[1] - 1  # the first step whose prefix raises
+            while lo < hi:
+                mid = (lo + hi) // 2
+                try:
+                    call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1, :mid + 1], 1)
+                    lo = mid + 1
+                except Exception:  # noqa: BLE001
+                    hi = mid
+            where = f" in run {r}, step {lo}"
+            culprit = self._culprit(call, x0[r:r + 1], P0[r:r + 1], zs[r:r + 1], lo)
+            if culprit is not None:
+                name, err = culprit
+                text = str(err).strip().splitlines()
+                msg = (f"{name} raised {type(err).__name__}{where}: {text[0] if text else ''}; expected model "
+                       "functions that do not raise")
+                return ValueError(msg)
+            break
+        text = str(cause).strip().splitlines()
+        msg = (f"a model function raised {type(cause).__name__}{where}: {text[0] if text else ''} "
+               f"(one of {', '.join(names)}); expected model functions that do not raise")
+        return ValueError(msg)
+
+    def _culprit(self, call, x0, P0, zs, k):
+        """``(name, exception)`` of the model function that raises in Python at step ``k``'s state, or None."""
+        ms, ss = self._ms, self._ss
+        x = x0[0] if k == 0 else call(x0, P0, zs[:, :k], 1)[0][0, -1]
+        pred = np.empty(ms.n)
+        tries = [("motion.f_jit", ms.f, lambda: (x, ms.dt, ms.params.copy()), pred),
+                 ("motion.F_jit", ms.F, lambda: (x, ms.dt, ms.params.copy()), np.empty((ms.n, ms.n))),
+                 ("sensor.h_jit", ss.h, lambda: (pred.copy(), ss.params.copy()), np.empty(ss.m)),
+                 ("sensor.H_jit", ss.H, lambda: (pred.copy(), ss.params.copy()), np.empty((ss.m, ms.n)))]
+        for slot, fn, args, out in tries:
+            if fn is None:
+                continue
+            try:
+                getattr(fn, "__func__", fn)(*args(), out)
+            except Exception as err:  # noqa: BLE001 - the one to name
+                return f"{slot} ({_qual(fn)})", err
+        return None
 
     def _check_state(self, state):
         n = self._ms.n

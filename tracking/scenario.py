@@ -26,6 +26,9 @@ from tracking.models import (
 __all__ = ["Scenario", "Simulation", "simulate", "make_scenario", "scenario_names", "SCENARIOS"]
 
 
+MAX_PARAM = 1e100  # scale parameters enter squared (and squared again in covariances)
+
+
 @dataclass(frozen=True, eq=False)
 class Scenario:
     """Parameters of a Monte Carlo tracking scenario.
@@ -120,6 +123,10 @@ class Scenario:
                 msg = f"{name} must be a finite number, got {value!r}"
                 raise ValueError(msg)
             object.__setattr__(self, name, float(value))
+            if name != "missing" and abs(value) > MAX_PARAM:
+                msg = (f"{name} is {value!r}; expected |{name}| <= {MAX_PARAM:g}, so that its square and the "
+                       "covariances built from it stay finite")
+                raise ValueError(msg)
         for name in ("dt", "sigma_r", "sigma_theta_deg", "range0", "p0_pos", "p0_vel"):
             if not getattr(self, name) > 0:
                 msg = f"{name} must be > 0, got {getattr(self, name)!r}"

@@ -1,10 +1,10 @@
 """Score any tracker's output from a file: ``tracking score FILE`` and :func:`score_file`.
 
-The file holds one row per run and step: a run id, a step id, the estimate
-``x`` (d columns), the true state ``t`` (d columns) and the covariance ``P``
-(d*d columns, row-major). It is read out of core, chunk by chunk, through
-fastcal's readers (Parquet, Feather / Arrow IPC, a directory of NPY files, CSV)
-and scored with one :class:`fastcal.gaussian.GaussianAccumulator` per step.
+The layouts read (long table, wide table, table with a filter column, arrays
+in a ``.npz`` or ``.npy`` directory) are decided once, in :mod:`tracking.inputs`;
+this module scores the rows it hands over, block by block, with
+:func:`fastcal.gaussian.nees`. Memory grows with the rows read (one key and one
+NEES per row), never with the values of run or step ids.
 """
 
 import math
@@ -12,110 +12,72 @@ import os
 
 import numpy as np
 
-from fastcal.gaussian import GaussianAccumulator, anees_bounds, ecd_bounds, nees
-from fastcal.sources.io import open_reader
+from fastcal.gaussian import anees_bounds, ecd_bounds, nees
+from tracking.inputs import open_input, resolve_columns
 
 __all__ = ["score_file", "format_score", "plot_score", "resolve_columns"]
 
 CHUNK_ROWS = 1 << 16
-MAX_ID = 10_000_000  # run and step ids index dense count grids
 
 
-def resolve_columns(spec, available, *, what, path):
-    """Columns named by ``spec``: a comma list, a prefix ending in ``*``, an exact name, or a prefix."""
-    if not isinstance(spec, str) or not spec.strip():
-        msg = f"{path}: --{what} must be a column prefix ('x_*') or a comma list of columns, got {spec!r}"
-        raise ValueError(msg)
-    spec = spec.strip()
-    if "," in spec:
-        cols = [c.strip() for c in spec.split(",") if c.strip()]
-        missing = [c for c in cols if c not in available]
-        if missing:
-            msg = f"{path}: --{what} names missing column(s) {', '.join(map(repr, missing))}; the file has {', '.join(map(repr, available))}"
-            raise ValueError(msg)
-        return cols
-    if not spec.endswith("*") and spec in available:
-        return [spec]
-    prefix = spec.rstrip("*")
-    cols = [c for c in available if c.startswith(prefix)]
-    if not cols:
-        msg = f"{path}: --{what} {spec!r} matches no column; the file has {', '.join(map(repr, available))}"
-        raise ValueError(msg)
-    return cols
-
-
-def _where(chunk, i, runs, steps):
-    return (f"{chunk.file}: row {chunk.file_start + int(i)} (run {_id(runs[i])}, step {_id(steps[i])})")
-
-
-def _id(v):
-    v = float(v)
-    return int(v) if math.isfinite(v) and v == int(v) else v
-
-
-def _ids(name, values, chunk):
-    """Run or step ids: finite non-negative integers."""
-    v = np.asarray(values, dtype=np.float64)
-    bad = ~np.isfinite(v) | (v < 0) | (v != np.floor(v)) | (v > MAX_ID)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        msg = (f"{chunk.file}: row {chunk.file_start + i}: {name} id {values[i]!r} is not an integer in "
-               f"[0, {MAX_ID}]; expected integer run and step ids")
-        raise ValueError(msg)
-    return v.astype(np.int64)
-
-
-def _grow(a, shape, fill):
-    if a.shape == shape:
-        return a
-    out = np.full(shape, fill, dtype=a.dtype)
-    out[tuple(slice(0, s) for s in a.shape)] = a
-    return out
-
-
-def score_file(path, *, run="run", step="step", estimate="x_*", truth="t_*", cov="P_*",
+def score_file(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P_*", filter=None,
                alpha=0.05, format=None, chunk_rows=CHUNK_ROWS):
     """Score a tracker's estimates stored in a file: per-step ANEES and Gaussian ECD, NEES per run.
 
     Parameters
     ----------
     path : str or path-like
-        Parquet / Feather / CSV file, NPY directory (one column per file), or a
-        directory of such files.
-    run, step : str
-        Columns holding the run and step ids (non-negative integers).
-    estimate, truth, cov : str
-        Estimate ``x`` (d columns), truth (d columns) and covariance (d*d columns,
-        row-major): a prefix ending in ``*`` (columns in file order), a comma list,
-        or one column name.
+        A long or wide table (Parquet, Feather, CSV, a directory of such files or
+        of 1-D ``.npy`` columns), or arrays (``.npz``, a directory of ``.npy``
+        files) shaped (runs, steps, d) and (runs, steps, d, d).
+    run, step : str, optional
+        Run and step id column (or array); default ``"run"`` and ``"step"``.
+        Ids may be integers, floats, strings or timestamps. Arrays: optional,
+        default ``0 .. n-1``.
+    estimate, truth, cov : str or dict
+        Estimate ``x`` (d columns), truth (d columns) and covariance (d*d
+        columns, row-major), or array names: a prefix ending in ``*``, a comma
+        list, or one name. Several filters: ``{"ekf": "x_ekf_*", "ukf": ...}``
+        for both ``estimate`` and ``cov`` (a wide table, or named arrays); for
+        arrays a prefix matching several arrays (``x_ekf``, ``x_ukf``) also does.
+    filter : str, optional
+        Column telling the filters apart in a long table; default ``filter`` or
+        ``method`` when the table has one.
     alpha : float, default 0.05
         Significance level of the two-sided chi-square bands.
     format : str, optional
-        Reader format (``parquet``, ``feather``, ``npy``, ``csv``); default from the extension.
+        ``parquet``, ``feather``, ``csv``, ``npy`` or ``npz``; default from the extension.
     chunk_rows : int
-        Rows per chunk (memory is bounded by this, plus one count per run and step).
+        Rows per block read.
 
     Returns
     -------
     dict
-        ``runs``, ``steps``, ``dim``, ``anees`` and ``ecd`` (lists per step),
-        ``bounds`` (``anees``, ``ecd``), ``mean_anees``, ``mean_ecd``,
-        ``inside_fraction``, ``verdict``, ``nees_per_run`` (mean NEES of each run
-        over its steps), ``run_ids``, ``step_ids``, ``file``, ``columns``, ``alpha``.
+        One filter: ``runs``, ``steps``, ``dim``, ``anees`` and ``ecd`` (lists
+        per step), ``bounds`` (``anees``, ``ecd``), ``mean_anees``, ``mean_ecd``,
+        ``inside_fraction``, ``verdict``, ``nees_per_run``, ``run_ids``,
+        ``step_ids``, ``runs_per_step``, ``missing_pairs``, ``skipped_rows``,
+        ``file``, ``layout``, ``columns``, ``alpha``. Several filters:
+        ``filters`` -> name -> those keys, beside ``file``, ``layout``, ``alpha``.
 
     Raises
     ------
     ValueError
-        One line naming the file, row, run and step: a NaN or inf value, a
+        One line naming the file and what was found: a layout that does not
+        fit, a NaN or inf value in a row that is not wholly missing, a
         covariance that is not symmetric positive definite, a (run, step) pair
-        present twice, or a step missing from a run.
+        present twice, fewer than two runs.
 
     Notes
     -----
     NEES ``e^T P^-1 e`` with ``e = t - x`` (paper eq. 11); ANEES is its mean over
-    runs at one step and the Gaussian ECD ``0.5 ANEES - d/2`` (eq. 10). Under
-    consistency ``R * ANEES`` is chi-square with ``R d`` degrees of freedom,
-    which gives the bands.
+    the runs present at one step and the Gaussian ECD ``0.5 ANEES - d/2``
+    (eq. 10). Under consistency ``R_k * ANEES`` is chi-square with ``R_k d``
+    degrees of freedom, which gives each step's band (``R_k`` runs at step k).
+    Ragged runs are scored as they are: a (run, step) pair without a row, and a
+    row whose whole estimate, truth or covariance is NaN (padding), are counted
+    and the first one named (``missing_pairs``, ``skipped_rows``), never dropped
+    silently.
 
     Examples
     --------
@@ -130,51 +92,128 @@ def score_file(path, *, run="run", step="step", estimate="x_*", truth="t_*", cov
     >>> rep["runs"], rep["steps"], rep["dim"], [round(a, 4) for a in rep["anees"]]
     (3, 2, 1, [0.0167, 0.0167])
     """
-    if not (isinstance(alpha, float | int) and 0.0 < alpha < 1.0):
+    if not (isinstance(alpha, float | int) and not isinstance(alpha, bool) and 0.0 < alpha < 1.0):
         msg = f"alpha must be in (0, 1), got {alpha!r}"
         raise ValueError(msg)
+    if not (isinstance(chunk_rows, int) and chunk_rows >= 1):
+        msg = f"chunk_rows must be an integer >= 1, got {chunk_rows!r}"
+        raise ValueError(msg)
     path = os.fspath(path)
-    reader, _ = open_reader(path, format)
-    available = list(reader.columns)
-    for name, col in (("run", run), ("step", step)):
-        if col not in available:
-            msg = f"{path}: no {name} column {col!r}; the file has {', '.join(map(repr, available))}"
-            raise ValueError(msg)
-    est = resolve_columns(estimate, available, what="estimate", path=path)
-    tru = resolve_columns(truth, available, what="truth", path=path)
-    cvs = resolve_columns(cov, available, what="cov", path=path)
-    d = len(est)
-    if len(tru) != d:
-        msg = f"{path}: --truth has {len(tru)} columns ({', '.join(tru)}); expected {d}, one per --estimate column"
+    layout = open_input(path, run=run, step=step, estimate=estimate, truth=truth, cov=cov, filter=filter,
+                        format=format)
+    scorers = {}
+    for block in layout.blocks(chunk_rows):
+        sc = scorers.get(block.filter)
+        if sc is None:
+            sc = scorers[block.filter] = _Scorer(layout.dim, _component_names(layout, block.filter))
+        sc.update(block, layout.where)
+    if not scorers:
+        msg = f"{path}: no rows to score"
         raise ValueError(msg)
-    if len(cvs) != d * d:
-        msg = f"{path}: --cov has {len(cvs)} columns; expected d*d = {d * d} (row-major) for d = {d}"
-        raise ValueError(msg)
-    names = [run, step, *est, *tru, *cvs]
-    reader.check(list(dict.fromkeys(names)))
+    reps = {}
+    for name, sc in scorers.items():
+        rep = sc.finish(path, layout.where, alpha, name)
+        rep["columns"] = _columns_of(layout, name)
+        reps[name] = rep
+    if list(reps) == [None]:
+        rep = reps[None]
+        return {"file": path, "layout": layout.kind, **rep}
+    return {"file": path, "layout": layout.kind, "filters": {str(k): v for k, v in reps.items()},
+            "alpha": alpha, "confidence": 1.0 - alpha}
 
-    counts = np.zeros((0, 0), dtype=np.int64)     # 1 where a (run id, step id) row was seen
-    first_row = np.zeros((0, 0), dtype=np.int64)  # global row of the first such row
-    run_sum = np.zeros(0)
-    run_n = np.zeros(0, dtype=np.int64)
-    accs = {}
-    for chunk in reader.chunks(names, int(chunk_rows)):
-        cols = chunk.columns
-        n = len(cols[0])
-        if n == 0:
-            continue
-        raw_runs, raw_steps = np.asarray(cols[0]), np.asarray(cols[1])
-        runs = _ids("run", raw_runs, chunk)
-        steps = _ids("step", raw_steps, chunk)
-        x = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols[2:2 + d]])
-        t = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols[2 + d:2 + 2 * d]])
-        P = np.column_stack([np.asarray(c, dtype=np.float64) for c in cols[2 + 2 * d:]]).reshape(n, d, d)
-        for label, arr, colnames in (("estimate", x, est), ("truth", t, tru), ("cov", P.reshape(n, -1), cvs)):
+
+def _columns_of(layout, name):
+    cols = dict(layout.columns)
+    for key in ("estimate", "cov"):
+        if isinstance(cols.get(key), dict):
+            cols[key] = cols[key][name]
+    return cols
+
+
+def _component_names(layout, name):
+    """Names for messages: the estimate, truth and covariance columns (or array[..., j])."""
+    cols = _columns_of(layout, name)
+    out = {}
+    for key in ("estimate", "truth", "cov"):
+        v = cols[key]
+        if isinstance(v, str):  # an array
+            d = layout.dim
+            v = [f"{v}[..., {j}]" for j in range(d)] if key != "cov" else \
+                [f"{v}[..., {i}, {j}]" for i in range(d) for j in range(d)]
+        out[key] = list(v)
+    return out
+
+
+def _show(v):
+    if isinstance(v, np.datetime64):
+        return str(np.datetime_as_string(v))
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _sort_key(v):
+    return (0, v, "") if isinstance(v, (int, float, np.number, np.datetime64)) else (1, 0, str(v))
+
+
+class _Scorer:
+    """Per-filter sums: NEES per step and per run over dense codes given to ids as they are met."""
+
+    def __init__(self, d, names):
+        self.d = d
+        self.names = names
+        self.run_index, self.run_labels = {}, []
+        self.step_index, self.step_labels = {}, []
+        self.keys, self.rows = [], []
+        self.step_sum, self.step_n = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.run_sum, self.run_n = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.skipped, self.first_skipped = 0, None
+
+    @staticmethod
+    def _codes(ids, index, labels, what, where):
+        try:
+            uniq, inv = np.unique(ids, return_inverse=True)
+        except TypeError:
+            msg = f"{where}: the {what} ids mix kinds (numbers and strings); expected one kind"
+            raise ValueError(msg) from None
+        codes = np.empty(len(uniq), dtype=np.int64)
+        for j, v in enumerate(uniq):
+            key = v.item() if isinstance(v, np.generic) and not isinstance(v, np.datetime64) else v
+            c = index.get(key)
+            if c is None:
+                c = index[key] = len(labels)
+                labels.append(key)
+            codes[j] = c
+        return codes[inv.reshape(-1)]
+
+    def update(self, b, where):
+        n = len(b.x)
+        grows = b.start + (np.arange(n) if b.rows is None else b.rows)
+        pad = np.isnan(b.x).all(axis=1) | np.isnan(b.t).all(axis=1) | np.isnan(b.P).all(axis=(1, 2))
+        if pad.any():
+            if self.first_skipped is None:
+                i = int(np.flatnonzero(pad)[0])
+                self.first_skipped = f"{where(grows[i])} (run {_show(b.runs[i])}, step {_show(b.steps[i])})"
+            self.skipped += int(pad.sum())
+            keep = ~pad
+            b = b._replace(runs=b.runs[keep], steps=b.steps[keep], x=b.x[keep], t=b.t[keep], P=b.P[keep])
+            grows = grows[keep]
+            n = len(b.x)
+            if n == 0:
+                return
+
+        def at(i):
+            return f"{where(grows[i])} (run {_show(b.runs[i])}, step {_show(b.steps[i])})"
+
+        P = b.P
+        for label, arr in (("estimate", b.x), ("truth", b.t), ("cov", P.reshape(n, -1))):
             bad = ~np.isfinite(arr)
             if bad.any():
                 i, j = (int(v[0]) for v in np.nonzero(bad))
-                msg = (f"{_where(chunk, i, raw_runs, raw_steps)}: {label} column {colnames[j]!r} is "
-                       f"{arr[i, j]}; expected finite values")
+                msg = (f"{at(i)}: {label} column {self.names[label][j]!r} is {arr[i, j]}; expected finite "
+                       "values (a row whose whole estimate, truth or covariance is NaN counts as missing)")
                 raise ValueError(msg)
         scale = np.sqrt(np.abs(np.diagonal(P, axis1=1, axis2=2)))
         gap = np.abs(P - np.swapaxes(P, 1, 2)).max(axis=(1, 2))
@@ -184,150 +223,221 @@ def score_file(path, *, run="run", step="step", estimate="x_*", truth="t_*", cov
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             why = "is not symmetric" if asym[i] else f"is not positive definite (smallest eigenvalue {low[i]:.3g})"
-            msg = (f"{_where(chunk, i, raw_runs, raw_steps)}: the covariance ({cvs[0]} .. {cvs[-1]}) {why}; "
-                   "expected a symmetric positive definite matrix")
+            c = self.names["cov"]
+            msg = f"{at(i)}: the covariance ({c[0]} .. {c[-1]}) {why}; expected a symmetric positive definite matrix"
             raise ValueError(msg)
-        # bookkeeping of (run, step) pairs: duplicates now, missing ones at the end
-        shape = (max(counts.shape[0], int(runs.max()) + 1), max(counts.shape[1], int(steps.max()) + 1))
-        counts = _grow(counts, shape, 0)
-        first_row = _grow(first_row, shape, -1)
-        seen_before = counts[runs, steps] > 0
-        dup = seen_before | _dup_in_chunk(runs, steps)
-        if dup.any():
-            i = int(np.flatnonzero(dup)[0])
-            if seen_before[i]:
-                prev = int(first_row[runs[i], steps[i]])
-            else:  # twice within this chunk
-                prev = chunk.start + int(np.flatnonzero((runs == runs[i]) & (steps == steps[i]))[0])
-            msg = (f"{_where(chunk, i, raw_runs, raw_steps)}: the pair (run {runs[i]}, step {steps[i]}) appears "
-                   f"again (first at global row {prev}); expected one row per run and step")
+        rc = self._codes(b.runs, self.run_index, self.run_labels, "run", where(grows[0]))
+        sc = self._codes(b.steps, self.step_index, self.step_labels, "step", where(grows[0]))
+        values = nees(b.t - b.x, P)
+        R, T = len(self.run_labels), len(self.step_labels)
+        self.run_sum = _grow(self.run_sum, R) + np.bincount(rc, weights=values, minlength=R)
+        self.run_n = _grow(self.run_n, R) + np.bincount(rc, minlength=R)
+        self.step_sum = _grow(self.step_sum, T) + np.bincount(sc, weights=values, minlength=T)
+        self.step_n = _grow(self.step_n, T) + np.bincount(sc, minlength=T)
+        self.keys.append((rc << 32) | sc)
+        self.rows.append(np.asarray(grows, dtype=np.int64))
+
+    def finish(self, path, where, alpha, name):
+        label = "" if name is None else f" (filter {name})"
+        if not self.keys:
+            msg = f"{path}: no rows to score{label}; {self.skipped} rows are wholly NaN"
             raise ValueError(msg)
-        counts[runs, steps] = 1
-        first_row[runs, steps] = chunk.start + np.arange(n)
-        e = t - x
-        values = nees(e, P)
-        if run_sum.shape[0] < shape[0]:
-            run_sum = _grow(run_sum, (shape[0],), 0.0)
-            run_n = _grow(run_n, (shape[0],), 0)
-        np.add.at(run_sum, runs, values)
-        np.add.at(run_n, runs, 1)
-        order = np.argsort(steps, kind="stable")
-        uniq, starts = np.unique(steps[order], return_index=True)
-        bounds = list(starts[1:]) + [n]
-        for s, a, b in zip(uniq.tolist(), starts.tolist(), bounds):
-            rows = order[a:b]
-            acc = accs.get(s)
-            if acc is None:
-                acc = accs[s] = GaussianAccumulator(d)
-            acc.update(e[rows], P[rows])
-    if not accs:
-        msg = f"{path}: no rows to score"
-        raise ValueError(msg)
-    run_ids = np.flatnonzero(counts.sum(axis=1) > 0)
-    step_ids = np.flatnonzero(counts.sum(axis=0) > 0)
-    grid = counts[np.ix_(run_ids, step_ids)]
-    if (grid == 0).any():
-        r, k = (int(v[0]) for v in np.nonzero(grid == 0))
-        msg = (f"{path}: run {int(run_ids[r])} has no row for step {int(step_ids[k])} "
-               f"({int((grid == 0).sum())} (run, step) pairs missing); expected every run to have every step")
-        raise ValueError(msg)
-    R, T = len(run_ids), len(step_ids)
-    if R < 2:
-        msg = f"{path}: found {R} run; expected >= 2 runs for the chi-square bands"
-        raise ValueError(msg)
-    results = [accs[int(s)].result() for s in step_ids]
-    anees = np.array([r.anees for r in results])
-    ecd = np.array([r.ecd for r in results])
-    a_lo, a_hi = anees_bounds(R, d, alpha=alpha)
-    e_lo, e_hi = ecd_bounds(R, d, alpha=alpha)
-    inside = (anees >= a_lo) & (anees <= a_hi)
-    mean_anees = float(anees.mean())
-    from tracking.compare import verdict
+        keys, rows = np.concatenate(self.keys), np.concatenate(self.rows)
+        order = np.lexsort((rows, keys))
+        ks = keys[order]
+        again = np.flatnonzero(ks[1:] == ks[:-1]) + 1
+        if len(again):
+            pos = order[again]
+            i = int(pos[np.argmin(rows[pos])])
+            first = int(rows[keys == keys[i]].min())
+            r, s = _show(self.run_labels[keys[i] >> 32]), _show(self.step_labels[keys[i] & 0xFFFFFFFF])
+            msg = (f"{where(rows[i])} (run {r}, step {s}): the pair (run {r}, step {s}) appears again{label} "
+                   f"(first at global row {first}); expected one row per run and step")
+            raise ValueError(msg)
+        R, T, d = len(self.run_labels), len(self.step_labels), self.d
+        if R < 2:
+            msg = f"{path}: found {R} run{label}; expected >= 2 runs for the chi-square bands"
+            raise ValueError(msg)
+        run_order = sorted(range(R), key=lambda i: _sort_key(self.run_labels[i]))
+        step_order = sorted(range(T), key=lambda i: _sort_key(self.step_labels[i]))
+        missing = {"count": int(R * T - len(keys)), "first": None}
+        if missing["count"]:
+            short = next(r for r in run_order if self.run_n[r] < T)
+            have = set((keys[(keys >> 32) == short] & 0xFFFFFFFF).tolist())
+            k = next(s for s in step_order if s not in have)
+            missing["first"] = {"run": _show(self.run_labels[short]), "step": _show(self.step_labels[k])}
+        n_k = self.step_n[step_order]
+        anees = self.step_sum[step_order] / n_k
+        ecd = 0.5 * anees - 0.5 * d
+        bands = {int(n): (anees_bounds(int(n), d, alpha=alpha) if n >= 2 else (math.nan, math.nan))
+                 for n in np.unique(n_k)}
+        lo_k = np.array([bands[int(n)][0] for n in n_k])
+        hi_k = np.array([bands[int(n)][1] for n in n_k])
+        a_lo, a_hi = anees_bounds(R, d, alpha=alpha)
+        e_lo, e_hi = ecd_bounds(R, d, alpha=alpha)
+        banded = n_k >= 2
+        inside = (anees >= lo_k) & (anees <= hi_k)
+        mean_anees = float(anees.mean())
+        from tracking.compare import verdict
 
-    return {
-        "file": path,
-        "runs": R,
-        "steps": T,
-        "dim": d,
-        "anees": anees.tolist(),
-        "ecd": ecd.tolist(),
-        "bounds": {"anees": [a_lo, a_hi], "ecd": [e_lo, e_hi]},
-        "mean_anees": mean_anees,
-        "mean_ecd": float(ecd.mean()),
-        "inside_fraction": float(inside.mean()),
-        "verdict": verdict(mean_anees, (a_lo, a_hi)),
-        "nees_per_run": (run_sum[run_ids] / run_n[run_ids]).tolist(),
-        "run_ids": run_ids.tolist(),
-        "step_ids": step_ids.tolist(),
-        "columns": {"run": run, "step": step, "estimate": est, "truth": tru, "cov": cvs},
-        "alpha": alpha,
-        "confidence": 1.0 - alpha,
-    }
-
-
-def _dup_in_chunk(runs, steps):
-    """Rows whose (run, step) pair occurs earlier in the same chunk."""
-    key = runs * (int(steps.max()) + 1) + steps
-    _, first = np.unique(key, return_index=True)
-    mask = np.ones(len(key), dtype=bool)
-    mask[first] = False
-    return mask
+        rep = {
+            "runs": R,
+            "steps": T,
+            "dim": d,
+            "anees": anees.tolist(),
+            "ecd": ecd.tolist(),
+            "bounds": {"anees": [a_lo, a_hi], "ecd": [e_lo, e_hi]},
+            "mean_anees": mean_anees,
+            "mean_ecd": float(ecd.mean()),
+            "inside_fraction": float(inside[banded].mean()) if banded.any() else math.nan,
+            "verdict": verdict(mean_anees, (a_lo, a_hi)),
+            "nees_per_run": (self.run_sum[run_order] / self.run_n[run_order]).tolist(),
+            "run_ids": [_show(self.run_labels[i]) for i in run_order],
+            "step_ids": [_show(self.step_labels[i]) for i in step_order],
+            "runs_per_step": n_k.tolist(),
+            "missing_pairs": missing,
+            "skipped_rows": {"count": self.skipped, "first": self.first_skipped},
+            "alpha": alpha,
+            "confidence": 1.0 - alpha,
+        }
+        if missing["count"]:
+            rep["bounds_per_step"] = {"anees": [lo_k.tolist(), hi_k.tolist()]}
+        return rep
 
 
-def format_score(rep):
-    """Plain-text report: bands, per-step ANEES / ECD, NEES per run, fraction inside, verdict."""
-    lo, hi = rep["bounds"]["anees"]
-    elo, ehi = rep["bounds"]["ecd"]
-    level = round(100 * rep["confidence"])
-    d = rep["dim"]
+def _grow(a, n):
+    if len(a) >= n:
+        return a
+    out = np.zeros(n, dtype=a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+def filters_of(rep):
+    """``[(name, per-filter report)]``; the name is None for a one-filter report."""
+    if "filters" in rep:
+        return list(rep["filters"].items())
+    return [(None, rep)]
+
+
+def _num(v, w, p=3):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return f"{'nan':>{w}}"
+    return f"{v:>{w}.{p}f}"
+
+
+def format_score(rep, *, per_run=False, per_step=False):
+    """Plain-text report: summary and verdict per filter first; per-step and per-run tables on request."""
+    items = filters_of(rep)
+    first = items[0][1]
+    lo, hi = first["bounds"]["anees"]
+    elo, ehi = first["bounds"]["ecd"]
+    level = round(100 * first["confidence"])
+    d = first["dim"]
+    names = ", ".join(str(n) for n, _ in items) if items[0][0] is not None else ""
     lines = [
-        f"{rep['file']}: {rep['runs']} runs x {rep['steps']} steps, state dimension {d}",
+        f"{rep['file']} ({rep['layout']}{'; filters ' + names if names else ''}): {first['runs']} runs x "
+        f"{first['steps']} steps, state dimension {d}",
         f"{level}% bands per step: ANEES [{lo:.3f}, {hi:.3f}]   ECD [{elo:.3f}, {ehi:.3f}]   "
         f"(consistent: ANEES {d}, ECD 0)",
-        "",
-        f"{'step':>8}{'ANEES':>10}{'ECD':>10}  band",
     ]
-    for s, a, e in zip(rep["step_ids"], rep["anees"], rep["ecd"]):
-        where = "inside" if lo <= a <= hi else ("above" if a > hi else "below")
-        lines.append(f"{s:>8}{a:>10.3f}{e:>10.3f}  {where}")
-    lines += ["", f"{'run':>8}{'mean NEES':>11}"]
-    for r, v in zip(rep["run_ids"], rep["nees_per_run"]):
-        lines.append(f"{r:>8}{v:>11.3f}")
-    lines += [
-        "",
-        f"mean ANEES {rep['mean_anees']:.3f}, mean ECD {rep['mean_ecd']:.3f}; "
-        f"{100 * rep['inside_fraction']:.0f}% of steps inside the band; mean ANEES vs band: {rep['verdict']}",
-    ]
+    if items[0][0] is not None:
+        lines += ["", f"{'filter':<10}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}  mean ANEES vs band"]
+    notes = []
+    for name, f in items:
+        frac = f["inside_fraction"]
+        nan_frac = frac is None or (isinstance(frac, float) and math.isnan(frac))
+        if name is None:
+            inside = "no step has 2 runs for a band" if nan_frac else \
+                f"{100 * frac:.0f}% of steps inside the band"
+            lines += ["", f"mean ANEES {_num(f['mean_anees'], 0)}, mean ECD {_num(f['mean_ecd'], 0)}; {inside}; "
+                          f"mean ANEES vs band: {f['verdict']}"]
+        else:
+            frac_s = f"{'n/a':>15}" if nan_frac else f"{100 * frac:>14.0f}%"
+            lines.append(f"{name!s:<10}{_num(f['mean_anees'], 12)}{_num(f['mean_ecd'], 11)}{frac_s}"
+                         f"  {f['verdict']}")
+        who = f"{name}: " if name is not None else ""
+        if (f["runs"], f["steps"]) != (first["runs"], first["steps"]):
+            notes.append(f"{who}{f['runs']} runs x {f['steps']} steps")
+        m = f["missing_pairs"]
+        if m["count"]:
+            notes.append(f"{who}{m['count']} (run, step) pairs have no row (first: run {m['first']['run']}, "
+                         f"step {m['first']['step']}); each step is scored over the runs it has, with its own band")
+        s = f["skipped_rows"]
+        if s["count"]:
+            notes.append(f"{who}{s['count']} rows skipped as missing (whole estimate, truth or covariance NaN); "
+                         f"first: {s['first']}")
+    if notes:
+        lines += [""] + ["note: " + n for n in notes]
+    for name, f in items if per_step else []:
+        lines += ["", f"ANEES and ECD at each step{'' if name is None else ' (' + str(name) + ')'}:",
+                  f"{'step':>10}{'runs':>7}{'ANEES':>10}{'ECD':>10}  band"]
+        los, his = f.get("bounds_per_step", {}).get("anees", ([lo] * f["steps"], [hi] * f["steps"]))
+        for s, n, a, e, bl, bh in zip(f["step_ids"], f["runs_per_step"], f["anees"], f["ecd"], los, his):
+            where = "inside" if bl <= a <= bh else ("above" if a > bh else ("below" if a < bl else "n/a"))
+            lines.append(f"{s!s:>10}{n:>7}{_num(a, 10)}{_num(e, 10)}  {where}")
+    for name, f in items if per_run else []:
+        lines += ["", f"mean NEES of each run{'' if name is None else ' (' + str(name) + ')'}:", f"{'run':>10}{'mean NEES':>11}"]
+        for r, v in zip(f["run_ids"], f["nees_per_run"]):
+            lines.append(f"{r!s:>10}{_num(v, 11)}")
     return "\n".join(lines)
 
 
-def plot_score(rep, path):
-    """ANEES per step with its band and an ECD scale, and the mean NEES of each run."""
-    from fastcal._atomic import write_atomically
-    from tracking.compare import check_plot_path
+def plot_score(rep, path=None, *, ax=None):
+    """ANEES per step with its band and an ECD scale, and the mean NEES of each run.
 
-    fmt = check_plot_path(path)
+    Returns the figure; with ``path`` it is also written (atomically, format
+    from the extension). The legends sit outside the axes, above them.
+    """
     from matplotlib.figure import Figure
 
-    d = rep["dim"]
-    fig = Figure(figsize=(8, 6.5), constrained_layout=True)
+    items = filters_of(rep)
+    first = items[0][1]
+    d = first["dim"]
+    fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax, ax_runs = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3, 2]})
-    lo, hi = rep["bounds"]["anees"]
-    level = round(100 * rep["confidence"])
+    lo, hi = first["bounds"]["anees"]
+    level = round(100 * first["confidence"])
     ax.axhspan(lo, hi, color="0.85", label=f"{level}% band")
     ax.axhline(d, color="0.5", lw=0.8, ls=":")
-    ax.plot(rep["step_ids"], rep["anees"], color="tab:blue", lw=1.4, label="ANEES")
-    ax.set_xlabel("step")
+    colors = ["tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown"]
+    numeric = all(isinstance(s, (int, float)) for s in first["step_ids"])
+    for i, (name, f) in enumerate(items):
+        xs = f["step_ids"] if numeric else np.arange(len(f["step_ids"]))
+        c = colors[i % len(colors)]
+        ax.plot(xs, _series(f["anees"]), color=c, lw=1.4, label="ANEES" if name is None else str(name))
+        runs_x = f["run_ids"] if all(isinstance(r, (int, float)) for r in f["run_ids"]) else np.arange(f["runs"])
+        ax_runs.plot(runs_x, _series(f["nees_per_run"]), "o", ms=3, color=c,
+                     label=None if name is None else str(name))
+    ax.set_xlabel("step" if numeric else "step (in order)")
     ax.set_ylabel(f"ANEES (consistent: {d})")
     sec = ax.secondary_yaxis("right", functions=(lambda a: 0.5 * a - 0.5 * d, lambda e: 2.0 * e + d))
     sec.set_ylabel("Gaussian ECD = ANEES/2 - d/2")
-    ax.legend(loc="upper right", fontsize=8)
-    ax.set_title(f"{os.path.basename(rep['file'])}: {rep['runs']} runs x {rep['steps']} steps", fontsize=10)
-    ax_runs.plot(rep["run_ids"], rep["nees_per_run"], "o", ms=3, color="tab:blue")
+    _legend_above(ax)
+    fig.suptitle(f"{os.path.basename(rep['file'])}: {first['runs']} runs x {first['steps']} steps", fontsize=10)
     ax_runs.axhline(d, color="0.5", lw=0.8, ls=":")
     ax_runs.set_xlabel("run")
     ax_runs.set_ylabel("mean NEES of the run")
-    return write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
+    if len(items) > 1:
+        _legend_above(ax_runs)
+    if path is not None:
+        from fastcal._atomic import write_atomically
+        from tracking.compare import check_plot_path
+
+        fmt = check_plot_path(path)
+        write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
+    return fig
+
+
+def _legend_above(ax):
+    """The legend in one row above the axes, so it never hides a curve."""
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01, 1.0, 0.1), ncol=max(1, len(handles)),
+              fontsize=8, frameon=False, borderaxespad=0.0)
+
+
+def _series(values):
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
 def add_score_parser(sub):
@@ -337,21 +447,38 @@ def add_score_parser(sub):
         "score",
         help="score a tracker's estimates stored in a file (NEES, ANEES, Gaussian ECD per step)",
         description=(
-            "Read one row per run and step (run id, step id, estimate, truth, covariance as d*d "
-            "row-major columns) out of core and print per-step ANEES and Gaussian ECD with their "
-            "chi-square bands, NEES per run, the fraction of steps in the band and the verdict."
+            "Score any tracker's output: per filter, the mean ANEES and Gaussian ECD against their "
+            "chi-square bands and the verdict, then (on request) the per-step and per-run tables. "
+            "Layouts: a long table (one row per run and step: run id, step id, estimate, truth, "
+            "covariance as d*d row-major columns); the same with a filter (or method) column holding "
+            "several filters; a wide table (--estimate NAME=COLS and --cov NAME=COLS per filter); "
+            "arrays in a .npz or a directory of .npy files, estimate and truth shaped (runs, steps, d) "
+            "and covariance (runs, steps, d, d), named by the same options. Run and step ids may be "
+            "numbers, strings or timestamps; runs may be ragged (missing steps, all-NaN rows): each "
+            "step is scored over the runs it has, and what is missing is counted."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("file", help="Parquet, Feather/Arrow, CSV file, NPY directory, or a directory of files")
-    p.add_argument("--run", default="run", metavar="COL", help="run id column")
-    p.add_argument("--step", default="step", metavar="COL", help="step id column")
-    p.add_argument("--estimate", default="x_*", metavar="COLS", help="estimate columns: prefix* or comma list")
-    p.add_argument("--truth", default="t_*", metavar="COLS", help="true state columns: prefix* or comma list")
-    p.add_argument("--cov", default="P_*", metavar="COLS", help="covariance columns (d*d, row-major)")
-    p.add_argument("--format", default=None, choices=("parquet", "feather", "npy", "csv"),
-                   help="file format (default: from the extension)")
+    p.add_argument("file", help="Parquet, Feather/Arrow or CSV file, .npz, a directory of .npy files, "
+                                "or a directory of table files")
+    p.add_argument("--run", default=None, metavar="NAME",
+                   help="run id column or array (default: 'run'; arrays: 0..runs-1 when absent)")
+    p.add_argument("--step", default=None, metavar="NAME",
+                   help="step id column or array (default: 'step'; arrays: 0..steps-1 when absent)")
+    p.add_argument("--estimate", action="append", default=None, metavar="[NAME=]SPEC",
+                   help="estimate columns or array: prefix*, comma list or name; NAME=SPEC once per filter "
+                        "(default: x_*)")
+    p.add_argument("--truth", default="t_*", metavar="SPEC", help="true state columns or array")
+    p.add_argument("--cov", action="append", default=None, metavar="[NAME=]SPEC",
+                   help="covariance columns (d*d, row-major) or array (runs, steps, d, d); NAME=SPEC once "
+                        "per filter (default: P_*)")
+    p.add_argument("--filter", default=None, metavar="COL",
+                   help="column naming the filter of each row (default: 'filter' or 'method' when present)")
+    p.add_argument("--format", default=None, choices=("parquet", "feather", "npy", "npz", "csv"),
+                   help="input format (default: from the extension)")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the bands")
+    p.add_argument("--per-step", action="store_true", help="also print ANEES and ECD for every step")
+    p.add_argument("--per-run", action="store_true", help="also print the mean NEES of every run")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE", default=None, help="write ANEES (ECD scale) per step and NEES per run")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -359,29 +486,35 @@ def add_score_parser(sub):
 
 
 def run_score_cli(args):
-    import json
-    import sys
+    """``tracking score``: every output built in memory, then committed together."""
+    import io
 
+    from tracking._output import check_outputs, commit, to_json
     from tracking.compare import check_plot_path
 
+    fmt = None
     if args.plot is not None:
-        check_plot_path(args.plot)
+        fmt = check_plot_path(args.plot)
+        check_outputs([("--plot", args.plot)], [args.file])
     if not 0.0 < args.alpha < 1.0:
         msg = f"--alpha must be in (0, 1), got {args.alpha!r}"
         raise ValueError(msg)
-    rep = score_file(args.file, run=args.run, step=args.step, estimate=args.estimate, truth=args.truth,
-                     cov=args.cov, alpha=args.alpha, format=args.format)
+    rep = score_file(args.file, run=args.run, step=args.step, estimate=args.estimate or "x_*", truth=args.truth,
+                     cov=args.cov or "P_*", filter=args.filter, alpha=args.alpha, format=args.format)
+    outputs = []
     if args.plot is not None:
-        try:
-            plot_score(rep, args.plot)
-        except OSError as exc:
-            msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
-            raise ValueError(msg) from None
+        buf = io.BytesIO()
+        plot_score(rep).savefig(buf, format=fmt, dpi=110)
+        outputs.append((args.plot, buf.getvalue()))
     if args.json:
-        json.dump(rep, sys.stdout, allow_nan=False)
-        sys.stdout.write("\n")
+        text = to_json(rep)
     else:
-        print(format_score(rep))
+        text = format_score(rep, per_run=args.per_run, per_step=args.per_step) + "\n"
         if args.plot is not None:
-            print(f"\nplot written to {args.plot}")
+            text += f"\nplot written to {args.plot}\n"
+    try:
+        commit(outputs + [("-", text.encode("utf-8"))])
+    except OSError as exc:
+        msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
+        raise ValueError(msg) from None
     return 0
