@@ -15,6 +15,7 @@ removed, so a signal handler can remove what an interrupted run left
 """
 
 import os
+import re
 import stat
 import tempfile
 
@@ -29,11 +30,16 @@ def umask():
     return mask
 
 
+def _prefix(path):
+    """Temporary names: ``.NAME.PID.RANDOM.tmp...``; the process id lets :func:`sweep`
+    tell a temporary whose writer was killed from one still being written."""
+    return f".{os.path.basename(path)}.{os.getpid()}."
+
+
 def temp_near(path, suffix=""):
     """A new empty temporary file in ``path``'s directory, named after it (recorded in LIVE)."""
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
-                               dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=_prefix(path), suffix=".tmp" + suffix, dir=folder)
     LIVE.add(tmp)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~umask())
@@ -43,7 +49,7 @@ def temp_near(path, suffix=""):
 def temp_dir_near(path):
     """A new empty temporary directory beside ``path`` (recorded in LIVE), mode 0777 & ~umask."""
     parent = os.path.dirname(os.path.abspath(path))
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=parent)
+    tmp = tempfile.mkdtemp(prefix=_prefix(path), suffix=".tmp", dir=parent)
     LIVE.add(tmp)
     os.chmod(tmp, 0o777 & ~umask())
     return tmp
@@ -67,6 +73,46 @@ def rename(tmp, path):
     """``os.replace(tmp, path)`` and forget ``tmp``."""
     os.replace(tmp, path)
     LIVE.discard(tmp)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM): alive
+        return True
+    return True
+
+
+def sweep(path):
+    """Remove the temporaries of ``path`` that a killed run (SIGKILL, power loss) left.
+
+    Only names of this module's pattern (``.NAME.PID.RANDOM.tmp...``) beside
+    ``path``, owned by this user, whose process ``PID`` no longer runs; returns
+    their names. A live writer's temporary is never touched.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(re.escape(f".{os.path.basename(path)}.") + r"(\d+)\.[a-z0-9_]+\.tmp")
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        full = os.path.join(folder, name)
+        try:
+            if os.lstat(full).st_uid != os.geteuid():
+                continue
+        except OSError:
+            continue
+        remove(full)
+        if not os.path.lexists(full):
+            removed.append(name)
+    return removed
 
 
 def cleanup():

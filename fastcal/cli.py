@@ -7,6 +7,15 @@ internal error (also one line); 128 + N when stopped by signal N (SIGTERM,
 SIGHUP; 130 for Ctrl-C). ``--debug`` or ``FASTCAL_DEBUG=1`` shows the
 traceback instead.
 
+``--plot`` draws one bar per bin and is refused above 1,000 ``--bins``
+before any scoring; ``--bins`` has the API's bound (1,000,000) and message.
+No output may be an input (the data, the ``--recalibration`` map) or another
+output, by name, through a symbolic link or as a hard link.
+
+``--json`` prints one JSON object, built whole before anything is printed;
+in every command NaN is ``null`` and an infinity the string ``"inf"`` or
+``"-inf"``.
+
 Outputs of ``fastcal score`` (``--output`` and ``--plot``) are produced in
 memory once the scoring succeeded, then written together: every regular file
 through a temporary file beside it and a rename, all of them or none. A FIFO,
@@ -39,8 +48,9 @@ SIM_FORMATS = ("parquet", "npy", "csv", "feather")
 SIM_CHUNK_ROWS = 1 << 20
 
 # Sane bounds, checked with a message before anything is allocated.
-MAX_BINS = 1_000_000          # state and report grow with the bins (48 bytes each per thread)
+MAX_BINS = 1_000_000          # = fastcal.inputs.validation.MAX_BINS (checked there)
 MAX_CHUNK_ROWS = 1 << 26      # 67M rows: a few chunks are alive at once, ~9 bytes a row each
+MAX_PLOT_BINS = 1_000         # --plot draws a bar per bin: about 5 ms each (5 s at the bound)
 MAX_SIM_ROWS = 1 << 40        # 1.1e12 rows; the disk is checked too
 DASK_TIME_LIMIT = 3600.0      # seconds for a whole --workers / --scheduler run
 
@@ -153,7 +163,8 @@ def _parser():
                          "file is replaced atomically, a FIFO or device written through")
     sc.add_argument("--plot", metavar="FILE.png",
                     help="save a reliability diagram (needs matplotlib: pip install "
-                         "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...")
+                         "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...; "
+                         f"one bar per bin, so at most {MAX_PLOT_BINS:,} --bins")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
     sc.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
@@ -180,11 +191,17 @@ def _parser():
                     help="bins of histogram binning (15)")
     rc.add_argument("--bins", type=_count, default=15, metavar="N",
                     help="bins of the before/after table (15)")
-    rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise")
-    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None)
-    rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N")
+    rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
+                    help="NaN or null rows: error (raise) or leave them out of the fit and "
+                         "the tables (omit)")
+    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
+                    help="file format (default: from the extension; .csv.gz is CSV)")
+    rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
+                    help="rows per chunk (default 262144); the fit does not depend on it")
     rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")
-    rc.add_argument("--plot", metavar="FILE.png", help="reliability diagrams before and after")
+    rc.add_argument("--plot", metavar="FILE.png",
+                    help="reliability diagrams before and after (at most "
+                         f"{MAX_PLOT_BINS:,} --bins)")
     rc.add_argument("--no-table", action="store_true",
                     help="fit only: skip the before/after passes")
     rc.add_argument("--json", action="store_true", help="print one JSON object")
@@ -204,7 +221,8 @@ def _parser():
                     help="number of rows (1e6 works)")
     sm.add_argument("--sigma", type=float, default=0.0,
                     help="log-odds noise: 0 calibrated, larger over-confident (0)")
-    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--seed", type=int, default=0,
+                    help="seed of the random rows (0); the same seed gives the same file")
     sm.add_argument("--format", choices=SIM_FORMATS, default=None,
                     help="default: from OUT's extension (.parquet/.pq, .feather/.arrow, .csv, "
                          ".csv.gz, .npy)")
@@ -212,7 +230,8 @@ def _parser():
                     help="dtype of p (float64)")
     sm.add_argument("--chunk-rows", type=_count, default=SIM_CHUNK_ROWS, metavar="N",
                     help="rows generated and written at a time (1048576)")
-    sm.add_argument("--quiet", action="store_true", help="no progress bar")
+    sm.add_argument("--quiet", action="store_true",
+                    help="no progress bar and no summary line")
     sm.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sm.set_defaults(func=_cmd_simulate)
@@ -235,6 +254,16 @@ def _check_range(option, value, lo, hi, why=""):
         raise _Fail(f"{option} must be >= {lo:,}; got {value:,}")
     if value > hi:
         raise _Fail(f"{option} must be <= {hi:,}{why}; got {value:,}")
+
+
+def _check_bins(option, value):
+    """A bin count, with the API's own check and message (one bound for both)."""
+    from fastcal.inputs.validation import check_n_bins
+
+    try:
+        check_n_bins(value)
+    except ValueError as exc:
+        raise _Fail(str(exc).replace("n_bins", option, 1)) from None
 
 
 # -- outputs -------------------------------------------------------------------
@@ -262,8 +291,11 @@ def _same_file(a, b):
         return False
 
 
-def _check_target(option, target, input_path):
-    """Checks on --output / --plot before any work: folder, kind of file, not an input."""
+def _check_target(option, target, inputs):
+    """Checks on one output before any work: folder, kind of file, not an input.
+
+    ``inputs``: (what, path) pairs of every file the run reads (a directory:
+    anything inside it is input)."""
     if target == "-":
         return
     if _atomic.is_special(target):
@@ -276,11 +308,36 @@ def _check_target(option, target, input_path):
         raise _Fail(f"{option} {target}: the directory {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise _Fail(f"{option} {target}: the directory {folder} is not writable")
-    src = os.path.realpath(input_path)  # a directory: anything inside it is input
-    if real == src or _same_file(real, src) or (
-            os.path.isdir(src) and os.path.commonpath([real, src]) == src):
-        raise _Fail(f"{option} {target}: is the input {input_path} (or inside it); "
-                    f"refusing to overwrite an input file")
+    for what, path in inputs:
+        src = os.path.realpath(path)
+        if real == src or _same_file(real, src) or (
+                os.path.isdir(src) and os.path.commonpath([real, src]) == src):
+            raise _Fail(f"{option} {target}: is the {what} {path} (or inside it); "
+                        f"refusing to overwrite an input file")
+
+
+def _check_outputs(outputs, inputs):
+    """Every output (option, path) passes :func:`_check_target` and differs from
+    every other output, by name, through a symbolic link or as a hard link."""
+    outputs = [(o, t) for o, t in outputs if t]
+    for opt, target in outputs:
+        _check_target(opt, target, inputs)
+    for i, (opt_a, a) in enumerate(outputs):
+        for opt_b, b in outputs[i + 1:]:
+            same = a == b == "-" or (
+                a != "-" and b != "-" and not _atomic.is_special(a)
+                and (_atomic.resolve(a) == _atomic.resolve(b) or _same_file(a, b)))
+            if same:
+                raise _Fail(f"{opt_a} {a} and {opt_b} {b} are the same file; "
+                            f"give each output its own name")
+
+
+def _check_plot_bins(plot, bins):
+    """--plot draws one bar per bin: refused above MAX_PLOT_BINS, before any scoring
+    (300,000 bins took 453 s and 6.9 GB to draw)."""
+    if plot and bins > MAX_PLOT_BINS:
+        raise _Fail(f"--plot {plot}: a reliability diagram draws one bar per bin, at most "
+                    f"{MAX_PLOT_BINS:,}; got --bins {bins:,} (lower --bins or drop --plot)")
 
 
 def _plot_type(path):
@@ -319,6 +376,7 @@ _WORDS = [
     (re.compile(r"\bnan_policy='(\w+)'"), r"--nan-policy \1"),
     (re.compile(r"\bstrategy='(\w+)'"), r"--strategy \1"),
     (re.compile(r"\bclosed='(\w+)'"), r"--closed \1"),
+    (re.compile(r"\bdevice='(\w+)'"), r"--device \1"),
     (re.compile(r"\bobserved='(\w+)'"), r"--observed \1"),
     (re.compile(r"\bace=True\b"), "--ace"),
     (re.compile(r"\blogits=True\b"), "--logits"),
@@ -373,6 +431,32 @@ def _describe_error(exc):
         return EXIT_BAD, f"{where}{what}"
     return EXIT_INTERNAL, (f"internal error: {type(exc).__name__}: {_one_line(exc)} "
                            f"(--debug or FASTCAL_DEBUG=1 shows the traceback)")
+
+
+# -- JSON --------------------------------------------------------------------------
+
+def _json_safe(x):
+    """``x`` with plain Python types: NaN -> None, +-inf -> "inf" / "-inf" (the
+    convention of ``CalibrationReport.to_dict``), numpy scalars and arrays unwrapped."""
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # numpy scalar or array
+        return _json_safe(x.tolist())
+    if isinstance(x, float):
+        if math.isnan(x):
+            return None
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+    return x
+
+
+def json_text(obj):
+    """The whole JSON text of ``obj`` (one line and a newline), built before anything
+    is printed, with the one convention every command uses: NaN is null and an
+    infinity the string "inf" or "-inf"."""
+    return json.dumps(_json_safe(obj), allow_nan=False) + "\n"
 
 
 # -- score -----------------------------------------------------------------------
@@ -435,7 +519,7 @@ def _input_format(args):
 
 def _check_score_args(args):
     """Every check that needs no data: sizes, outputs, optional dependencies."""
-    _check_range("--bins", args.bins, 1, MAX_BINS)
+    _check_bins("--bins", args.bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
     if args.eps is not None and not 0.0 < args.eps < 0.5:
         raise _Fail(f"--eps must be strictly between 0 and 0.5; got {args.eps!r}")
@@ -455,13 +539,11 @@ def _check_score_args(args):
             opt = "--scheduler" if args.scheduler is not None else "--workers"
             raise _Fail(f"{opt} needs Dask, which is not installed: pip install -e '.[dask]' "
                         f"in a fastcal checkout, or pip install 'fastcal[dask]'") from None
-    targets = [(o, t) for o, t in (("--output", args.output), ("--plot", args.plot)) if t]
-    for opt, target in targets:
-        _check_target(opt, target, args.path)
-    if len(targets) == 2 and (args.output == args.plot == "-" or (
-            args.output != "-" and args.plot != "-"
-            and _atomic.resolve(args.output) == _atomic.resolve(args.plot))):
-        raise _Fail(f"--output and --plot are the same file {args.output}")
+    inputs = [("input", args.path)]
+    if args.recalibration:
+        inputs.append(("--recalibration map", args.recalibration))
+    _check_outputs([("--output", args.output), ("--plot", args.plot)], inputs)
+    _check_plot_bins(args.plot, args.bins)
     return _plot_type(args.plot) if args.plot else None
 
 
@@ -469,7 +551,7 @@ def _cmd_score(args):
     from fastcal.files import score_file
 
     plot_kind = _check_score_args(args)
-    progress = False if (args.quiet or args.json) else None
+    progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     label = [c.strip() for c in args.label.split(",")] if "," in args.label else args.label
     soft = not isinstance(label, str) or label.endswith("*")
@@ -493,7 +575,7 @@ def _cmd_score(args):
                          verify_checksums=not args.no_verify_checksums, transform=transform)
     elapsed = time.perf_counter() - t0
     if args.json:
-        text = json.dumps(_report_dict(rep, elapsed), allow_nan=False) + "\n"
+        text = json_text(_report_dict(rep, elapsed))
     else:
         text = _report_text(rep, elapsed)
     outputs = [(args.output or "-", text.encode("utf-8"))]
@@ -512,8 +594,7 @@ def _cmd_score(args):
     try:
         _atomic.commit(outputs, stdout=_stdout_buffer())
     except OSError as exc:
-        names = " and ".join(f"{o} {t}" for o, t in (("--output", args.output),
-                                                     ("--plot", args.plot)) if t)
+        names = _output_names((("--output", args.output or "-"), ("--plot", args.plot)))
         raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
                     f"no output was changed") from exc
     return EXIT_OK
@@ -538,20 +619,20 @@ def _cmd_recalibrate(args):
     from fastcal import recalibrate
     from fastcal.files import score_file
 
-    _check_range("--bins", args.bins, 1, MAX_BINS)
-    _check_range("--hist-bins", args.hist_bins, 1, MAX_BINS)
+    _check_bins("--bins", args.bins)
+    _check_bins("--hist-bins", args.hist_bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
     if not 0.0 < args.alpha < 0.5:
         raise _Fail(f"--alpha must be strictly between 0 and 0.5; got {args.alpha!r}")
     if args.target == "safe" and args.method != "temperature":
         raise _Fail(f"--target safe is for --method temperature; got --method {args.method}")
-    for opt, target in (("--out", args.out), ("--plot", args.plot)):
-        if target:
-            _check_target(opt, target, args.path)
+    _check_outputs([("standard output", "-"), ("--out", args.out), ("--plot", args.plot)],
+                   [("input", args.path)])
+    _check_plot_bins(args.plot, args.bins)
     plot_kind = _plot_type(args.plot) if args.plot else None
     if args.plot and args.no_table:
         raise _Fail("--plot draws the before/after table's bins; drop --no-table")
-    progress = False if (args.quiet or args.json) else None
+    progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     fmt = _input_format(args)
     options = {"temperature": dict(target=args.target, alpha=args.alpha),
@@ -601,7 +682,7 @@ def _cmd_recalibrate(args):
             lines.append("")
             lines.append(f"Cost of being safe: NLL {b.nll - n.nll:+.3g}, ECE {b.ece - n.ece:+.3g} "
                          "against the NLL optimum.")
-    text = (json.dumps(out, allow_nan=False) if args.json else "\n".join(lines)) + "\n"
+    text = json_text(out) if args.json else "\n".join(lines) + "\n"
     outputs = [("-", text.encode("utf-8"))]
     if args.out:
         outputs.append((args.out, (model.to_json(indent=1) + "\n").encode("utf-8")))
@@ -616,9 +697,22 @@ def _cmd_recalibrate(args):
     try:
         _atomic.commit(outputs, stdout=_stdout_buffer())
     except OSError as exc:
-        raise _Fail(f"--out {args.out}: could not write ({exc.strerror or _one_line(exc)}); "
+        names = _output_names((("standard output", "-"), ("--out", args.out),
+                               ("--plot", args.plot)))
+        raise _Fail(f"{names}: could not write ({exc.strerror or _one_line(exc)}); "
                     f"no output was changed") from exc
     return EXIT_OK
+
+
+def _output_names(outputs):
+    """"--output r.txt and --plot r.png" for the messages; "-" is standard output."""
+    names = []
+    for opt, target in outputs:
+        if target == "-":
+            names.append("standard output")
+        elif target:
+            names.append(f"{opt} {target}")
+    return " and ".join(dict.fromkeys(names))
 
 
 def _stdout_buffer():
@@ -677,12 +771,31 @@ class _Watchdog:
             pass
 
 
+_DASK_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
+
+
 def _quiet_dask(debug):
-    """Silence distributed's loggers in this process (workers get silence_logs)."""
+    """Silence distributed's loggers in this process for a run (workers get silence_logs);
+    returns their old levels for :func:`_restore_logs`.
+
+    Each logger is set, not only the top one: distributed's config gives
+    ``distributed.client`` and others their own level (and handler), so a killed
+    scheduler's tracebacks would still be printed before fastcal's one line.
+    """
     if debug:
-        return
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+        return {}
+    names = {n for n in logging.root.manager.loggerDict if n.split(".")[0] in _DASK_LOGGERS}
+    old = {}
+    for name in sorted(names | set(_DASK_LOGGERS)):
+        logger = logging.getLogger(name)
+        old[name] = logger.level
+        logger.setLevel(logging.CRITICAL + 1)
+    return old
+
+
+def _restore_logs(old):
+    for name, level in old.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _score_on_dask(args, fmt, prob, label, transform):
@@ -697,7 +810,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
     from fastcal.distributed import ROWS_PER_PARTITION, connect, score_dataset
 
     debug = _debug(args)
-    _quiet_dask(debug)
+    levels = _quiet_dask(debug)
     own = []
     try:
         if args.scheduler is not None:
@@ -737,6 +850,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
                 x.close()
             except Exception:
                 pass
+        _restore_logs(levels)
 
 
 # -- simulate -----------------------------------------------------------------------
@@ -833,6 +947,8 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     if compressed and format != "csv":
         msg = f"{out}: a .gz name is for gzip-compressed CSV; got format {format!r}"
         raise ValueError(msg)
+    if not special:
+        _atomic.sweep(_atomic.resolve(out))  # what a killed earlier run left behind
     _check_disk(out, n, format, dt, compressed or special)
     bar = Progress(n, label=os.path.basename(out), enabled=progress)
     chunks = _chunks(n, sigma, seed, dt, chunk_rows)
@@ -847,7 +963,7 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
                 raise OSError(exc.errno, msg) from None
         else:
             real = _atomic.resolve(out)
-            tmp = _atomic.temp_near(real, suffix=os.path.splitext(out)[1])
+            tmp = _temp_in_folder(out, real, _atomic.temp_near, suffix=os.path.splitext(out)[1])
             try:
                 _WRITERS[format](tmp, dt, chunks, bar, chunk_rows, compressed)
                 keep = _atomic.existing_mode(real)
@@ -864,6 +980,18 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     finally:
         chunks.close()
         bar.close()
+
+
+def _temp_in_folder(out, real, make, **kw):
+    """``make(real, **kw)``: a temporary file or directory beside ``real``; an error
+    names the directory (not the temporary name, which the user never chose)."""
+    try:
+        return make(real, **kw)
+    except OSError as exc:
+        folder = os.path.dirname(os.path.abspath(real))
+        msg = (f"{out}: cannot create a file in the directory {folder} "
+               f"({exc.strerror or _one_line(exc)})")
+        raise OSError(exc.errno, msg) from None
 
 
 def _arrow_schema(dt):
@@ -924,7 +1052,7 @@ def _write_npy_dir(out, n, dt, chunks, bar):
         msg = f"{out}: the directory {parent} does not exist"
         raise ValueError(msg)
     _check_disk(out, n, "npy", dt, False)
-    tmp = _atomic.temp_dir_near(out)
+    tmp = _temp_in_folder(out, out, _atomic.temp_dir_near)
     try:
         files = {}
         for name, dtype in (("p", dt), ("y", np.dtype(np.uint8))):
@@ -965,10 +1093,29 @@ def _cmd_simulate(args):
     if args.out == "-":
         raise _Fail("OUT -: simulate writes a file, not standard output")
     fmt = _sim_format(args.out, args.format)
+    t0 = time.perf_counter()
     simulate_file(args.out, n=args.n, sigma=args.sigma, seed=args.seed, format=fmt,
                   dtype=args.dtype, chunk_rows=args.chunk_rows,
                   progress=False if args.quiet else None)
+    if not args.quiet:
+        print(f"wrote {args.n:,} rows (p {args.dtype}, y uint8; sigma {args.sigma:g}, seed "
+              f"{args.seed}) to {args.out} ({fmt}, {_size(args.out)}) in "
+              f"{time.perf_counter() - t0:.2f} s", file=sys.stderr)
     return EXIT_OK
+
+
+def _size(path):
+    """The size of a written file (or NPY directory), as "12.3 MB"."""
+    try:
+        if os.path.isdir(path):
+            n = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        elif _atomic.is_special(path):
+            return "written through"
+        else:
+            n = os.path.getsize(path)
+    except OSError:
+        return "size unknown"
+    return f"{n / 1e6:.3g} MB"
 
 
 # -- entry point ------------------------------------------------------------------------
@@ -978,7 +1125,34 @@ def _debug(args):
         "", "0")
 
 
+def _in_compiler(frame):
+    """Whether Python code called back from the compiler (llvmlite, through ctypes) runs:
+    an exception raised there is printed and dropped, so a signal must wait."""
+    while frame is not None:
+        if f"{os.sep}llvmlite{os.sep}" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _later(signum):
+    """Send ``signum`` to this process again in 50 ms (out of the compiler's callback)."""
+    t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+    t.daemon = True
+    t.start()
+
+
+def _on_interrupt(signum, frame):
+    if _in_compiler(frame):
+        _later(signum)
+        return
+    raise KeyboardInterrupt
+
+
 def _on_signal(signum, frame):
+    if _in_compiler(frame):
+        _later(signum)
+        return
     # once: a second signal during the cleanup must not interrupt it
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
@@ -986,20 +1160,42 @@ def _on_signal(signum, frame):
 
 
 def _install_signals():
-    """SIGTERM and SIGHUP raise in the main thread, so cleanup runs as on errors."""
+    """SIGTERM, SIGHUP and SIGINT raise in the main thread, so cleanup runs as on errors
+    (held back while the compiler runs Python code, which would swallow the exception)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     old = {}
-    for s in (signal.SIGTERM, signal.SIGHUP):
+    for s, handler in ((signal.SIGTERM, _on_signal), (signal.SIGHUP, _on_signal),
+                       (signal.SIGINT, _on_interrupt)):
         try:
-            old[s] = signal.signal(s, _on_signal)
+            old[s] = signal.signal(s, handler)
         except (ValueError, OSError):
             pass
     return old
 
 
 def main(argv=None):
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Ctrl-C at any stage after the interpreter imported this module (parsing,
+    the imports of a command, compiling, running, writing) ends with one line
+    and status 130. Run as the command (``argv`` None), a Ctrl-C that comes
+    once the status is known (while the interpreter shuts down) is ignored.
+    """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        _atomic.cleanup()
+        if _debug(None):
+            raise
+        print("fastcal: interrupted; temporary files removed", file=sys.stderr)
+        return 130
+    finally:
+        if argv is None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv):
     ap = _parser()
     args = ap.parse_args(argv)
     if args.command is None:
@@ -1016,7 +1212,10 @@ def main(argv=None):
     if not debug:
         warnings.showwarning = note
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            if not debug:  # each warning once as a note, whatever filters the caller set
+                warnings.simplefilter("default")
+            return args.func(args)
     except _Terminated as exc:
         _atomic.cleanup()
         name = signal.Signals(exc.signum).name

@@ -34,13 +34,23 @@ CHUNK_BYTES = 64 << 20
 _kernels = {}
 
 
+NO_GPU = ("device='cuda': no CUDA GPU or driver was found (numba.cuda.is_available() is "
+          "False); score on the CPU with device='cpu' (the default)")
+
+
 def _k(name):
-    """The kernel module ``name``, imported (with numba.cuda) on first use."""
+    """The kernel module ``name``, imported (with numba.cuda) on first use.
+
+    ``_cuda`` is kept only once a GPU answered: without one this raises
+    ValueError(NO_GPU), one line, instead of the driver's own multi-line error.
+    """
     mod = _kernels.get(name)
     if mod is None:
         import importlib
 
         mod = importlib.import_module(f"fastcal._kernels.{name}")
+        if name == "_cuda" and not mod.cuda.is_available():
+            raise ValueError(NO_GPU)
         _kernels[name] = mod
     return mod
 

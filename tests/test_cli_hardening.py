@@ -51,6 +51,11 @@ def score(path, *extra):
     return ["score", path, "--prob", "p", "--label", "y", *extra]
 
 
+def _read(path):
+    with open(path, "rb") as fh:  # closed: warnings are errors, ResourceWarning too
+        return fh.read()
+
+
 def one_line(err):
     return err.count("\n") == 1 and "Traceback" not in err
 
@@ -260,7 +265,7 @@ def test_output_writes_through_a_fifo(pred, tmp_path, capsys):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()), daemon=True)
+    reader = threading.Thread(target=lambda: got.append(_read(fifo)), daemon=True)
     reader.start()
     code, out, err = run(score(pred, "--json", "--output", str(fifo)), capsys)
     reader.join(30)
@@ -321,7 +326,7 @@ def test_existing_output_keeps_its_mode(pred, tmp_path, capsys):
 
 
 def test_output_never_overwrites_an_input(pred, tmp_path, capsys):
-    before = open(pred, "rb").read()
+    before = _read(pred)
     alias = tmp_path / "alias.parquet"
     alias.symlink_to(pred)
     inside = os.path.join(os.path.dirname(pred), "report.txt")
@@ -329,7 +334,7 @@ def test_output_never_overwrites_an_input(pred, tmp_path, capsys):
                  score(os.path.dirname(pred), "--output", inside)):
         code, out, err = run(argv, capsys)
         assert code == 2 and one_line(err) and "refusing to overwrite an input" in err, err
-    assert open(pred, "rb").read() == before and not os.path.exists(inside)
+    assert _read(pred) == before and not os.path.exists(inside)
 
 
 # -- defect 14: optional dependencies checked before scoring ---------------------------
@@ -409,7 +414,9 @@ def test_csv_gz_is_detected_and_written(tmp_path, capsys):
     assert json.loads(out)["ece"] == pytest.approx(fastcal.ece(y, p), rel=1e-12)
     sim = tmp_path / "sim.csv.gz"
     assert run(["simulate", str(sim), "--n", "300", "--seed", "5"], capsys)[0] == 0
-    assert gzip.open(sim).read(4) == b'"p",' or gzip.open(sim).read(3) == b"p,y"
+    with gzip.open(sim) as fh:
+        head = fh.read(4)
+    assert head == b'"p",' or head[:3] == b"p,y"
     code, out, _ = run(score(str(sim), "--json"), capsys)
     y5, p5 = fastcal.simulate(300, seed=5)
     assert code == 0 and json.loads(out)["ece"] == pytest.approx(fastcal.ece(y5, p5), rel=1e-12)

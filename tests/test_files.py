@@ -341,7 +341,8 @@ def test_csv_wrong_field_count_names_file(tmp_path):
 def test_truncated_parquet_names_file(tmp_path):
     p, y = make_data(20_000, seed=10)
     path = write("parquet", tmp_path, p, y)
-    data = open(path, "rb").read()
+    with open(path, "rb") as fh:
+        data = fh.read()
     cut = tmp_path / "cut.parquet"
     cut.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match=r"cut.parquet: not a readable Parquet file"):

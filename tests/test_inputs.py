@@ -45,7 +45,8 @@ def test_no_library_is_imported_for_numpy_input():
     # fastcal itself never imports these (the test modules above may have)
     import fastcal.inputs.convert as fi
 
-    src = open(fi.__file__).read()
+    with open(fi.__file__) as fh:
+        src = fh.read()
     for lib in ("pandas", "polars", "pyarrow", "torch"):
         assert f"\nimport {lib}" not in src
 

@@ -683,7 +683,10 @@ def test_feather_file_cut_while_chunks_are_copied_never_kills_the_process(tmp_pa
     finally:
         child.stdin.close()
         status = child.wait(timeout=60)
-    assert status == 0, (status, child.stderr.read()[-500:])
+    err = child.stderr.read()
+    child.stdout.close()  # warnings are errors: no unclosed pipe
+    child.stderr.close()
+    assert status == 0, (status, err[-500:])
     for out in outcomes:
         if out.startswith("ok"):
             assert out == f"ok {n}", out

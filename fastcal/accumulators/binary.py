@@ -63,7 +63,7 @@ class BinaryAccumulator(Binned):
         counts, sums, totals, checks, *fine = fill(
             y, p, edges, uniform, self.closed == "right", self.nan_policy == "omit",
             self.eps, self.with_logs, self.threads, self.ace_buckets)
-        ck.raise_for(self.checks, checks, self.nan_policy, row0)
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, p=p)
         self.boot.fill(y, p, row0, edges, uniform, self.closed == "right", self.threads)
         if fine:
             self.buckets.counts += fine[0]
@@ -86,7 +86,7 @@ class BinaryAccumulator(Binned):
         self._fix_dtype(dtype)
         edges, uniform = self.kernel_edges(dtype)
         counts, sums, totals, checks = self._fill_device(cuda, y, p, edges, uniform)
-        ck.raise_for(self.checks, checks, self.nan_policy, row0)
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, p=lambda: host()[1])
         self._add_parts_device(y, p, row0, host, invalid=counts[self.n_bins, 0] > 0)
         self._add_fill(counts, sums, totals, checks, int(p.shape[0]))
         return self

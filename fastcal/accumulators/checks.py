@@ -53,6 +53,13 @@ def _label(r, ctx):
             "top": ctx["p"].shape[1] - 1, "k": ctx["p"].shape[1]}
 
 
+def _range_hint(r, ctx):
+    from fastcal.inputs.validation import prob_range_hint
+
+    p = ctx.get("p")
+    return {"hint": prob_range_hint(p() if callable(p) else p)}  # GPU data: a host copy
+
+
 def _target_row(r, ctx):
     t = ctx["t"][r]
     return {"min": float(np.min(t)), "sum": float(np.sum(t, dtype=np.float64))}
@@ -68,7 +75,8 @@ _BAD_Y = Check(kb.CHECK_BAD_Y, "y_true contains {n} labels other than 0 and 1 (f
 BINARY = Table(kb.N_CHECK_KINDS, kb.CHECK_OMITTED, (
     _NAN_P, _NAN_Y,
     Check(kb.CHECK_RANGE_P, "y_prob contains {n} values outside [0, 1] or infinite (first at "
-                            "index {row}); probabilities must be in [0, 1]"),
+                            "index {row}); probabilities must be in [0, 1]{hint}",
+          detail=_range_hint),
     _BAD_Y,
 ))
 

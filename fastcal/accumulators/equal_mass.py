@@ -94,8 +94,8 @@ def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
         return correct, conf
     if logits:
         z = np.asarray(p, dtype=np.float64)
-        with np.errstate(over="ignore"):
-            x = np.where(z >= 0, 1.0 / (1.0 + np.exp(-z)), np.exp(z) / (1.0 + np.exp(z)))
+        e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
+        x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
         return y, x
     return y, p
 

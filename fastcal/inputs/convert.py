@@ -23,6 +23,9 @@ When nothing is copied:
 
 Missing values (pandas NA, polars/arrow nulls) become NaN, so that
 ``nan_policy`` decides what happens to them; that conversion copies.
+A NumPy masked array is read as its data when nothing is masked; masked
+values are refused with a message (fill them with NaN and use
+``nan_policy="omit"`` to drop them).
 """
 
 import numpy as np
@@ -34,6 +37,8 @@ def _module(x):
 
 def to_numpy(name, x):
     """``x`` as a NumPy array (a view when the layout allows); ValueError naming ``name``."""
+    if isinstance(x, np.ma.MaskedArray):
+        return _from_masked(name, x)
     if isinstance(x, np.ndarray):
         return x
     mod = _module(x)
@@ -55,6 +60,20 @@ def to_numpy(name, x):
                f"that NumPy reads as dtype object (ragged rows or mixed types?)")
         raise ValueError(msg)
     return arr
+
+
+def _from_masked(name, x):
+    """A masked array's data when nothing is masked; masked values are refused
+    (their data are arbitrary, and fastcal does not guess what they mean)."""
+    mask = np.ma.getmaskarray(x)
+    n = int(np.count_nonzero(mask))
+    if n:
+        first = int(np.flatnonzero(mask.reshape(-1))[0])
+        msg = (f"{name} is a masked array with {n} masked values (first at flat index "
+               f"{first}); fastcal does not read masks: pass {name}.filled(np.nan) with "
+               f"nan_policy='omit' to drop those rows, or {name}.data to score every value")
+        raise ValueError(msg)
+    return np.asarray(x.data)
 
 
 def _from_torch(name, t):

@@ -18,12 +18,22 @@ def check_choice(name, value, allowed):
     return value
 
 
+#: The most bins of any binning (API and command line alike): the per-thread state
+#: and the report grow with the bins.
+MAX_BINS = 1_000_000
+
+
 def check_n_bins(n_bins):
+    """n_bins as an int in [1, MAX_BINS]; one message for the API and the CLI."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral):
         msg = f"n_bins must be an integer >= 1; got {n_bins!r} of type {type(n_bins).__name__}"
         raise ValueError(msg)
     if n_bins < 1:
         msg = f"n_bins must be >= 1; got {n_bins}"
+        raise ValueError(msg)
+    if n_bins > MAX_BINS:
+        msg = (f"n_bins must be <= {MAX_BINS:,}; got {int(n_bins):,} (the state and the "
+               f"report grow with the bins)")
         raise ValueError(msg)
     return int(n_bins)
 
@@ -123,6 +133,8 @@ def label_dtype(dtype):
     if dtype.kind in "iuf":
         return dtype
     msg = f"y_true must hold 0/1 labels as bool, integer or float; got dtype {dtype}"
+    if dtype.kind in "USO":
+        msg += "; map text labels such as 'yes'/'no' to 0/1 first (e.g. y == 'yes')"
     raise ValueError(msg)
 
 
@@ -167,6 +179,23 @@ def input_kind(y, p, *, logits=False, multiclass=False):
     check_prob_1d_shape(ps)
     check_lengths(ys, ps)
     return "logits" if logits else "binary"
+
+
+def prob_range_hint(p):
+    """A hint for probabilities outside [0, 1], from the finite values of ``p`` (a
+    host array; "" for anything else): in [0, 100] they look like percentages,
+    negative ones like logits."""
+    if not isinstance(p, np.ndarray) or p.size == 0:
+        return ""
+    finite = p[np.isfinite(p)]
+    if finite.size == 0:
+        return ""
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo >= 0.0 and 1.0 < hi <= 100.0:
+        return f"; the values lie in [{lo:.4g}, {hi:.4g}]: percentages? divide them by 100"
+    if lo < 0.0:
+        return f"; the values lie in [{lo:.4g}, {hi:.4g}]: logits? pass logits=True"
+    return ""
 
 
 def check_edges(edges):

@@ -124,7 +124,8 @@ def z_from_sums(sum_ecd, sum_var):
     s = np.asarray(sum_ecd, dtype=np.float64)
     var = np.asarray(sum_var, dtype=np.float64)
     z = np.full(np.broadcast(s, var).shape, np.nan)
-    np.divide(s, np.sqrt(var), out=z, where=var > 0)
+    with np.errstate(over="ignore"):  # a sum near 1.8e308 over a tiny sd: z = +-inf, as meant
+        np.divide(s, np.sqrt(var), out=z, where=var > 0)
     zero = var == 0
     if zero.any():  # z = 0 for a zero sum, +-inf otherwise; a NaN sum stays NaN
         z = np.where(zero, np.where(s == 0, 0.0, np.copysign(np.inf, s)), z)

@@ -28,12 +28,14 @@ never by the file:
   or a directory of ``.npy`` files with one column per file (named by the file
   stem; a 2-D file ``scores.npy`` gives columns ``"scores:0"`` ..). The header
   is checked with exact integers against the file size before anything else
-  is done, and each chunk is read with ordinary reads (never memory-mapped), so
+  is done (a file shorter or longer than its header says is refused), and each chunk is read with ordinary reads (never memory-mapped), so
   a file truncated while it is read is an error naming the file and the first
   missing row, not a SIGBUS.
 * CSV (``.csv``, or gzip-compressed ``.csv.gz``; a directory may mix both):
   pyarrow's streaming reader, comma-separated; numeric columns are parsed as
-  float64.
+  float64. A plain CSV file that does not end in a newline is read with a
+  ``UserWarning`` that its last line may be cut (some writers leave the
+  newline out, so it is not refused).
 
 A directory is read as one dataset of one format. Its files of other extensions
 are not read and a ``UserWarning`` names them (names starting with ``.`` or
@@ -227,6 +229,9 @@ def _files_of(path, format):
 
 # -- type checks -------------------------------------------------------------
 
+TEXT_HINT = "; text labels such as 'yes'/'no' must be written as 0/1 (or bool) first"
+
+
 def _check_arrow_type(path, name, typ):
     import pyarrow as pa
 
@@ -239,6 +244,11 @@ def _check_arrow_type(path, name, typ):
     if pa.types.is_dictionary(typ) and (pa.types.is_floating(typ.value_type)
                                         or pa.types.is_integer(typ.value_type)):
         return
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or "
+                    f"bool) column{TEXT_HINT}")
     _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or bool) "
                 "column")
 
@@ -247,7 +257,7 @@ def _check_numpy_type(path, name, dtype):
     if dtype.kind in "fiub":
         return
     _fail(path, f"column {name!r} has dtype {dtype}; expected a numeric (float, integer or bool) "
-                "column")
+                "column" + (TEXT_HINT if dtype.kind in "USO" else ""))
 
 
 def _missing(path, missing, available):
@@ -988,6 +998,25 @@ def _gzip_rows(f):
     return max(lines - blank - 1, 0)
 
 
+def _warn_if_cut(f):
+    """Warn (one line) when a plain CSV file does not end in a newline: its last line is
+    likely cut (an interrupted copy or write). The file is still read: some writers
+    leave the newline out, so this is a warning, not an error."""
+    if f.lower().endswith(".gz"):
+        return  # the gzip stream's own checks catch a cut file
+    try:
+        with open(f, "rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            last = fh.read(1)
+    except OSError:
+        return
+    if last not in (b"\n", b"\r"):
+        import warnings
+
+        warnings.warn(f"{f}: does not end in a newline, so its last line may be cut (an "
+                      f"interrupted copy or write?); read as it is", UserWarning, stacklevel=3)
+
+
 class CsvReader(_Reader):
     def __init__(self, path):
         super().__init__(path)
@@ -995,6 +1024,7 @@ class CsvReader(_Reader):
         for f in self.files:
             if os.path.getsize(f) == 0:
                 _fail(f, "file is empty (0 bytes)")
+            _warn_if_cut(f)
         self.schema = self._schema(self.files[0])
         self.columns = list(self.schema.names)
 
@@ -1188,6 +1218,11 @@ class NpyReader(_Reader):
             _fail(f, f"file is truncated: the header promises shape {shape} of {dtype.str}, "
                      f"{data} bytes of data after its {offset} bytes, expected a file of "
                      f"{offset + data} bytes; the file has {size}")
+        if size > offset + data:  # NPY's size is exact: anything more is damage
+            _fail(f, f"file is longer than its header says: shape {shape} of {dtype.str} is "
+                     f"{data} bytes of data after its {offset} bytes, expected a file of "
+                     f"{offset + data} bytes; the file has {size} ({size - offset - data} "
+                     f"bytes appended or a range duplicated?)")
         n_cols = len(dtype.names) if dtype.names is not None else (
             shape[1] if len(shape) == 2 else 1)
         if n_cols > MAX_COLUMNS:
