@@ -39,7 +39,7 @@ test: $(VENV)/.stamp-test
 
 # the docs site into site/ (git-ignored); --strict: a broken link or a missing reference fails
 docs: $(VENV)/.stamp-docs
-	$(PY) -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 bench: $(VENV)/.stamp-bench
 	$(PY) -m pytest benchmarks
