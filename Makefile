@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench bench-report install clean
+.PHONY: demo test docs bench bench-report install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ $(VENV)/.stamp-core: pyproject.toml | $(PY)
 
 $(VENV)/.stamp-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test]'
+	touch $@
+
+$(VENV)/.stamp-docs: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[docs]'
 	touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml | $(PY)
@@ -33,6 +37,10 @@ demo: $(VENV)/.stamp-core
 test: $(VENV)/.stamp-test
 	$(PY) -m pytest
 
+# the docs site into site/ (git-ignored); --strict: a broken link or a missing reference fails
+docs: $(VENV)/.stamp-docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 bench: $(VENV)/.stamp-bench
 	$(PY) -m pytest benchmarks
 
@@ -40,4 +48,4 @@ bench-report: $(VENV)/.stamp-bench
 	$(PY) benchmarks/report.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache

@@ -1,4 +1,4 @@
-"""Run the benchmark suite once and write benchmarks/RESULTS.md and benchmarks/scaling.png.
+"""Run the benchmark suite once and write docs/benchmarks/results.md and scaling.png beside it.
 
 Usage: python benchmarks/report.py [--from-json FILE] [extra pytest args]
 
@@ -282,7 +282,7 @@ def gpu_section(summary_path):
         "**Not measured yet**: no machine with an NVIDIA GPU was lent to the work that built "
         "the GPU fills, so there are no real-GPU figures here. The kernels are tested in CI under "
         "Numba's CUDA simulator against the CPU kernels and compiled for sm_80/sm_90 (PTX and "
-        "`ptxas` registers: benchmarks/NOTES.md).",
+        "`ptxas` registers: docs/contributors/kernel-notes.md).",
         "",
         "To measure: on a machine with an NVIDIA GPU, torch, torchmetrics, numba-cuda and "
         "pytest-benchmark, run `bash benchmarks/gpu_run.sh tests` and "
@@ -366,7 +366,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-json", type=Path, help="use this pytest-benchmark JSON instead of running")
     parser.add_argument("--keep-json", type=Path, help="also save the run's JSON here")
-    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "results.md")
     args, extra = parser.parse_known_args(argv)
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(ROOT))

@@ -13,7 +13,7 @@ merges the accumulators in a tree. The runs are interleaved, round by round,
 so machine load hits both alike; each result is checked against the other.
 
 Run: ``pytest benchmarks/test_bench_distributed.py -s``. Lines starting with
-``RESULT`` are the figures for benchmarks/RESULTS.md.
+``RESULT`` are the figures for docs/benchmarks/results.md.
 """
 
 import os

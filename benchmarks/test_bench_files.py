@@ -10,7 +10,7 @@ Sizes (environment variables):
 
 Run: ``pytest benchmarks/test_bench_files.py -s`` (not --benchmark-only: the ratio
 and memory tests time themselves). Lines
-starting with ``RESULT`` are the figures for benchmarks/RESULTS.md.
+starting with ``RESULT`` are the figures for docs/benchmarks/results.md.
 """
 
 import json

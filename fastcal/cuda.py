@@ -557,3 +557,7 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
         checks[name] = (int(pk[:, j].sum()), int(firsts.min()) if firsts.size else -1)
     out["checks"] = checks
     return out
+
+
+# The public part; the fills are the driver's (not API).
+__all__ = ["is_available", "is_device_array"]

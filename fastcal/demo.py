@@ -1,7 +1,7 @@
 """`make demo`: the paper's simulation (eq. 16-19) at the three noise levels of
 Table I, each written to a Parquet file and scored out of core, chunk by chunk,
 exactly as ``fastcal simulate`` + ``fastcal score`` would; printed as the per-bin
-table."""
+table. Not API."""
 
 import argparse
 import os

@@ -135,3 +135,6 @@ def _names(x):
     """A column name or a list of them."""
     return isinstance(x, str) or (isinstance(x, (list, tuple))
                                   and all(isinstance(c, str) for c in x))
+
+
+__all__ = ["score_file"]

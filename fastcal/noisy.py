@@ -87,3 +87,6 @@ def true_accuracy(model_accuracy, label_accuracy, *, n_classes=2):
     est = min(max(est, 0.0), 1.0)  # only rounding is clipped here (checked above)
     return TrueAccuracy(lower=max(0.0, m - (1.0 - g)), upper=min(1.0, m + (1.0 - g)),
                         independent=est)
+
+
+__all__ = ["TrueAccuracy", "true_accuracy"]

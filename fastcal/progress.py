@@ -1,4 +1,4 @@
-"""A small progress bar on stderr: rows done, rows/s and time left.
+"""A small progress bar on stderr: rows done, rows/s and time left (not API).
 
 Drawn only when the stream is a terminal; redrawn at most a few times per
 second so that it costs nothing next to the work it reports on.

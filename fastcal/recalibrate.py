@@ -750,10 +750,9 @@ class PlattScaling(_Recalibration):
     nan_policy : {"raise", "omit"}, default "raise"
     max_passes : int, default 50
     tol : float, default 1e-10
-
-    With probabilities, f = logit(p) with p clipped to [1e-15, 1 - 1e-15] in the
-    fit and ``transform`` alike (p = 0 and 1 are moved, unlike temperature
-    scaling's fixed points).
+        Convergence tolerance. With probabilities, f = logit(p) with p clipped to
+        [1e-15, 1 - 1e-15] in the fit and ``transform`` alike (p = 0 and 1 are
+        moved, unlike temperature scaling's fixed points).
 
     Attributes
     ----------
@@ -1349,3 +1348,7 @@ def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False
     rep_before = score(ArraySource(y, p), Options(logits=logits, **opts))
     rep_after = score(ArraySource(y, after), Options(**opts))
     return Evaluation(method, rep_before, rep_after, models, cv)
+
+
+__all__ = ["TemperatureScaling", "PlattScaling", "IsotonicCalibration", "HistogramBinning", "Evaluation",
+           "evaluate", "fit_file", "fit_dask", "from_dict", "load", "make", "before_after_diagram"]

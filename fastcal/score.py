@@ -35,6 +35,12 @@ class Options:
 
     See :func:`fastcal.calibration_report` for their meaning. ``ace`` is
     True by default for arrays, False for files and Dask (one pass).
+
+    Examples
+    --------
+    >>> from fastcal.score import Options
+    >>> Options(n_bins=5, ace=False).n_bins
+    5
     """
 
     n_bins: int = 10
@@ -105,6 +111,16 @@ def score(source, options):
     ``passes`` (over the data) and ``pass_steps``, what the passes were, in
     order: (what, passes) with what "fill", "equal-mass bins", "ACE" or
     "certain-and-wrong rows" (a step that needed no pass is left out).
+
+    Examples
+    --------
+    >>> from fastcal import simulate
+    >>> from fastcal.score import Options, score
+    >>> from fastcal.sources.arrays import ArraySource
+    >>> y, p = simulate(2_000, sigma=0.5, seed=0)
+    >>> rep = score(ArraySource(y, p), Options(n_bins=5))
+    >>> rep.n, rep.passes, rep.pass_steps
+    (2000, 2, [('fill', 1), ('ACE', 1)])
     """
     opts = options.checked()
     acc, n_rows = source.fill(opts)
@@ -206,3 +222,6 @@ def fill_arrays(y_true, y_prob, options):
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
     return acc, source.batch
+
+
+__all__ = ["Options", "score"]

@@ -70,3 +70,6 @@ def simulate(n, *, sigma=0.0, seed=0, weight=0.5, start=0, dtype=np.float64):
         p[pos:pos + take] = pb[off:off + take]
         pos += take
     return y, p
+
+
+__all__ = ["simulate"]

@@ -260,3 +260,6 @@ def _report(acc, observed, ci):
     rep.n_rows = acc.n_rows
     rep.passes = 1
     return rep
+
+
+__all__ = ["CalibrationMetric"]

@@ -307,7 +307,7 @@ if CASES:
             gpu = fc.fill_binary(y, x, edges, True, n_bins % 2 == 0, False, 0.0, True)
             _same(gpu, _cpu_binary(y, x, edges, True, n_bins % 2 == 0))
         # random logits: one whose sigmoid is within an ulp of an edge may bin
-        # differently on the GPU (libdevice's log, see README "GPU scoring")
+        # differently on the GPU (libdevice's log, see docs/guide/gpu.md)
         z = rng.normal(scale=3, size=n)
         cpu = kb.new_state(n_bins)
         km.fill_binary_logits_range(z, y, 0, n, kernel_edges(n_bins, "<f8"), True, False, 0.0,

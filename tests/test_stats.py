@@ -491,7 +491,7 @@ def _load_coverage_example():
     return mod
 
 
-# The README's coverage table, as documented: (setting, sigma, shift) -> metric -> percent.
+# The coverage table of docs/guide/verdict.md, as documented: (setting, sigma, shift) -> metric -> percent.
 _COVERAGE_ROWS = (("log-odds shifted by +1", 0.0, 1.0), ("sigma = 0.5", 0.5, 0.0),
                   ("sigma = 0 (calibrated)", 0.0, 0.0))
 _COVERAGE_METRICS = ("ece", "esce", "mce", "ecd", "brier", "nll")
@@ -499,8 +499,8 @@ _README_SEEDS = 20_000  # the README's table: seeds 0-19,999 of examples/coverag
 
 
 def _readme_coverage():
-    """The coverage figures of the README's table, parsed from README.md."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """The coverage figures of the docs' table (docs/guide/verdict.md, once the README's), parsed from it."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "verdict.md").read_text()
     out = {}
     for label, sigma, shift in _COVERAGE_ROWS:
         line = next(ln for ln in text.splitlines() if ln.startswith(f"| {label}"))

@@ -68,6 +68,13 @@ def kernel_dir():
 
     ``$TRACKING_KERNEL_DIR`` if set, else ``$XDG_CACHE_HOME/tracking-kernels``
     (``~/.cache/tracking-kernels``).
+
+    Examples
+    --------
+    >>> import os
+    >>> from tracking import kernel_dir
+    >>> os.path.isabs(kernel_dir())
+    True
     """
     path = os.environ.get("TRACKING_KERNEL_DIR")
     if not path:

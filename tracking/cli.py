@@ -3,7 +3,8 @@
 Every failure is one line on stderr: exit 2 for bad input, 1 for anything
 else. ``--debug`` (or ``TRACKING_DEBUG=1``) shows the traceback instead.
 SIGINT, SIGTERM and SIGHUP end with one line, after removing temporary files.
-Run bare, it prints its help and exits 2.
+Run bare, it prints its help and exits 2. Not API: the command line is documented by its
+``--help``.
 """
 
 import argparse

@@ -125,7 +125,14 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
 
 
 def format_table(report):
-    """Plain-text table: one row per filter."""
+    """Plain-text table: one row per filter.
+
+    Examples
+    --------
+    >>> from tracking import Scenario, compare, format_table
+    >>> print(format_table(compare(Scenario(runs=5, steps=3))).splitlines()[3])
+    filter    mean ANEES   mean ECD  steps in band  pos RMSE [m]  mean ANEES vs band
+    """
     sc = report["scenario"]
     d = sc["state_dim"]
     lo, hi = report["bounds"]["anees"]
@@ -183,6 +190,15 @@ def plot_report(report, path=None):
     One line per filter; returns the figure. With ``path`` it is also written
     (atomically, image format from the extension). Legends sit above the axes,
     outside them, so they never hide a curve.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from tracking import Scenario, compare, plot_report
+    >>> path = os.path.join(tempfile.mkdtemp(), "anees.png")
+    >>> fig = plot_report(compare(Scenario(runs=5, steps=3)), path)
+    >>> os.path.getsize(path) > 0
+    True
     """
     from matplotlib.figure import Figure
 

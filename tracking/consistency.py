@@ -27,6 +27,15 @@ class Consistency(NamedTuple):
     singular_steps : run-steps whose update was skipped for singular geometry.
     failed_runs : runs that stopped because a covariance lost positive
         definiteness; their remaining steps are left out of the averages.
+
+    Examples
+    --------
+    >>> from tracking import ExtendedKalmanFilter, Scenario, evaluate, simulate
+    >>> sc = Scenario(runs=10, steps=5)
+    >>> sim = simulate(sc)
+    >>> c = evaluate(ExtendedKalmanFilter(sc.motion, sc.sensor).run(sim.x0, sim.P0, sim.measurements), sim.truth)
+    >>> type(c).__name__, c.anees.shape
+    ('Consistency', (5,))
     """
 
     nees: np.ndarray

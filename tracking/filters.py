@@ -38,7 +38,16 @@ STATUS_NAMES = {OK: "ok", MISSED: "missed", SINGULAR: "singular geometry", FAILE
 
 
 class GaussianState(NamedTuple):
-    """Gaussian estimate: ``mean`` (n,) and ``cov`` (n, n)."""
+    """Gaussian estimate: ``mean`` (n,) and ``cov`` (n, n).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tracking import GaussianState
+    >>> s = GaussianState(np.zeros(4), np.eye(4))
+    >>> s.mean.shape, s.cov.shape
+    ((4,), (4, 4))
+    """
 
     mean: np.ndarray
     cov: np.ndarray
@@ -57,6 +66,15 @@ class FilterRun(NamedTuple):
         being positive definite (this step and the rest of the run are NaN).
     position : tuple of int or None
         State indices of the positions (from the motion model), for the RMSE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tracking import ConstantVelocity, RangeBearingSensor, ExtendedKalmanFilter
+    >>> ekf = ExtendedKalmanFilter(ConstantVelocity(), RangeBearingSensor())
+    >>> out = ekf.run([20.0, 0.0, 0.0, 1.0], np.eye(4), [[20.0, 0.05], [20.1, 0.1]])
+    >>> type(out).__name__, out.means.shape, out.status.tolist()
+    ('FilterRun', (1, 2, 4), [[0, 0]])
     """
 
     means: np.ndarray

@@ -131,7 +131,15 @@ def _check_dims(dims):
 
 
 def wrap_angle(a):
-    """Wrap angles (array_like, radians) to (-pi, pi]."""
+    """Wrap angles (array_like, radians) to (-pi, pi].
+
+    Examples
+    --------
+    >>> import math
+    >>> from tracking import wrap_angle
+    >>> float(wrap_angle(1.5 * math.pi)) == -0.5 * math.pi, float(wrap_angle(-math.pi)) == math.pi
+    (True, True)
+    """
     a = np.asarray(a, dtype=np.float64)
     return np.pi - np.mod(np.pi - a, 2.0 * np.pi)
 
@@ -145,7 +153,18 @@ def _rows(x, n, name="x"):
 
 
 class MotionModel:
-    """Base class: numpy methods of a motion model from its compiled functions."""
+    """Base class: numpy methods of a motion model from its compiled functions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tracking import ConstantVelocity, MotionModel
+    >>> cv = ConstantVelocity(dt=1.0)
+    >>> isinstance(cv, MotionModel)
+    True
+    >>> cv.transition(np.array([0.0, 1.0, 0.0, 2.0]))     # [x, vx, y, vy]
+    array([1., 1., 2., 2.])
+    """
 
     F_jit = None
     linear = False
@@ -169,7 +188,18 @@ class MotionModel:
 
 
 class SensorModel:
-    """Base class: numpy methods of a sensor model from its compiled functions."""
+    """Base class: numpy methods of a sensor model from its compiled functions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tracking import RangeBearingSensor, SensorModel
+    >>> sensor = RangeBearingSensor()
+    >>> isinstance(sensor, SensorModel)
+    True
+    >>> sensor.h(np.array([3.0, 0.0, 4.0, 0.0]))          # range, bearing
+    array([5.        , 0.92729522])
+    """
 
     H_jit = None
     angles = ()
@@ -460,6 +490,13 @@ class PositionSensor(SensorModel):
     sigma : float, default 1.0
     mapping : tuple of int, default (0, 2)
         State indices measured (``(0, 2, 4)`` for a 3-D constant-velocity state).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tracking import PositionSensor
+    >>> PositionSensor().h(np.array([1.0, 2.0, 3.0, 4.0]))
+    array([1., 3.])
     """
 
     sigma: float = 1.0

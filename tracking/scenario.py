@@ -204,6 +204,13 @@ class Simulation(NamedTuple):
     x0 : (runs, 4) initial estimates, drawn from ``N(truth0, P0)``.
     P0 : (4, 4) initial covariance.
     truth0 : (4,) initial true state.
+
+    Examples
+    --------
+    >>> from tracking import Scenario, simulate
+    >>> sim = simulate(Scenario(runs=3, steps=4))
+    >>> sim.truth.shape, sim.measurements.shape, sim.x0.shape
+    ((3, 4, 4), (3, 4, 2), (3, 4))
     """
 
     truth: np.ndarray

@@ -30,7 +30,7 @@ instead of the copies, four updates per row as without them, and the table
 is added to both the bins and the buckets at each flush (_flush_joint): the
 buckets cost an index per row, not two more updates into a second table.
 Invalid rows are counted in (2); only a block that holds some is scanned
-again for the counts and first indices. benchmarks/NOTES.md has the
+again for the counts and first indices. docs/contributors/kernel-notes.md has the
 measurements behind these choices.
 """
 

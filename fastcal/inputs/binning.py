@@ -11,7 +11,17 @@ import numpy as np
 
 
 def uniform_edges(n_bins, dtype=np.float64):
-    """Edges k / n_bins, k = 0..n_bins, rounded to ``dtype`` and returned as float64."""
+    """Edges k / n_bins, k = 0..n_bins, rounded to ``dtype`` and returned as float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastcal import uniform_edges
+    >>> uniform_edges(4)
+    array([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    >>> float(uniform_edges(10, dtype=np.float32)[7])      # 0.7 rounded to float32
+    0.699999988079071
+    """
     return kernel_edges(n_bins, np.dtype(dtype).str).copy()
 
 

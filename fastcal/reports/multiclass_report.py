@@ -43,6 +43,15 @@ class MulticlassReport(CalibrationReport):
         ``count`` (rows whose p_k is in the bin), ``n_true`` (of those, label
         k), ``conf`` (mean p_k), ``frequency`` (n_true / count); plus
         ``lower``/``upper`` edges. Empty cells are count 0 and NaN.
+
+    Examples
+    --------
+    >>> import numpy as np, fastcal
+    >>> y = np.array([0, 1, 2, 1])
+    >>> p = np.array([[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4], [0.5, 0.4, 0.1]])
+    >>> r = fastcal.calibration_report(y, p, n_bins=2)
+    >>> type(r).__name__, r.n_classes, round(r.ece, 4)
+    ('MulticlassReport', 3, 0.15)
     """
 
     n_classes: int = 0

@@ -96,6 +96,14 @@ class CalibrationReport:
         global row of the first. None when not counted (the per-bin sums
         only tell that there is at least one, and in which bins:
         :attr:`certain_wrong_bins`); ``fastcal score`` fills them.
+
+    Examples
+    --------
+    >>> import fastcal
+    >>> y, p = fastcal.simulate(2_000, sigma=0.5, seed=0)
+    >>> r = fastcal.calibration_report(y, p, n_bins=5)
+    >>> r.n, r.bins["count"].tolist(), round(r.ecd, 4), r.verdict
+    (2000, [705, 189, 149, 195, 762], 0.0241, 'miscalibrated')
     """
 
     n: int
