@@ -108,13 +108,9 @@ def _bins_uniform(p, edges, nb, right, bi):
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
-    if is32:
-        for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, True)
-    else:
-        for j in range(p.shape[0]):
-            bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, False)
+    is32 = p.itemsize == 4  # a constant to LLVM: the other branch is dropped
+    for j in range(p.shape[0]):
+        bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, is32)
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
@@ -213,17 +209,11 @@ def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
-    is32 = p.itemsize == 4  # known when compiling: one of the loops is dropped
-    if is32:
-        for j in range(p.shape[0]):
-            pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, True)
-            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
-    else:
-        for j in range(p.shape[0]):
-            pj = np.float64(p[j])
-            bi[j] = _bin_near_edge(pj, nbf, top, invn, right, False)
-            lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
+    is32 = p.itemsize == 4  # a constant to LLVM: the other branch is dropped
+    for j in range(p.shape[0]):
+        pj = np.float64(p[j])
+        bi[j] = _bin_near_edge(pj, nbf, top, invn, right, is32)
+        lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
