@@ -39,7 +39,7 @@ from numba import prange
 
 from ._cache import njit
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
-from .mathfn import log_pair
+from .mathfn import log_pair, search_sorted
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -119,11 +119,8 @@ def _bins_search(p, edges, nb, right, bi):
     for j in range(p.shape[0]):
         pj = np.float64(p[j])
         pc = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
-        if right:
-            b = max(np.searchsorted(edges, pc, side="left") - 1, 0)
-        else:
-            b = min(np.searchsorted(edges, pc, side="right") - 1, nb - 1)
-        bi[j] = b
+        b = search_sorted(edges, pc, not right) - 1  # (a, b] searches from the left
+        bi[j] = max(b, 0) if right else min(b, nb - 1)
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)

@@ -32,7 +32,7 @@ from numba import prange
 
 from ._cache import njit
 from ._config import BLOCK, COPIES
-from .mathfn import log1m, log64
+from .mathfn import log1m, log64, search_sorted
 
 _G = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -116,11 +116,8 @@ def _bin_of(p, edges, nb, nbf, uniform, right):
             if b < nb - 1 and p >= edges[b + 1]:
                 b += 1
         return b
-    if right:
-        b = np.searchsorted(edges, p, side="left") - 1
-        return max(b, 0)
-    b = np.searchsorted(edges, p, side="right") - 1
-    return min(b, nb - 1)
+    b = search_sorted(edges, p, not right) - 1  # (a, b] searches from the left
+    return max(b, 0) if right else min(b, nb - 1)
 
 
 @njit(inline="always", error_model="numpy", cache=True)

@@ -39,7 +39,7 @@ from numba import prange
 
 from ._cache import njit
 from ._config import COPIES, FASTMATH
-from .mathfn import log64
+from .mathfn import log64, search_sorted
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -110,10 +110,7 @@ def _bin(p, edges, nb, nbf, uniform, right):
             b = b - np.int64((b > 0) & (p < edges[b]))
             b = b + np.int64((b < nb - 1) & (p >= edges[b + 1]))
         return b
-    if right:
-        b = np.searchsorted(edges, p, side="left") - 1
-        return min(max(b, 0), nb - 1)
-    b = np.searchsorted(edges, p, side="right") - 1
+    b = search_sorted(edges, p, not right) - 1  # (a, b] searches from the left
     return min(max(b, 0), nb - 1)
 
 
