@@ -778,7 +778,7 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
     for i in range(P.shape[0]):
-        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
+        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv, False)  # no logs needed
         yi = np.float64(y[i])
         y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
         if status >= 0 or not y_ok:
