@@ -5,10 +5,11 @@ signature, the time of its first compile: total (including the functions it
 calls that compiled during it) and self (total less those nested compiles).
 Run it with an empty ``NUMBA_CACHE_DIR``::
 
-    NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/compile_profile.py [--classes] [--no-ace]
+    NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/compile_profile.py [--classes] [--no-ace] [--rows N]
 
 Inputs as in first_call.py: 10,000 rows, float32 p, uint8 y, 15 bins; then a
-4-class report with ``--classes``.
+4-class report with ``--classes``; ``--rows`` for more rows (the
+threaded kernels run from 131,072 rows on).
 """
 
 import sys
@@ -40,7 +41,7 @@ def main():
     import fastcal
 
     rng = np.random.default_rng(0)
-    n = 10_000
+    n = int(float(sys.argv[sys.argv.index("--rows") + 1])) if "--rows" in sys.argv else 10_000
     p = rng.random(n).astype(np.float32)
     y = (rng.random(n) < p).astype(np.uint8)
     ace = "--no-ace" not in sys.argv
