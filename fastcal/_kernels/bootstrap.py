@@ -189,19 +189,29 @@ def boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bs
                     loc_f[c, b] = 0.0
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", cache=True)
 def boot_fill_parallel(p, y, row0, edges, uniform, right, seed, n_threads, bcounts, bsums):
     """boot_fill_range over all replicates, split into n_threads contiguous ranges.
 
     A thread writes only its own replicates, and each replicate adds rows in
-    row order, so the result does not depend on n_threads.
+    row order, so the result does not depend on n_threads. The threads are a
+    Python pool running the serial kernel (``nogil``): nothing is compiled
+    beyond it (a ``parallel=True`` prange version compiled it again).
     """
     n_rep = bcounts.shape[0]
-    for t in prange(n_threads):
+
+    def run(t):
         r0 = (t * n_rep) // n_threads
         r1 = ((t + 1) * n_rep) // n_threads
         if r1 > r0:
             boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums)
+
+    if n_threads == 1:
+        run(0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(run, range(n_threads)))
 
 
 @njit(nogil=True, parallel=True, error_model="numpy", cache=True)
