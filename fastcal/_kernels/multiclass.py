@@ -35,7 +35,6 @@ first (smallest) row index of each kind, -1 if none.
 """
 
 import numpy as np
-from numba import prange
 
 from ._cache import njit
 from ._config import COPIES, FASTMATH
@@ -686,13 +685,14 @@ def new_state(n_bins, n_classes, classwise=True):
     return counts, sums, totals, ccounts, csums, checks
 
 
-@njit(nogil=True, cache=True)
-def _merge_checks(checks, other):
-    for k in range(N_CHECK_KINDS):
-        checks[k] += other[k]
-        f = other[N_CHECK_KINDS + k]
-        if f >= 0 and (checks[N_CHECK_KINDS + k] < 0 or f < checks[N_CHECK_KINDS + k]):
-            checks[N_CHECK_KINDS + k] = f
+def merge_checks(checks, other):
+    """Add the counts of ``other`` to ``checks`` and keep the smaller first index."""
+    k = N_CHECK_KINDS
+    checks[:k] += other[:k]
+    first = checks[k:]
+    f = other[k:]
+    take = (f >= 0) & ((first < 0) | (f < first))
+    first[take] = f[take]
 
 
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
@@ -741,12 +741,7 @@ def _fill_threads(fill, P, y, edges, uniform, right, eps, logits, renorm, tol, c
         totals += t_totals
         ccounts += t_ccounts
         csums += t_csums
-        k = N_CHECK_KINDS
-        checks[:k] += t_checks[:k]
-        first = checks[k:]
-        f = t_checks[k:]
-        take = (f >= 0) & ((first < 0) | (f < first))
-        first[take] = f[take]
+        merge_checks(checks, t_checks)
     return counts, sums, totals, ccounts, csums, checks
 
 
@@ -857,23 +852,31 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
         totals[8] += ecd * ecd
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def soft_parallel(P, T, eps, logits, renorm, tol, n_threads):
-    """soft_range over n_threads contiguous row ranges, serial reduction."""
+    """soft_range over n_threads contiguous row ranges, serial reduction in
+    thread order (the serial kernel in a Python thread pool, as fill_parallel)."""
     n = P.shape[0]
     t_totals = np.zeros((n_threads, N_SOFT), np.float64)
     t_checks = np.full((n_threads, 2 * N_CHECK_KINDS), -1, np.int64)
-    for t in prange(n_threads):
-        for k in range(N_CHECK_KINDS):
-            t_checks[t, k] = 0
+    t_checks[:, :N_CHECK_KINDS] = 0
+
+    def run(t):
         start = (t * n) // n_threads
         stop = ((t + 1) * n) // n_threads
         soft_range(P, T, start, stop, eps, logits, renorm, tol, t_totals[t], t_checks[t])
+
+    if n_threads == 1:
+        run(0)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(run, range(n_threads)))
     totals = t_totals[0].copy()
     checks = t_checks[0].copy()
     for t in range(1, n_threads):
         totals += t_totals[t]
-        _merge_checks(checks, t_checks[t])
+        merge_checks(checks, t_checks[t])
     return totals, checks
 
 
