@@ -5,7 +5,8 @@ signature, the time of its first compile: total (including the functions it
 calls that compiled during it) and self (total less those nested compiles).
 Run it with an empty ``NUMBA_CACHE_DIR``::
 
-    NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/compile_profile.py [--classes] [--no-ace] [--rows N]
+    NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/compile_profile.py \
+        [--classes] [--no-ace] [--rows N]
 
 Inputs as in first_call.py: 10,000 rows, float32 p, uint8 y, 15 bins; then a
 4-class report with ``--classes``; ``--rows`` for more rows (the
