@@ -7,7 +7,9 @@ start-up; farm-bench times the whole process from outside::
     NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/first_call.py --classes
     farm-bench -n 5 -- python benchmarks/first_call.py     # cached
 
-Inputs as in issue 26: 10,000 rows, float32 probabilities, uint8 labels, 15 bins.
+Inputs as in issue 26: 10,000 rows (``--rows N`` for more: the threaded fills run
+from 200,000 binary rows and 1e6 K-class elements on), float32 probabilities,
+uint8 labels, 15 bins.
 """
 
 import sys
@@ -20,7 +22,7 @@ import fastcal  # noqa: E402
 
 t1 = time.perf_counter()
 rng = np.random.default_rng(0)
-n = 10_000
+n = int(float(sys.argv[sys.argv.index("--rows") + 1])) if "--rows" in sys.argv else 10_000
 p = rng.random(n).astype(np.float32)
 y = (rng.random(n) < p).astype(np.uint8)
 fastcal.calibration_report(y, p, n_bins=15)

@@ -16,7 +16,7 @@ from numba import njit
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
 from fastcal._kernels._config import FASTMATH_EXACT, FLUSH
-from fastcal._kernels.mathfn import log1m, log64, log_pair
+from fastcal._kernels.mathfn import log1m, log64, log_pair, search_sorted
 from fastcal.inputs.binning import uniform_edges
 
 from . import naive
@@ -373,3 +373,14 @@ def test_log_pair_within_two_ulp_on_unit_interval():
         assert ulp_distance(out2, np.log1p(-x)).max() <= 2
     assert (x == 0).any() and np.all(out1[x == 0] == -math.inf)
     assert (x == 1).any() and np.all(out2[x == 1] == -math.inf)
+
+
+def test_search_sorted_matches_numpy():
+    # the kernels' binary search (no NaN) against np.searchsorted, both sides,
+    # with repeated edges and values on, between and beyond the edges
+    edges = np.array([0.0, 0.1, 0.1, 0.25, 0.5, 0.5, 0.5, 0.9, 1.0])
+    xs = np.concatenate([edges, [-0.5, 0.05, 0.3, 0.95, 1.5], np.nextafter(edges, 2.0)])
+    for right in (False, True):
+        want = np.searchsorted(edges, xs, side="right" if right else "left")
+        got = [search_sorted(edges, float(x), right) for x in xs]
+        assert got == want.tolist()

@@ -209,6 +209,27 @@ def test_exact_null_matches_brute_force(n, seed):
     assert res.p_two_sided == pytest.approx(min(1.0, 2 * min(over, under)), rel=1e-9)
 
 
+def test_null_fill_same_for_any_thread_count():
+    # replicates split over threads (a Python pool over the serial kernel)
+    from fastcal._kernels import bootstrap as kboot
+
+    rng = np.random.default_rng(1)
+    p = rng.random(3_000)
+    y = (rng.random(3_000) < p).astype(np.float64)
+    y[5] = np.nan
+    edges = np.linspace(0.0, 1.0, 11)
+    got = []
+    for threads in (1, 2, 3):
+        pos = np.zeros((7, 10), np.int64)
+        ecd = np.zeros(7)
+        kboot.null_fill(p, y, 0, edges, True, False, 1e-6, 9, threads, pos, ecd)
+        got.append((pos, ecd))
+    assert got[0][0].sum() > 0
+    for pos, ecd in got[1:]:
+        np.testing.assert_array_equal(pos, got[0][0])
+        np.testing.assert_array_equal(ecd, got[0][1])
+
+
 def test_simulated_null_agrees_with_exact():
     y, p = fastcal.simulate(16, sigma=2.0, seed=4)
     exact = fastcal.ecd_test(y, p, method="exact")

@@ -28,11 +28,10 @@ Weights are integers, so the counts add exactly across chunks and merges.
 """
 
 import numpy as np
-from numba import prange
 
 from ._cache import njit
 from ._config import BLOCK, COPIES
-from .mathfn import log1m, log64
+from .mathfn import log1m, log64, search_sorted
 
 _G = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -116,11 +115,8 @@ def _bin_of(p, edges, nb, nbf, uniform, right):
             if b < nb - 1 and p >= edges[b + 1]:
                 b += 1
         return b
-    if right:
-        b = np.searchsorted(edges, p, side="left") - 1
-        return max(b, 0)
-    b = np.searchsorted(edges, p, side="right") - 1
-    return min(b, nb - 1)
+    b = search_sorted(edges, p, not right) - 1  # (a, b] searches from the left
+    return max(b, 0) if right else min(b, nb - 1)
 
 
 @njit(inline="always", error_model="numpy", cache=True)
@@ -192,22 +188,31 @@ def boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bs
                     loc_f[c, b] = 0.0
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", cache=True)
 def boot_fill_parallel(p, y, row0, edges, uniform, right, seed, n_threads, bcounts, bsums):
     """boot_fill_range over all replicates, split into n_threads contiguous ranges.
 
     A thread writes only its own replicates, and each replicate adds rows in
-    row order, so the result does not depend on n_threads.
+    row order, so the result does not depend on n_threads. The threads are a
+    Python pool running the serial kernel (``nogil``): nothing is compiled
+    beyond it (a ``parallel=True`` prange version compiled it again).
     """
     n_rep = bcounts.shape[0]
-    for t in prange(n_threads):
+
+    def run(t):
         r0 = (t * n_rep) // n_threads
         r1 = ((t + 1) * n_rep) // n_threads
         if r1 > r0:
             boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums)
 
+    if n_threads == 1:
+        run(0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
 
-@njit(nogil=True, parallel=True, error_model="numpy", cache=True)
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(run, range(n_threads)))
+
+
 def null_fill(p, y, row0, edges, uniform, right, eps, seed, n_threads, pos, ecd):
     """Labels drawn from the predictions themselves (perfect calibration), R times.
 
@@ -217,40 +222,58 @@ def null_fill(p, y, row0, edges, uniform, right, eps, seed, n_threads, pos, ecd)
     (seed, row0 + i, r). Adds the positives per bin into ``pos[r, b]`` and the
     ECD terms (p - y*) logit(p) (p clipped to [eps, 1 - eps]; the term is 0
     when p == y*) into ``ecd[r]``. NaN rows are skipped. Updates in place.
+
+    The replicates are split into n_threads contiguous ranges, each run by
+    ``null_fill_range`` (``nogil``) in a thread of a Python pool; a thread
+    writes only its own replicates.
     """
-    n = p.shape[0]
     n_rep = pos.shape[0]
+
+    def run(t):
+        r0 = (t * n_rep) // n_threads
+        r1 = ((t + 1) * n_rep) // n_threads
+        if r1 > r0:
+            null_fill_range(p, y, row0, edges, uniform, right, eps, seed, r0, r1, pos, ecd)
+
+    if n_threads == 1:
+        run(0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(run, range(n_threads)))
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def null_fill_range(p, y, row0, edges, uniform, right, eps, seed, r0, r1, pos, ecd):
+    """``null_fill`` for replicates r0..r1-1 (serial)."""
+    n = p.shape[0]
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
     skey = seed_key(seed)
     lo = eps
     hi = 1.0 - eps
-    for t in prange(n_threads):
-        r0 = (t * n_rep) // n_threads
-        r1 = ((t + 1) * n_rep) // n_threads
-        if r1 == r0:
-            continue
-        pv = np.empty(BLOCK, np.float64)
-        yv = np.empty(BLOCK, np.float64)
-        bi = np.empty(BLOCK, np.int64)
-        keys = np.empty(BLOCK, np.uint64)
-        lg = np.empty(BLOCK, np.float64)
-        pe = np.empty(BLOCK, np.float64)
-        for bstart in range(0, n, BLOCK):
-            m = min(BLOCK, n - bstart)
-            _stage(p, y, bstart, m, row0, skey, edges, nb, nbf, uniform, right, pv, yv, bi, keys)
+    pv = np.empty(BLOCK, np.float64)
+    yv = np.empty(BLOCK, np.float64)
+    bi = np.empty(BLOCK, np.int64)
+    keys = np.empty(BLOCK, np.uint64)
+    lg = np.empty(BLOCK, np.float64)
+    pe = np.empty(BLOCK, np.float64)
+    for bstart in range(0, n, BLOCK):
+        m = min(BLOCK, n - bstart)
+        _stage(p, y, bstart, m, row0, skey, edges, nb, nbf, uniform, right, pv, yv, bi, keys)
+        for j in range(m):
+            q = min(max(pv[j], lo), hi)
+            pe[j] = q
+            lg[j] = log64(q) - log1m(q)
+        for r in range(r0, r1):
+            s = 0.0
             for j in range(m):
-                q = min(max(pv[j], lo), hi)
-                pe[j] = q
-                lg[j] = log64(q) - log1m(q)
-            for r in range(r0, r1):
-                s = 0.0
-                for j in range(m):
-                    b = bi[j]
-                    if b < 0:
-                        continue
-                    ys = uniform01(draw(keys[j], r)) < pv[j]
-                    pos[r, b] += np.int64(ys)
-                    d = pe[j] - (1.0 if ys else 0.0)
-                    s += 0.0 if d == 0.0 else d * lg[j]
-                ecd[r] += s
+                b = bi[j]
+                if b < 0:
+                    continue
+                ys = uniform01(draw(keys[j], r)) < pv[j]
+                pos[r, b] += np.int64(ys)
+                d = pe[j] - (1.0 if ys else 0.0)
+                s += 0.0 if d == 0.0 else d * lg[j]
+            ecd[r] += s

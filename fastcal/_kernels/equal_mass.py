@@ -402,60 +402,13 @@ def bucket_groups(fine_counts, fine_p, n_bins, counts, sums, cand, cand_below):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def rank_gathered(keys, labels, offsets, slot_below, starts, counts, sums):
-    """Add the gathered rows of the buckets that hold a group boundary to
-    their groups (counts: rows, positives, correct; sums: p).
-
-    Part q holds the rows of slot s, in row order, at
-    keys[offsets[q, s]:offsets[q, s + 1]] (parts in row order);
-    slot_below[s] rows have smaller values. Group g holds the ranks
-    [starts[g], starts[g + 1]). A bucket with one boundary inside needs no
-    sort: the value v at the boundary's rank is selected, rows below v and
-    the first rows equal to v (in row order) go to the lower group. A bucket
-    with more boundaries is sorted (stable).
-    """
-    buf = np.empty(1, np.int64)
-    fbuf = buf.view(np.float64)
-    n_parts = offsets.shape[0]
-    for s in range(offsets.shape[1] - 1):
-        m = 0
-        for q in range(n_parts):
-            m += offsets[q, s + 1] - offsets[q, s]
-        if m == 0:
-            continue
-        k = np.empty(m, np.int64)
-        lab = np.empty(m, np.uint8)
-        at = 0
-        for q in range(n_parts):
-            for i in range(offsets[q, s], offsets[q, s + 1]):
-                k[at] = keys[i]
-                lab[at] = labels[i]
-                at += 1
-        base = slot_below[s]
-        g0 = np.searchsorted(starts, base, side="right") - 1
-        g1 = np.searchsorted(starts, base + m - 1, side="right") - 1
-        if g1 == g0 + 1:
-            r = starts[g1] - base  # rows of this bucket in the lower group
-            v = np.partition(k, r)[r]
-            n_less = 0
-            for i in range(m):
-                n_less += k[i] < v
-            ties_low = r - n_less
-            for i in range(m):
-                g = g0
-                if k[i] > v:
-                    g = g1
-                elif k[i] == v:
-                    g = g0 if ties_low > 0 else g1
-                    ties_low -= 1
-                buf[0] = k[i]
-                _add_row(counts, sums, g, fbuf[0], lab[i])
-        else:
-            order = np.argsort(k, kind="mergesort")
-            for j in range(m):
-                g = np.searchsorted(starts, base + j, side="right") - 1
-                buf[0] = k[order[j]]
-                _add_row(counts, sums, g, fbuf[0], lab[order[j]])
+def add_rows(x, labels, groups, counts, sums):
+    """Add rows of value x[i] and label labels[i] to group groups[i], in order
+    (counts: rows, positives, correct; sums: p). The ranking that decides the
+    groups is done with NumPy's sorts (fastcal.accumulators.equal_mass), which
+    need no compiling."""
+    for i in range(x.shape[0]):
+        _add_row(counts, sums, groups[i], x[i], labels[i])
 
 
 @njit(inline="always", cache=True)

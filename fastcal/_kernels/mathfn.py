@@ -136,3 +136,23 @@ def log_pair(q):
     l1 = -np.inf if q == 0.0 else l1
     l2 = -np.inf if x2 == 0.0 else l2
     return l1, l2
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def search_sorted(a, x, right):
+    """``np.searchsorted(a, x, side="right" if right else "left")`` for x and a
+    without NaN: the first i with a[i] > x (right) or a[i] >= x (left).
+
+    A plain binary search: Numba's ``np.searchsorted`` compiles its NaN-aware
+    comparisons and both sides, about a second on the first call.
+    """
+    lo = 0
+    hi = a.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        below = a[mid] <= x if right else a[mid] < x
+        if below:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

@@ -35,11 +35,10 @@ first (smallest) row index of each kind, -1 if none.
 """
 
 import numpy as np
-from numba import prange
 
 from ._cache import njit
 from ._config import COPIES, FASTMATH
-from .mathfn import log64
+from .mathfn import log64, search_sorted
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -110,10 +109,7 @@ def _bin(p, edges, nb, nbf, uniform, right):
             b = b - np.int64((b > 0) & (p < edges[b]))
             b = b + np.int64((b < nb - 1) & (p >= edges[b + 1]))
         return b
-    if right:
-        b = np.searchsorted(edges, p, side="left") - 1
-        return min(max(b, 0), nb - 1)
-    b = np.searchsorted(edges, p, side="right") - 1
+    b = search_sorted(edges, p, not right) - 1  # (a, b] searches from the left
     return min(max(b, 0), nb - 1)
 
 
@@ -689,83 +685,63 @@ def new_state(n_bins, n_classes, classwise=True):
     return counts, sums, totals, ccounts, csums, checks
 
 
-@njit(nogil=True, cache=True)
-def _merge_checks(checks, other):
-    for k in range(N_CHECK_KINDS):
-        checks[k] += other[k]
-        f = other[N_CHECK_KINDS + k]
-        if f >= 0 and (checks[N_CHECK_KINDS + k] < 0 or f < checks[N_CHECK_KINDS + k]):
-            checks[N_CHECK_KINDS + k] = f
+def merge_checks(checks, other):
+    """Add the counts of ``other`` to ``checks`` and keep the smaller first index."""
+    k = N_CHECK_KINDS
+    checks[:k] += other[:k]
+    first = checks[k:]
+    f = other[k:]
+    take = (f >= 0) & ((first < 0) | (f < first))
+    first[take] = f[take]
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
                   with_logs=True):
     """Fill fresh state from all rows with n_threads contiguous row ranges (blocked kernel).
 
-    Per-thread state, prange over threads, serial reduction in thread order.
+    Per-thread state, each thread on a contiguous range, serial reduction in
+    thread order. The threads are a Python pool running the serial kernel
+    (``nogil``): nothing is compiled beyond the serial fill (a ``parallel=True``
+    prange version compiled for about 16 s on the 2-core test machine).
     """
-    n = P.shape[0]
-    t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = _thread_state(
-        n_threads, P.shape[1], edges.shape[0] - 1, classwise)
-    for t in prange(n_threads):
-        start = (t * n) // n_threads
-        stop = ((t + 1) * n) // n_threads
-        fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                   t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
-                   with_logs)
-    return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
+    return _fill_threads(fill_range, P, y, edges, uniform, right, eps, logits, renorm, tol,
+                         classwise, n_threads, with_logs)
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
                        n_threads, with_logs=True):
-    """``fill_parallel`` with the row-at-a-time kernel (for K >= ROWWISE_K).
+    """``fill_parallel`` with the row-at-a-time kernel (for K >= ROWWISE_K)."""
+    return _fill_threads(fill_rows, P, y, edges, uniform, right, eps, logits, renorm, tol,
+                         classwise, n_threads, with_logs)
 
-    A separate function, not a branch, so that each compiles only what it runs.
-    """
-    n = P.shape[0]
-    t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = _thread_state(
-        n_threads, P.shape[1], edges.shape[0] - 1, classwise)
-    for t in prange(n_threads):
+
+def _fill_threads(fill, P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                  n_threads, with_logs):
+    n, K = P.shape
+    parts = [new_state(edges.shape[0] - 1, K, classwise) for _ in range(n_threads)]
+
+    def run(t):
         start = (t * n) // n_threads
         stop = ((t + 1) * n) // n_threads
-        fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                  t_counts[t], t_sums[t], t_totals[t], t_ccounts[t], t_csums[t], t_checks[t],
-                  with_logs)
-    return _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks)
+        fill(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
+             *parts[t], with_logs)
 
+    if n_threads == 1:
+        run(0)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-@njit(nogil=True, cache=True)
-def _thread_state(n_threads, K, nb, classwise):
-    kc = K if classwise else 0
-    t_counts = np.zeros((n_threads, nb + 1, N_COUNTS), np.int64)
-    t_sums = np.zeros((n_threads, nb + 1, N_SUMS), np.float64)
-    t_totals = np.zeros((n_threads, N_TOTALS), np.float64)
-    t_ccounts = np.zeros((n_threads, kc, nb, 2), np.int64)
-    t_csums = np.zeros((n_threads, kc, nb), np.float64)
-    t_checks = np.full((n_threads, 2 * N_CHECK_KINDS), -1, np.int64)
-    t_checks[:, :N_CHECK_KINDS] = 0
-    return t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks
-
-
-@njit(nogil=True, cache=True)
-def _reduce(t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks):
-    """Serial reduction of per-thread state, in thread order."""
-    n_threads = t_counts.shape[0]
-    counts = t_counts[0].copy()
-    sums = t_sums[0].copy()
-    totals = t_totals[0].copy()
-    ccounts = t_ccounts[0].copy()
-    csums = t_csums[0].copy()
-    checks = t_checks[0].copy()
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(run, range(n_threads)))
+    counts, sums, totals, ccounts, csums, checks = (a.copy() for a in parts[0])
     for t in range(1, n_threads):
-        counts += t_counts[t]
-        sums += t_sums[t]
-        totals += t_totals[t]
-        ccounts += t_ccounts[t]
-        csums += t_csums[t]
-        _merge_checks(checks, t_checks[t])
+        t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = parts[t]
+        counts += t_counts
+        sums += t_sums
+        totals += t_totals
+        ccounts += t_ccounts
+        csums += t_csums
+        merge_checks(checks, t_checks)
     return counts, sums, totals, ccounts, csums, checks
 
 
@@ -781,7 +757,7 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
     for i in range(P.shape[0]):
-        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv)
+        status, am = _load_row(P, i, K, logits, renorm, tol, eps, qv, lv, False)  # no logs needed
         yi = np.float64(y[i])
         y_ok = (yi >= 0.0) & (yi < kf) & (yi == np.floor(yi))
         if status >= 0 or not y_ok:
@@ -876,23 +852,31 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
         totals[8] += ecd * ecd
 
 
-@njit(nogil=True, parallel=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def soft_parallel(P, T, eps, logits, renorm, tol, n_threads):
-    """soft_range over n_threads contiguous row ranges, serial reduction."""
+    """soft_range over n_threads contiguous row ranges, serial reduction in
+    thread order (the serial kernel in a Python thread pool, as fill_parallel)."""
     n = P.shape[0]
     t_totals = np.zeros((n_threads, N_SOFT), np.float64)
     t_checks = np.full((n_threads, 2 * N_CHECK_KINDS), -1, np.int64)
-    for t in prange(n_threads):
-        for k in range(N_CHECK_KINDS):
-            t_checks[t, k] = 0
+    t_checks[:, :N_CHECK_KINDS] = 0
+
+    def run(t):
         start = (t * n) // n_threads
         stop = ((t + 1) * n) // n_threads
         soft_range(P, T, start, stop, eps, logits, renorm, tol, t_totals[t], t_checks[t])
+
+    if n_threads == 1:
+        run(0)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(run, range(n_threads)))
     totals = t_totals[0].copy()
     checks = t_checks[0].copy()
     for t in range(1, n_threads):
         totals += t_totals[t]
-        _merge_checks(checks, t_checks[t])
+        merge_checks(checks, t_checks[t])
     return totals, checks
 
 

@@ -533,8 +533,46 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     labels = np.concatenate([r[1] for r in results])
     n = int(fine_counts[:nb, 0].sum())
     starts = (np.arange(n_bins, dtype=np.int64) * n) // n_bins
-    kem.rank_gathered(keys, labels, offsets, cand_below, starts, counts, sums)
+    _rank_gathered(keys, labels, offsets, cand_below, starts, counts, sums)
     return counts, sums, 1
+
+
+def _rank_gathered(keys, labels, offsets, slot_below, starts, counts, sums):
+    """Add the gathered rows of the buckets that hold a group boundary to
+    their groups (counts: rows, positives, correct; sums: p).
+
+    Part q holds the rows of slot s, in row order, at
+    keys[offsets[q, s]:offsets[q, s + 1]] (parts in row order);
+    slot_below[s] rows have smaller values. Group g holds the ranks
+    [starts[g], starts[g + 1]). A bucket with one boundary inside needs no
+    sort: the value v at the boundary's rank is selected, rows below v and
+    the first rows equal to v (in row order) go to the lower group. A bucket
+    with more boundaries is sorted (stable). The selection and the sort are
+    NumPy's (no compiling); the rows are added in the order of the ranking.
+    """
+    n_parts = offsets.shape[0]
+    for s in range(offsets.shape[1] - 1):
+        k = np.concatenate([keys[offsets[q, s]:offsets[q, s + 1]] for q in range(n_parts)])
+        lab = np.concatenate([labels[offsets[q, s]:offsets[q, s + 1]] for q in range(n_parts)])
+        m = k.shape[0]
+        if m == 0:
+            continue
+        base = int(slot_below[s])
+        g0 = int(np.searchsorted(starts, base, side="right")) - 1
+        g1 = int(np.searchsorted(starts, base + m - 1, side="right")) - 1
+        if g1 == g0 + 1:
+            r = int(starts[g1]) - base  # rows of this bucket in the lower group
+            v = np.partition(k, r)[r]
+            ties_low = r - int(np.count_nonzero(k < v))
+            g = np.where(k > v, g1, g0).astype(np.int64)
+            tie = np.flatnonzero(k == v)
+            g[tie[ties_low:]] = g1
+        else:
+            order = np.argsort(k, kind="stable")
+            k = k[order]
+            lab = lab[order]
+            g = np.searchsorted(starts, base + np.arange(m, dtype=np.int64), side="right") - 1
+        kem.add_rows(k.view(np.float64), lab, g.astype(np.int64), counts, sums)
 
 
 def ace(fine_counts, fine_p, n_bins, parts, omit, observed="frac_pos"):
