@@ -26,7 +26,6 @@ it at the end. On an error or a signal the temporary files are removed.
 """
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -39,6 +38,7 @@ import time
 import warnings
 
 from fastcal import _atomic
+from fastcal.reports._json import json_text
 
 EXIT_OK = 0
 EXIT_BAD = 2
@@ -434,30 +434,6 @@ def _describe_error(exc):
 
 
 # -- JSON --------------------------------------------------------------------------
-
-def _json_safe(x):
-    """``x`` with plain Python types: NaN -> None, +-inf -> "inf" / "-inf" (the
-    convention of ``CalibrationReport.to_dict``), numpy scalars and arrays unwrapped."""
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):  # numpy scalar or array
-        return _json_safe(x.tolist())
-    if isinstance(x, float):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-    return x
-
-
-def json_text(obj):
-    """The whole JSON text of ``obj`` (one line and a newline), built before anything
-    is printed, with the one convention every command uses: NaN is null and an
-    infinity the string "inf" or "-inf"."""
-    return json.dumps(_json_safe(obj), allow_nan=False) + "\n"
-
 
 # -- score -----------------------------------------------------------------------
 

@@ -7,42 +7,44 @@ another output, by path or through a link; written with
 :func:`fastcal._atomic.commit`, all of them or none.
 """
 
-import json
-import math
+import contextlib
 import os
-
-import numpy as np
+import signal
+import threading
 
 from fastcal import _atomic
+from fastcal.reports._json import json_text
 
-__all__ = ["jsonable", "to_json", "check_outputs", "commit"]
-
-
-def jsonable(obj):
-    """A copy of ``obj`` with JSON-safe scalars: NaN -> None, +-inf -> "inf" / "-inf", numpy -> Python."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        x = float(obj)
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    return obj
+__all__ = ["to_json", "check_outputs", "commit", "signals_held"]
 
 
 def to_json(obj):
-    """One line of strict JSON (``allow_nan=False``) for ``obj`` made :func:`jsonable`."""
-    return json.dumps(jsonable(obj), allow_nan=False) + "\n"
+    """One line of strict JSON for ``obj``, with fastcal's convention."""
+    return json_text(obj)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold SIGINT, SIGTERM and SIGHUP back until the block ends, then deliver the first.
+
+    For imports of compiled libraries (matplotlib): an exception raised by a signal
+    handler inside an extension's initialisation left it half-made, was reported
+    as a missing matplotlib, and crashed the interpreter at exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    old = {}
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        old[s] = signal.signal(s, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 def _same(a, b):

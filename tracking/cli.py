@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from tracking._output import check_outputs, cleanup, commit, to_json
+from tracking._output import check_outputs, cleanup, commit, signals_held, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
 
@@ -100,7 +100,8 @@ def _compare(args):
             print(f"{name:<{width}}  {text}")
         return 0
     if args.plot is not None:
-        check_plot_path(args.plot)  # before computing
+        with signals_held():  # matplotlib's import must not be cut short
+            check_plot_path(args.plot)  # before computing
         check_outputs([("--plot", args.plot)], [])
     if not 0.0 < args.band_alpha < 1.0:
         msg = f"--band-alpha must be in (0, 1), got {args.band_alpha!r}"

@@ -489,12 +489,13 @@ def run_score_cli(args):
     """``tracking score``: every output built in memory, then committed together."""
     import io
 
-    from tracking._output import check_outputs, commit, to_json
+    from tracking._output import check_outputs, commit, signals_held, to_json
     from tracking.compare import check_plot_path
 
     fmt = None
     if args.plot is not None:
-        fmt = check_plot_path(args.plot)
+        with signals_held():  # matplotlib's import must not be cut short
+            fmt = check_plot_path(args.plot)
         check_outputs([("--plot", args.plot)], [args.file])
     if not 0.0 < args.alpha < 1.0:
         msg = f"--alpha must be in (0, 1), got {args.alpha!r}"

@@ -37,6 +37,7 @@ measurements behind these choices.
 import numpy as np
 
 from ._cache import njit
+from ._threads import run_threads, thread_range
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair, search_sorted
 
@@ -505,18 +506,11 @@ def fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs, n_thre
                       np.zeros((rows, N_COUNTS), np.int64), np.zeros(rows, np.float64)))
 
     def run(t):
-        start = (t * n) // n_threads
-        stop = ((t + 1) * n) // n_threads
+        start, stop = thread_range(t, n, n_threads)
         fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
                         *parts[t])
 
-    if n_threads == 1:
-        run(0)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(run, range(n_threads)))
+    run_threads(n_threads, run)
     counts, sums, totals, checks, fine_counts, fine_p = (a.copy() for a in parts[0])
     for t in range(1, n_threads):
         t_counts, t_sums, t_totals, t_checks, t_fc, t_fp = parts[t]

@@ -30,6 +30,7 @@ Weights are integers, so the counts add exactly across chunks and merges.
 import numpy as np
 
 from ._cache import njit
+from ._threads import run_threads, thread_range
 from ._config import BLOCK, COPIES
 from .mathfn import log1m, log64, search_sorted
 
@@ -199,18 +200,11 @@ def boot_fill_parallel(p, y, row0, edges, uniform, right, seed, n_threads, bcoun
     n_rep = bcounts.shape[0]
 
     def run(t):
-        r0 = (t * n_rep) // n_threads
-        r1 = ((t + 1) * n_rep) // n_threads
+        r0, r1 = thread_range(t, n_rep, n_threads)
         if r1 > r0:
             boot_fill_range(p, y, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums)
 
-    if n_threads == 1:
-        run(0)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(n_threads) as pool:
-        list(pool.map(run, range(n_threads)))
+    run_threads(n_threads, run)
 
 
 def null_fill(p, y, row0, edges, uniform, right, eps, seed, n_threads, pos, ecd):
@@ -230,18 +224,11 @@ def null_fill(p, y, row0, edges, uniform, right, eps, seed, n_threads, pos, ecd)
     n_rep = pos.shape[0]
 
     def run(t):
-        r0 = (t * n_rep) // n_threads
-        r1 = ((t + 1) * n_rep) // n_threads
+        r0, r1 = thread_range(t, n_rep, n_threads)
         if r1 > r0:
             null_fill_range(p, y, row0, edges, uniform, right, eps, seed, r0, r1, pos, ecd)
 
-    if n_threads == 1:
-        run(0)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(n_threads) as pool:
-        list(pool.map(run, range(n_threads)))
+    run_threads(n_threads, run)
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

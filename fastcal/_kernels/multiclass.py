@@ -37,6 +37,7 @@ first (smallest) row index of each kind, -1 if none.
 import numpy as np
 
 from ._cache import njit
+from ._threads import run_threads, thread_range
 from ._config import COPIES, FASTMATH
 from .mathfn import log64, search_sorted
 
@@ -721,18 +722,11 @@ def _fill_threads(fill, P, y, edges, uniform, right, eps, logits, renorm, tol, c
     parts = [new_state(edges.shape[0] - 1, K, classwise) for _ in range(n_threads)]
 
     def run(t):
-        start = (t * n) // n_threads
-        stop = ((t + 1) * n) // n_threads
+        start, stop = thread_range(t, n, n_threads)
         fill(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
              *parts[t], with_logs)
 
-    if n_threads == 1:
-        run(0)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(run, range(n_threads)))
+    run_threads(n_threads, run)
     counts, sums, totals, ccounts, csums, checks = (a.copy() for a in parts[0])
     for t in range(1, n_threads):
         t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = parts[t]
@@ -861,17 +855,10 @@ def soft_parallel(P, T, eps, logits, renorm, tol, n_threads):
     t_checks[:, :N_CHECK_KINDS] = 0
 
     def run(t):
-        start = (t * n) // n_threads
-        stop = ((t + 1) * n) // n_threads
+        start, stop = thread_range(t, n, n_threads)
         soft_range(P, T, start, stop, eps, logits, renorm, tol, t_totals[t], t_checks[t])
 
-    if n_threads == 1:
-        run(0)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(run, range(n_threads)))
+    run_threads(n_threads, run)
     totals = t_totals[0].copy()
     checks = t_checks[0].copy()
     for t in range(1, n_threads):
