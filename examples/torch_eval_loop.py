@@ -48,11 +48,11 @@ def evaluate(model, x, y, metric, batch_size):
     return metric.compute()
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--small", action="store_true", help="fewer rows and epochs (tests)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     n_train, n_eval, epochs = (2_000, 20_000, 3) if args.small else (20_000, 1_000_000, 5)

@@ -14,6 +14,7 @@ torchmetrics = pytest.importorskip("torchmetrics")
 import fastcal  # noqa: E402
 from fastcal.accumulators.classes import MulticlassAccumulator  # noqa: E402
 from fastcal.torch import CalibrationMetric  # noqa: E402
+from tests.test_examples import run_example  # noqa: E402,F401 (a fixture: the examples run in this process)
 
 K = 4
 
@@ -411,10 +412,8 @@ def test_docstring_example():
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_torch_eval_loop_example(tmp_path):
+def test_torch_eval_loop_example(tmp_path, run_example):
     import json
-
-    from tests.test_examples import run_example
 
     out = run_example("torch_eval_loop.py", tmp_path)
     data = json.loads((tmp_path / "torch_eval_loop.json").read_text())
