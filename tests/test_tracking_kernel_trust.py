@@ -26,7 +26,7 @@ def run(kernel_dir):
     p = subprocess.run([sys.executable, "-W", "always", "-c", SCRIPT], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    notes = [line for line in p.stderr.splitlines() if "tracking: " in line]
+    notes = [line for line in p.stderr.splitlines() if "tracking: " in line or "CacheWarning" in line]
     return p.stdout.strip(), notes
 
 
@@ -54,9 +54,9 @@ def test_planted_damaged_and_shared_kernels_are_never_trusted(tmp_path):
     assert again == value and not mark.exists() and kernel.read_text() == good
     assert len(notes) == 1 and f"rewrote the kernel {kernel}" in notes[0]
 
-    # a damaged cache: removed and recompiled with a note naming the kernel
+    # a damaged cache: recompiled and rewritten, with one note naming the file
     (cache,) = (mine / "__pycache__").glob(kernel.stem + "*.nbc")
     cache.write_bytes(cache.read_bytes()[:4000])
     again, notes = run(mine)
     assert again == value
-    assert len(notes) == 1 and f"the Numba cache of kernel {kernel} is damaged" in notes[0]
+    assert len(notes) == 1 and f"cannot load the kernel cache file {cache}" in notes[0], notes

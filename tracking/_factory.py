@@ -24,7 +24,8 @@ is compiled in memory, once per process, with one note.
 A kernel file is imported only when it and its directory are the user's own,
 not group- or world-writable, and it holds exactly the text that would be
 written now; otherwise it is rewritten (its Numba cache removed) with a note.
-A damaged Numba cache is removed and the kernel recompiled, with a note.
+A damaged Numba cache file is recompiled and rewritten, with a note naming it
+(the digest check of ``fastcal._kernels._cache``, which the kernels are compiled with).
 
 Where the motion Jacobian is sparse (most of a coordinated turn's or a
 constant-velocity model's ``F`` is zero), the factory also writes
@@ -425,26 +426,6 @@ def _inline_sources(slots, template, consts):
     return "\n".join(out) + "\n\n"
 
 
-def _cache_guard(kernel, path):
-    """``kernel`` that recompiles, with one note, when its Numba cache cannot be loaded."""
-    import pickle
-
-    folder, name = os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]
-
-    def run_batch(*args):
-        try:
-            return kernel(*args)
-        except (pickle.UnpicklingError, EOFError) as exc:
-            _note(f"tracking: the Numba cache of kernel {path} is damaged ({type(exc).__name__}); "
-                  "removed it and recompiling")
-            _clear_cache(folder, name)
-            return kernel(*args)
-
-    run_batch.py_func = kernel.py_func  # as a dispatcher has
-    run_batch.dispatcher = kernel
-    return run_batch
-
-
 _NOTED = set()
 
 
@@ -536,6 +517,8 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             exec(code, namespace)  # noqa: S102 - our own template, no user text
             kernel = namespace["run_batch"]
         else:
-            kernel = _cache_guard(module.run_batch, module.__file__)
+            # a damaged Numba cache file is found by its digest and recompiled, with one
+            # note naming it (fastcal._kernels._cache)
+            kernel = module.run_batch
         _KERNELS[key] = kernel
         return kernel
