@@ -1191,6 +1191,9 @@ def _main(argv):
         with warnings.catch_warnings():
             if not debug:  # each warning once as a note, whatever filters the caller set
                 warnings.simplefilter("default")
+                # but not Python's own ResourceWarning (ignored by default): a Ctrl-C inside an
+                # import leaves a .pyc reader unclosed, and its note preceded "interrupted"
+                warnings.simplefilter("ignore", ResourceWarning)
             return args.func(args)
     except _Terminated as exc:
         _atomic.cleanup()
