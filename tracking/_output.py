@@ -15,7 +15,7 @@ import threading
 from fastcal import _atomic
 from fastcal.reports._json import json_text
 
-__all__ = ["to_json", "check_outputs", "commit", "signals_held"]
+__all__ = ["to_json", "check_outputs", "commit", "commit_with_stdout", "signals_held"]
 
 
 def to_json(obj):
@@ -91,3 +91,13 @@ def commit(outputs):
 def cleanup():
     """Remove temporary files of an interrupted write."""
     _atomic.cleanup()
+
+
+def commit_with_stdout(outputs, text, plot):
+    """Commit ``outputs`` and ``text`` for standard output together; a failed write is
+    one ValueError naming ``--plot`` (the only file output of the tracking commands)."""
+    try:
+        commit(outputs + [("-", text.encode("utf-8"))])
+    except OSError as exc:
+        msg = f"cannot write --plot {plot!r}: {exc.strerror or exc}"
+        raise ValueError(msg) from None

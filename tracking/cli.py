@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from tracking._output import check_outputs, cleanup, commit, signals_held, to_json
+from tracking._output import check_outputs, cleanup, commit_with_stdout, signals_held, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
 
@@ -136,11 +136,7 @@ def _compare(args):
         text = format_table(report) + "\n"
         if args.plot is not None:
             text += f"\nplot written to {args.plot}\n"
-    try:
-        commit(outputs + [("-", text.encode("utf-8"))])
-    except OSError as exc:
-        msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
-        raise ValueError(msg) from None
+    commit_with_stdout(outputs, text, args.plot)
     return 0
 
 

@@ -391,6 +391,8 @@ def plot_score(rep, path=None, *, ax=None):
     """
     from matplotlib.figure import Figure
 
+    from tracking.compare import _legend_above
+
     items = filters_of(rep)
     first = items[0][1]
     d = first["dim"]
@@ -428,12 +430,6 @@ def plot_score(rep, path=None, *, ax=None):
         write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
     return fig
 
-
-def _legend_above(ax):
-    """The legend in one row above the axes, so it never hides a curve."""
-    handles, _ = ax.get_legend_handles_labels()
-    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.01, 1.0, 0.1), ncol=max(1, len(handles)),
-              fontsize=8, frameon=False, borderaxespad=0.0)
 
 
 def _series(values):
@@ -489,7 +485,7 @@ def run_score_cli(args):
     """``tracking score``: every output built in memory, then committed together."""
     import io
 
-    from tracking._output import check_outputs, commit, signals_held, to_json
+    from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
     from tracking.compare import check_plot_path
 
     fmt = None
@@ -513,9 +509,5 @@ def run_score_cli(args):
         text = format_score(rep, per_run=args.per_run, per_step=args.per_step) + "\n"
         if args.plot is not None:
             text += f"\nplot written to {args.plot}\n"
-    try:
-        commit(outputs + [("-", text.encode("utf-8"))])
-    except OSError as exc:
-        msg = f"cannot write --plot {args.plot!r}: {exc.strerror or exc}"
-        raise ValueError(msg) from None
+    commit_with_stdout(outputs, text, args.plot)
     return 0

@@ -20,3 +20,14 @@ def run_threads(n_threads, run):
         return
     with ThreadPoolExecutor(n_threads) as pool:
         list(pool.map(run, range(n_threads)))
+
+
+def merge_checks(checks, other):
+    """Add a thread's check counts (first half) to ``checks`` and keep the smaller
+    first index (second half, -1 where none): the reduction of the fills' checks."""
+    k = checks.shape[0] // 2
+    checks[:k] += other[:k]
+    first = checks[k:]
+    f = other[k:]
+    take = (f >= 0) & ((first < 0) | (f < first))
+    first[take] = f[take]

@@ -37,7 +37,7 @@ measurements behind these choices.
 import numpy as np
 
 from ._cache import njit
-from ._threads import run_threads, thread_range
+from ._threads import merge_checks, run_threads, thread_range
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair, search_sorted
 
@@ -521,16 +521,6 @@ def fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs, n_thre
         fine_p += t_fp
         merge_checks(checks, t_checks)
     return counts, sums, totals, checks, fine_counts, fine_p
-
-
-def merge_checks(checks, other):
-    """Add the counts of ``other`` to ``checks`` and keep the smaller first index."""
-    k = N_CHECK_KINDS
-    checks[:k] += other[:k]
-    first = checks[k:]
-    f = other[k:]
-    take = (f >= 0) & ((first < 0) | (f < first))
-    first[take] = f[take]
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

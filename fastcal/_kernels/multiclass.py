@@ -37,7 +37,7 @@ first (smallest) row index of each kind, -1 if none.
 import numpy as np
 
 from ._cache import njit
-from ._threads import run_threads, thread_range
+from ._threads import merge_checks, run_threads, thread_range
 from ._config import COPIES, FASTMATH
 from .mathfn import log64, search_sorted
 
@@ -684,16 +684,6 @@ def new_state(n_bins, n_classes, classwise=True):
     checks = np.full(2 * N_CHECK_KINDS, -1, np.int64)
     checks[:N_CHECK_KINDS] = 0
     return counts, sums, totals, ccounts, csums, checks
-
-
-def merge_checks(checks, other):
-    """Add the counts of ``other`` to ``checks`` and keep the smaller first index."""
-    k = N_CHECK_KINDS
-    checks[:k] += other[:k]
-    first = checks[k:]
-    f = other[k:]
-    take = (f >= 0) & ((first < 0) | (f < first))
-    first[take] = f[take]
 
 
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
