@@ -185,7 +185,7 @@ def test_feather_metadata_flips_are_caught_or_read_exactly(tmp_path):
     """The Feather reader parses the footer and each batch's metadata itself (to read byte
     ranges without a memory map): every byte of the footer and of the first batch's
     metadata, flipped, must give a clean error or exactly the numbers pyarrow reads."""
-    from fastcal.sources import io as fio
+    from fastcal.sources.readers import _ipc as fio
 
     f = build("feather", tmp_path)
     data = f.read_bytes()

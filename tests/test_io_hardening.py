@@ -22,6 +22,8 @@ import pytest
 
 import fastcal
 from fastcal.sources import io as fio
+from fastcal.sources.readers import base as readers_base
+from fastcal.sources.readers import feather as feather_reader
 from fastcal.files import score_file
 from fastcal.sources.io import open_reader
 
@@ -723,7 +725,7 @@ def test_feather_read_that_comes_back_short_names_the_chunk(tmp_path, monkeypatc
     f = tmp_path / "a.feather"
     write_feather(f, pa.table({"p": p, "y": (p > 0.5).astype(np.uint8)}))
     size = os.path.getsize(f)
-    real = fio._pread_all
+    real = feather_reader._pread_all
     calls = []
 
     def cut_on_third_p_read(fd, n, pos):
@@ -733,7 +735,7 @@ def test_feather_read_that_comes_back_short_names_the_chunk(tmp_path, monkeypatc
         return real(fd, n, pos)
 
     r, _ = open_reader(f)
-    monkeypatch.setattr(fio, "_pread_all", cut_on_third_p_read)
+    monkeypatch.setattr(feather_reader, "_pread_all", cut_on_third_p_read)
     it = r.chunks(["p", "y"], 10_000)
     got = [next(it).columns for _ in range(2)]
     with pytest.raises(ValueError) as e:
@@ -789,7 +791,7 @@ def test_feather_chunks_read_by_byte_ranges_equal_pyarrow(tmp_path, monkeypatch,
     f = tmp_path / "m.feather"
     write_feather(f, t, max_chunksize=777)
     whole = t.combine_chunks()
-    want = {c: fio._arrow_to_numpy(whole.column(c)) for c in DIRECT + ["dict"]}
+    want = {c: readers_base._arrow_to_numpy(whole.column(c)) for c in DIRECT + ["dict"]}
 
     def no_batch_reader(*args, **kwargs):
         raise AssertionError("a numeric column was read through pyarrow's batch reader")

@@ -9,6 +9,9 @@ import numpy as np
 
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
+from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
+                                          _widen)
+from fastcal.sources.readers.parquet import ParquetReader
 
 ROWS_PER_PARTITION = 1 << 22
 
@@ -55,7 +58,6 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
     import pyarrow.parquet as pq
 
     from fastcal.sources.files import stack_columns
-    from fastcal.sources.io import _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
 
     names = list(dict.fromkeys([*label_cols, *prob_cols]))
     try:
@@ -140,7 +142,6 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     import pyarrow.parquet as pq
 
     from fastcal.sources.files import _reword, resolve_columns
-    from fastcal.sources.io import Chunk, ParquetReader
 
     reader = ParquetReader(path, verify_checksums=verify_checksums)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)

@@ -1,0 +1,221 @@
+"""What every reader shares: the chunk, the base class, one-line errors, the
+column type checks and the conversion of Arrow arrays to numpy.
+
+Errors are ``ValueError`` with a one-line message that names the file, what
+was found and what was expected.
+"""
+
+import errno
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+
+DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
+
+# An NPY (N, K) array gives K columns; more than this is refused before any is listed.
+MAX_COLUMNS = 1 << 16
+
+
+@dataclass
+class Chunk:
+    """One chunk: the columns asked for, where it comes from, and its first row."""
+
+    columns: tuple   # 1-D numpy arrays, in the order requested
+    file: str        # the file the rows come from
+    start: int       # global row number (0-based) of the chunk's first row
+    file_start: int  # row number of the first row within ``file``
+
+
+def _fail(path, what):
+    msg = f"{path}: {what}"
+    raise ValueError(msg)
+
+
+def _one_line(exc):
+    """The first line of an exception's message, stripped."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _fail_os(path, exc, doing):
+    """One line for an OSError met while trying to ``doing`` ``path``."""
+    code = getattr(exc, "errno", None)
+    if code == errno.ELOOP:
+        _fail(path, f"symlink loop: cannot {doing} (too many levels of symbolic links); "
+                    "expected a link that ends at a file or directory")
+    if code in (errno.EACCES, errno.EPERM):
+        _fail(path, f"permission denied: cannot {doing}; expected read permission")
+    if code == errno.ENOENT:
+        if os.path.islink(path):
+            _fail(path, f"broken symlink: it points to {os.readlink(path)!r}, which does not "
+                        "exist")
+        _fail(path, "no such file or directory")
+    reason = exc.strerror or _one_line(exc)
+    _fail(path, f"cannot {doing}: {reason}")
+
+
+def _stat(path):
+    """``os.stat(path)``, any failure one line (no such file, symlink loop, permission)."""
+    try:
+        return os.stat(path)
+    except OSError as exc:
+        _fail_os(path, exc, "read it")
+
+
+TEXT_HINT = "; text labels such as 'yes'/'no' must be written as 0/1 (or bool) first"
+
+
+def _check_arrow_type(path, name, typ):
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(typ) and (pa.types.is_floating(typ.value_type)
+                                             or pa.types.is_integer(typ.value_type)):
+        return  # K class probabilities (or logits) per row
+    if (pa.types.is_floating(typ) or pa.types.is_integer(typ) or pa.types.is_boolean(typ)
+            or pa.types.is_null(typ)):
+        return
+    if pa.types.is_dictionary(typ) and (pa.types.is_floating(typ.value_type)
+                                        or pa.types.is_integer(typ.value_type)):
+        return
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or "
+                    f"bool) column{TEXT_HINT}")
+    _fail(path, f"column {name!r} has type {typ}; expected a numeric (float, integer or bool) "
+                "column")
+
+
+def _check_numpy_type(path, name, dtype):
+    if dtype.kind in "fiub":
+        return
+    _fail(path, f"column {name!r} has dtype {dtype}; expected a numeric (float, integer or bool) "
+                "column" + (TEXT_HINT if dtype.kind in "USO" else ""))
+
+
+def _missing(path, missing, available):
+    cols = ", ".join(repr(c) for c in available)
+    what = "column" if len(missing) == 1 else "columns"
+    _fail(path, f"no {what} {', '.join(repr(m) for m in missing)}; the file has columns: {cols}")
+
+
+def _check_unique(path, names, available):
+    """No name asked for appears more than once among the file's columns."""
+    available = list(available)
+    for n in dict.fromkeys(names):
+        k = available.count(n)
+        if k > 1:
+            _fail(path, f"column {n!r} appears {k} times; expected each column name once "
+                        "(rename the duplicates)")
+
+
+def _check_schema(path, names, schema):
+    """Every name is a column of the Arrow schema, once, of a numeric type."""
+    missing = [n for n in names if n not in schema.names]
+    if missing:
+        _missing(path, missing, schema.names)
+    _check_unique(path, names, schema.names)
+    for n in names:
+        _check_arrow_type(path, n, schema.field(n).type)
+
+
+def _numpy_dtype(typ):
+    """The numpy dtype a chunk of an Arrow column of type ``typ`` has (without nulls)."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_list(typ) or pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_boolean(typ):
+        return np.dtype(np.uint8)
+    if pa.types.is_null(typ):
+        return np.dtype(np.float64)
+    return np.dtype(_NUMPY_OF_ARROW.get(str(typ), np.float64))
+
+
+def _widest(dtypes):
+    """The dtype every file's values fit in: float32 and float64 give float64."""
+    return np.result_type(*dtypes)
+
+
+def _widen(col, dtype):
+    """A chunk's column in the dataset's dtype (a no-op when it already is)."""
+    if dtype is None or col.dtype == dtype:
+        return col
+    return col.astype(np.result_type(col.dtype, dtype))
+
+
+_NUMPY_OF_ARROW = {
+    "halffloat": np.float16, "float": np.float32, "double": np.float64,
+    "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+    "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+}
+
+
+def _arrow_to_numpy(arr):
+    """An Arrow array or chunked array as a numpy array; nulls become NaN.
+
+    A numeric array without nulls is viewed in place (zero copy, read-only).
+    Conversion goes through the buffers rather than ``to_numpy`` because that
+    imports pandas, a second of start-up for a small file.
+    """
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_fixed_size_list(arr.type):
+        # (rows, K): the child values of this slice, one row per list
+        if arr.null_count:
+            msg = f"{arr.null_count} rows of a list column are null; every row needs K values"
+            raise ValueError(msg)
+        k = arr.type.list_size
+        return _arrow_to_numpy(arr.flatten()).reshape(len(arr), k)
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), np.nan)
+    if pa.types.is_boolean(arr.type) or arr.null_count:
+        import pyarrow.compute as pc  # only here: a tenth of a second to import
+
+    if pa.types.is_boolean(arr.type):
+        arr = pc.cast(arr, pa.uint8())
+    if arr.null_count:
+        if not pa.types.is_floating(arr.type) or pa.types.is_float16(arr.type):
+            arr = pc.cast(arr, pa.float64())
+        arr = pc.fill_null(arr, float("nan"))
+    dtype = np.dtype(_NUMPY_OF_ARROW[str(arr.type)])
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
+                         offset=arr.offset * dtype.itemsize)
+
+
+class _Reader:
+    """Base: ``columns`` lists the available names; ``chunks(names, rows)`` yields Chunks."""
+
+    def __init__(self, path):
+        self.path = path
+        self.columns = []
+        self.n_rows = None  # None if unknown before reading (CSV)
+
+    def check(self, names):
+        missing = [n for n in names if n not in self.columns]
+        if missing:
+            _missing(self.path, missing, self.columns)
+
+    def dtype(self, name):
+        """The dtype of column ``name`` for the whole dataset: the widest over its files."""
+        self.check([name])
+        return self._dtype(name)
+
+    def _dtype(self, name):
+        raise NotImplementedError
+
+    def chunks(self, names, chunk_rows):
+        raise NotImplementedError
+
+
+def _check_flag(name, value):
+    if not isinstance(value, (bool, np.bool_)):
+        msg = f"{name} must be True or False; got {value!r}"
+        raise ValueError(msg)
+    return bool(value)

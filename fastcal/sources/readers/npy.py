@@ -1,0 +1,201 @@
+"""NPY columns (``allow_pickle=False`` always): a structured, 1-D or 2-D file, or a
+directory of column files, read with ordinary reads after the header is checked
+against the file size (see :mod:`fastcal.sources.io`)."""
+
+import math
+import os
+
+import numpy as np
+
+from fastcal.sources.readers.base import (MAX_COLUMNS, Chunk, _check_numpy_type, _fail,
+                                          _fail_os, _one_line, _Reader)
+from fastcal.sources.readers.paths import _files_of
+
+
+# NPY: a 2-D C-order window is read in pieces of about this many bytes.
+_NPY_PIECE = 8 << 20
+
+
+class NpyReader(_Reader):
+    """NPY columns: a structured / 1-D / 2-D file, or a directory of column files."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.sources = {}  # column name -> (file, dtype, offset, shape, fortran, field, k)
+        files = _files_of(path, "npy")
+        single = not os.path.isdir(path)
+        n_rows = None
+        for f in files:
+            dtype, shape, fortran, offset = self._header(f)  # validated: sizes, columns
+            stem = os.path.splitext(os.path.basename(f))[0]
+            if dtype.names is not None:
+                cols = [((name if single else f"{stem}:{name}"), name, None)
+                        for name in dtype.names]
+            elif len(shape) == 1:
+                cols = [(stem, None, None)]
+            else:
+                cols = [((str(k) if single else f"{stem}:{k}"), None, k)
+                        for k in range(shape[1])]
+            for col, field, k in cols:
+                if col in self.sources:
+                    other = os.path.basename(self.sources[col][0])
+                    _fail(path, f"column {col!r} comes from two files, {other} and "
+                                f"{os.path.basename(f)}; expected one file per column name")
+                self.sources[col] = (f, dtype, offset, shape, fortran, field, k)
+            if len(self.sources) > MAX_COLUMNS:
+                _fail(path, f"the files give {len(self.sources)} columns; at most "
+                            f"{MAX_COLUMNS} are read")
+            if n_rows is not None and shape[0] != n_rows:
+                _fail(path, f"column files have different lengths: {os.path.basename(f)} has "
+                            f"{shape[0]} rows, an earlier file has {n_rows}")
+            n_rows = shape[0]
+        self.columns = list(self.sources)
+        self.n_rows = int(n_rows)
+
+    @staticmethod
+    def _header(f):
+        """dtype, shape, Fortran order and data offset of an NPY file, checked against its size.
+
+        Sizes are exact Python integers (an int64 product can wrap to 0), and the
+        column count is capped, before anything is built per row or per column.
+        """
+        fmt = np.lib.format
+        size = os.path.getsize(f)
+        if size == 0:
+            _fail(f, "file is empty (0 bytes)")
+        try:
+            with open(f, "rb") as fh:
+                version = fmt.read_magic(fh)
+                if version == (1, 0):
+                    shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+                else:
+                    shape, fortran, dtype = fmt._read_array_header(fh, version)
+                offset = fh.tell()
+        except Exception as exc:
+            _fail(f, f"not a readable NPY file: {_one_line(exc)}")
+        if dtype.hasobject:
+            _fail(f, "array holds Python objects; only numeric arrays are read "
+                     "(allow_pickle=False)")
+        shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            _fail(f, f"header gives a negative dimension in shape {shape}; expected sizes >= 0")
+        if len(shape) == 0 or len(shape) > 2:
+            _fail(f, f"array has shape {shape}; expected 1-D (N,) or 2-D (N, K)")
+        if dtype.names is not None and len(shape) != 1:
+            _fail(f, f"structured array has shape {shape}; expected 1-D")
+        data = math.prod(shape) * dtype.itemsize  # Python ints: no wrap-around
+        if size < offset + data:
+            _fail(f, f"file is truncated: the header promises shape {shape} of {dtype.str}, "
+                     f"{data} bytes of data after its {offset} bytes, expected a file of "
+                     f"{offset + data} bytes; the file has {size}")
+        if size > offset + data:  # NPY's size is exact: anything more is damage
+            _fail(f, f"file is longer than its header says: shape {shape} of {dtype.str} is "
+                     f"{data} bytes of data after its {offset} bytes, expected a file of "
+                     f"{offset + data} bytes; the file has {size} ({size - offset - data} "
+                     f"bytes appended or a range duplicated?)")
+        n_cols = len(dtype.names) if dtype.names is not None else (
+            shape[1] if len(shape) == 2 else 1)
+        if n_cols > MAX_COLUMNS:
+            _fail(f, f"array has {n_cols} columns; at most {MAX_COLUMNS} are read (expected "
+                     "an (N, K) array with K a number of classes)")
+        return dtype, shape, bool(fortran), offset
+
+    def check(self, names):
+        super().check(names)
+        for n in names:
+            f, dtype, _, _, _, field, _ = self.sources[n]
+            dt = dtype[field] if field is not None else dtype
+            _check_numpy_type(f, n, dt)
+
+    def _dtype(self, name):
+        _, dtype, _, _, _, field, _ = self.sources[name]
+        dt = dtype[field] if field is not None else dtype
+        return np.dtype(np.uint8) if dt == np.bool_ else dt.newbyteorder("=")
+
+    @staticmethod
+    def _pread(fd, f, out, pos, row0, row_bytes, need):
+        """Fill ``out`` (a numpy array) with the file's bytes from ``pos``; a short read is
+        a file truncated since its header was read: one line with the first missing row."""
+        view = memoryview(out).cast("B")
+        got = 0
+        while got < view.nbytes:
+            k = os.preadv(fd, [view[got:]], pos + got)
+            if k == 0:
+                now = os.fstat(fd).st_size
+                _fail(f, f"file is truncated: it now has {now} bytes, so row "
+                         f"{row0 + got // row_bytes} is missing; the header promised "
+                         f"{need} bytes (expected a file that does not change while it is "
+                         "scored)")
+            got += k
+
+    @staticmethod
+    def _native(out):
+        if out.dtype.byteorder not in ("=", "|"):
+            out = out.astype(out.dtype.newbyteorder("="))
+        if out.dtype == np.bool_:
+            out = out.view(np.uint8)
+        return out
+
+    def _read(self, fds, names, a, b):
+        """Rows a..b of the columns ``names``, with ordinary reads (never a memory map)."""
+        out = {}
+        by_file = {}
+        for n in dict.fromkeys(names):
+            by_file.setdefault(self.sources[n][0], []).append(n)
+        for f, cols in by_file.items():
+            _, dtype, offset, shape, fortran, _, _ = self.sources[cols[0]]
+            fd = fds[f]
+            need = offset + math.prod(shape) * dtype.itemsize
+            isz = dtype.itemsize
+            if len(shape) == 1:  # plain or structured: one read of the window
+                buf = np.empty(b - a, dtype=dtype)
+                self._pread(fd, f, buf, offset + a * isz, a, isz, need)
+                for n in cols:
+                    field = self.sources[n][5]
+                    col = np.ascontiguousarray(buf[field]) if field is not None else buf
+                    out[n] = self._native(col)
+            elif fortran:  # each column is contiguous in the file
+                for n in cols:
+                    k = self.sources[n][6]
+                    col = np.empty(b - a, dtype=dtype)
+                    self._pread(fd, f, col, offset + (k * shape[0] + a) * isz, a, isz, need)
+                    out[n] = self._native(col)
+            else:  # C order: whole rows, in pieces, the columns asked for kept
+                width = shape[1]
+                row_bytes = width * isz
+                res = {n: np.empty(b - a, dtype=dtype) for n in cols}
+                step = max(1, _NPY_PIECE // max(row_bytes, 1))
+                for r in range(a, b, step):
+                    s = min(r + step, b)
+                    piece = np.empty((s - r, width), dtype=dtype)
+                    self._pread(fd, f, piece, offset + r * row_bytes, r, row_bytes, need)
+                    for n in cols:
+                        res[n][r - a:s - a] = piece[:, self.sources[n][6]]
+                for n in cols:
+                    out[n] = self._native(res[n])
+        return tuple(out[n] for n in names)
+
+    def chunks(self, names, chunk_rows):
+        files = list(dict.fromkeys(self.sources[n][0] for n in names))
+        fds = {}
+        try:
+            for f in files:
+                try:
+                    fds[f] = os.open(f, os.O_RDONLY)
+                except OSError as exc:
+                    _fail_os(f, exc, "open it")
+            for a in range(0, self.n_rows, chunk_rows):
+                b = min(a + chunk_rows, self.n_rows)
+                try:
+                    cols = self._read(fds, names, a, b)
+                except ValueError:
+                    raise
+                except Exception as exc:
+                    _fail(files[0], f"cannot read rows {a}..{b - 1}: {_one_line(exc)}")
+                # Errors in the values name the path given (a directory of column files).
+                yield Chunk(cols, self.path, a, a)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
