@@ -15,7 +15,8 @@ MODULES = [
     "fastcal.metrics", "fastcal.accumulators.calibration", "fastcal.simulate", "fastcal.distributed",
     "fastcal.gaussian", "fastcal.files", "fastcal.reports.report", "fastcal.reports.multiclass_report",
     "fastcal.reports.stats", "fastcal.significance", "fastcal.inputs.binning", "fastcal.score",
-    "fastcal.recalibrate", "fastcal.soft", "fastcal.sklearn", "fastcal.noisy", "fastcal.torch",
+    "fastcal.recalibrate.temperature", "fastcal.soft", "fastcal.sklearn", "fastcal.noisy",
+    "fastcal.torch",
     "tracking", "tracking.models", "tracking.filters", "tracking._factory", "tracking.scenario",
     "tracking.consistency", "tracking.compare", "tracking.score",
 ]

@@ -336,6 +336,14 @@ class DaskSource:
             raise ValueError(msg)
         return run.acc, run.n_rows
 
+    def known_rows(self):
+        """None: partitions' lengths are known only once they are computed."""
+        return None
+
+    def known_classes(self):
+        """None: K is known only from the data (``fit_source(n_classes=K)`` gives it)."""
+        return None
+
     def parts(self, pair):
         return _DaskParts(self.source, self.runner, pair, getattr(self, "transform", None))
 

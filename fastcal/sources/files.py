@@ -242,6 +242,29 @@ class FileSource:
             bar.close()
         return acc, acc.n_rows
 
+    def known_rows(self):
+        """The file's rows when its format says so before reading (None for CSV)."""
+        return self.reader.n_rows
+
+    def known_classes(self):
+        """K when the columns give it before any row is read: K class columns, or one
+        fixed-size-list column (-1 for a list column of unknown size); else None."""
+        if self.multi_class:
+            return len(self.names) - 1
+        if self.reader.schema is None:  # NPY: K class columns or one value per row
+            return None
+        try:
+            t = self.reader.schema.field(self.names[0]).type
+        except (KeyError, TypeError):
+            return None
+        import pyarrow as pa
+
+        if isinstance(t, pa.FixedSizeListType):
+            return int(t.list_size)
+        if isinstance(t, (pa.ListType, pa.LargeListType)):
+            return -1
+        return None
+
     def parts(self, pair):
         parts = _FileParts(self.reader, self.names, self.chunk_rows, self.n_prob, pair,
                            self.progress, self.path, getattr(self, "transform", None))

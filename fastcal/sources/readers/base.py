@@ -196,6 +196,7 @@ class _Reader:
         self.path = path
         self.columns = []
         self.n_rows = None  # None if unknown before reading (CSV)
+        self.schema = None  # the first file's Arrow schema (Parquet, Feather, CSV)
 
     def check(self, names):
         missing = [n for n in names if n not in self.columns]

@@ -1,0 +1,56 @@
+"""What isotonic regression and histogram binning share: one pass of value bins,
+and the map of the value applied to binary or top-label probabilities."""
+
+import numpy as np
+
+from fastcal.inputs import validation as v
+from fastcal.recalibrate.base import _Recalibration
+from fastcal.recalibrate.passes import _edge_dtype, _pass_values
+
+
+class _Binned(_Recalibration):
+    """Shared by isotonic regression and histogram binning: a map of the value
+    (p, the sigmoid of the logit, or the top-label confidence)."""
+
+    def _values(self, data, n_bins, report_edges=False):
+        counts, positives, sum_x, bad = data.map(
+            True, _pass_values, (int(n_bins), self.logits, report_edges))
+        n = int(counts.sum())
+        data.check(bad[0], bad[1], n)
+        return counts, positives, sum_x, n, int(bad[0])
+
+    def _map(self, x, dtype):
+        """The map of values x (float64); ``dtype``: that of the probabilities they
+        came from (the report's edges for them)."""
+        raise NotImplementedError
+
+    def transform(self, y_prob):
+        """Recalibrated probabilities; K classes: the top-label probability is
+        mapped and the others rescaled to share the rest, so that every row sums
+        to 1 (float64, to rounding) whatever the input's dtype or its rows' sums.
+
+        The others are divided by their own sum, not by 1 - max p: near max p = 1
+        the two differ by the input's rounding, amplified by 1 / (1 - max p).
+        A row whose other classes are all 0 shares the rest evenly among them.
+        """
+        self._check_fitted()
+        p = v.to_array("y_prob", y_prob)
+        dtype = _edge_dtype(p, self.logits)
+        q = self._probabilities(self._input(p))
+        if q.ndim == 1:
+            return self._map(q, dtype)
+        k = np.argmax(q, axis=1)
+        rows = np.arange(q.shape[0])
+        conf = q[rows, k]
+        new = self._map(conf, dtype)
+        out = q.copy()
+        out[rows, k] = 0.0
+        rest = out.sum(axis=1)  # the other classes' own sum
+        with np.errstate(invalid="ignore", divide="ignore"):
+            scale = np.where(rest > 0, (1.0 - new) / rest, 0.0)
+        out *= scale[:, None]
+        flat = rest <= 0  # a certain row: share the rest evenly
+        if flat.any():
+            out[flat] = ((1.0 - new[flat]) / (q.shape[1] - 1))[:, None]
+        out[rows, k] = new
+        return out
