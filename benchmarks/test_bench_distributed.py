@@ -27,8 +27,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from fastcal import distributed as fd  # noqa: E402
-from fastcal.cli import simulate_file  # noqa: E402
 from fastcal.files import score_file  # noqa: E402
+from fastcal.writers import simulate_file  # noqa: E402
 
 ROWS = int(float(os.environ.get("FASTCAL_BENCH_DASK_ROWS", 100_000_000)))
 FILES = int(os.environ.get("FASTCAL_BENCH_DASK_FILES", 8))

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastcal
-from fastcal.cli import simulate_file
 from fastcal.files import score_file
+from fastcal.writers import simulate_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = int(float(os.environ.get("FASTCAL_BENCH_ROWS", 10_000_000)))

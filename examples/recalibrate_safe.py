@@ -25,8 +25,8 @@ import time
 
 
 from fastcal import recalibrate as rc
-from fastcal.cli import simulate_file
 from fastcal.files import score_file
+from fastcal.writers import simulate_file
 
 KEYS = (("ECD", "ecd"), ("ECE", "ece"), ("Brier", "brier"), ("NLL", "nll"),
         ("ECD z", "ecd_z"), ("p(over-confident)", "ecd_p_over"))

@@ -8,8 +8,8 @@ import os
 import tempfile
 import time
 
-from fastcal.cli import simulate_file
 from fastcal.files import score_file
+from fastcal.writers import simulate_file
 
 
 DEFINITIONS = """\

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastcal
-from fastcal import _atomic, cli
+from fastcal import _atomic, cli, writers
 from fastcal.reports.report import CalibrationReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,7 +145,7 @@ def test_simulate_sizes_and_disk_are_checked(tmp_path, capsys, monkeypatch):
     code, _, err = run(["simulate", str(tmp_path / "x.parquet"), "--n", "10",
                         "--chunk-rows", "0"], capsys)
     assert code == 2 and "--chunk-rows must be >= 1" in err
-    monkeypatch.setattr(cli.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
+    monkeypatch.setattr(writers.shutil, "disk_usage", lambda p: type("U", (), {"free": 1000})())
     code, _, err = run(["simulate", str(tmp_path / "x.parquet"), "--n", "1e6"], capsys)
     assert code == 2 and one_line(err) and "GB are free" in err
     assert os.listdir(tmp_path) == []
