@@ -105,22 +105,10 @@ class TemperatureScaling(_Recalibration):
         data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
         return out
 
-    def _fit(self, data, in_memory):
-        self.logits = _check_common(self.logits, self.nan_policy, self.max_passes, self.tol)
-        v.check_choice("target", self.target, TARGETS)
-        alpha = _check_alpha(self.alpha)
-        seen = {}
-
-        def evaluate(s):
-            if data.passes >= self.max_passes:
-                msg = (f"temperature scaling did not converge in max_passes={self.max_passes} "
-                       f"passes (last 1/T = {s!r}); are the classes separable by the logits?")
-                raise ValueError(msg)
-            out = self._evaluate(data, s)
-            seen[s] = out
-            return out
-
-        zc = statistics.NormalDist().inv_cdf(1.0 - alpha)
+    def _optimum(self, data, evaluate, seen, zc):
+        """(the sums at T = 1, the NLL optimum s = 1 / T, a start for the safe root or
+        None): pass 1 finds the answer in memory on a sample or a histogram, then the
+        exact passes only polish it."""
         start = None
         n_rows = data.n_rows() if data.multiclass else None
         if data.multiclass and n_rows:
@@ -161,6 +149,25 @@ class TemperatureScaling(_Recalibration):
             s0 = _newton_1d(lambda u: pts.sums(u, 0.0), 1.0, 1e-10, max_iter=200)
             start = _safe_bisect(lambda u: pts.sums(u, 0.0), s0, zc)
             s_nll = _newton_1d(evaluate, s0, self.tol)
+        return first, s_nll, start
+
+    def _fit(self, data, in_memory):
+        self.logits = _check_common(self.logits, self.nan_policy, self.max_passes, self.tol)
+        v.check_choice("target", self.target, TARGETS)
+        alpha = _check_alpha(self.alpha)
+        seen = {}
+
+        def evaluate(s):
+            if data.passes >= self.max_passes:
+                msg = (f"temperature scaling did not converge in max_passes={self.max_passes} "
+                       f"passes (last 1/T = {s!r}); are the classes separable by the logits?")
+                raise ValueError(msg)
+            out = self._evaluate(data, s)
+            seen[s] = out
+            return out
+
+        zc = statistics.NormalDist().inv_cdf(1.0 - alpha)
+        first, s_nll, start = self._optimum(data, evaluate, seen, zc)
         n = first[kr.N_ROWS]
         n_zero = int(first[kr.N_ZERO_TRUE])
         wrong = 0 if data.multiclass else n_zero  # binary: certain and wrong, kept so

@@ -178,6 +178,21 @@ class FeatherReader(_Reader):
             nodes, bufs = nodes + sub[0], bufs + sub[1]
         return at, (nodes, bufs)
 
+    @staticmethod
+    def _direct_batch(fd, block, schema, names, layout):
+        """(rows, nodes, buffers, body offset) of a record batch read here by byte ranges,
+        or None when pyarrow reads it (compressed, or not the layout expected: let
+        pyarrow judge it)."""
+        try:
+            rows, nodes, bufs, compressed, body = _ipc_batch(fd, block)
+        except _Corrupt:
+            return None
+        if compressed or (len(nodes), len(bufs)) != layout[1] or not all(
+                _lengths_agree(schema.field(n).type, nodes, layout[0][n][0], rows)
+                for n in names):
+            return None
+        return rows, nodes, bufs, body
+
     def _file_parts(self, f, schema, opened, names, chunk_rows):
         """An IPC file, read chunk by chunk with ordinary reads (never a memory map).
 
@@ -218,17 +233,11 @@ class FeatherReader(_Reader):
                 n_batches = whole[0].num_record_batches
             for i in range(n_batches):
                 batch = None
-                if direct:
-                    try:
-                        rows, nodes, bufs, compressed, body = _ipc_batch(fd, blocks[i])
-                        by_pyarrow = compressed
-                    except _Corrupt:
-                        by_pyarrow = True
-                    if not by_pyarrow and ((len(nodes), len(bufs)) != layout[1] or not all(
-                            _lengths_agree(schema.field(n).type, nodes, layout[0][n][0], rows)
-                            for n in names)):
-                        by_pyarrow = True  # not the layout expected: let pyarrow judge it
-                if not direct or by_pyarrow:
+                planned = (self._direct_batch(fd, blocks[i], schema, names, layout)
+                           if direct else None)
+                if planned is not None:
+                    rows, nodes, bufs, body = planned
+                else:
                     if whole is None:
                         whole = self._whole(f, schema, names)
                     batch = whole[0].get_batch(i)
