@@ -215,6 +215,20 @@ class _Reader:
         raise NotImplementedError
 
 
+class _ArrowFiles(_Reader):
+    """Base of the readers of Arrow-typed files (Parquet, Feather): ``files`` and
+    their ``_schemas``, each checked, and a column's dtype the widest over them."""
+
+    def check(self, names):
+        super().check(names)
+        for f, s in zip(self.files, self._schemas):
+            _check_schema(f, names, s)
+
+    def _dtype(self, name):
+        return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas
+                        if name in s.names])
+
+
 def _check_flag(name, value):
     if not isinstance(value, (bool, np.bool_)):
         msg = f"{name} must be True or False; got {value!r}"

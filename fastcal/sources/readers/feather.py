@@ -5,9 +5,8 @@ import os
 
 from fastcal.sources.readers._ipc import (_Corrupt, _direct, _ipc_batch, _ipc_blocks,
                                           _lengths_agree, _pread_all, _type_layout)
-from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_numpy, _check_schema,
-                                          _check_unique, _fail, _fail_os, _numpy_dtype,
-                                          _one_line, _widen, _widest)
+from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_numpy, _check_unique,
+                                          _fail, _fail_os, _one_line, _widen)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -36,7 +35,7 @@ def _check_size(f, now, size, row):
                  "is scored)")
 
 
-class FeatherReader(_Reader):
+class FeatherReader(_ArrowFiles):
     def __init__(self, path):
         super().__init__(path)
         self.files = _files_of(path, "feather")
@@ -98,15 +97,6 @@ class FeatherReader(_Reader):
             return reader.count_rows()
         finally:
             os.close(fd)
-
-    def check(self, names):
-        super().check(names)
-        for f, s in zip(self.files, self._schemas):
-            _check_schema(f, names, s)
-
-    def _dtype(self, name):
-        return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas
-                        if name in s.names])
 
     def chunks(self, names, chunk_rows):
         dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in names}

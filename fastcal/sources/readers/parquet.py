@@ -4,9 +4,8 @@ by default (see :mod:`fastcal.sources.io`)."""
 
 import os
 
-from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_numpy, _check_flag,
-                                          _check_schema, _check_unique, _fail, _numpy_dtype,
-                                          _one_line, _widen, _widest)
+from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_numpy, _check_flag,
+                                          _check_unique, _fail, _one_line, _widen)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -14,7 +13,7 @@ from fastcal.sources.readers.paths import _files_of
 _PARQUET_BUFFER = 1 << 20
 
 
-class ParquetReader(_Reader):
+class ParquetReader(_ArrowFiles):
     """A Parquet file or dataset directory.
 
     ``verify_checksums`` (default True) checks every page against the CRC the
@@ -43,15 +42,6 @@ class ParquetReader(_Reader):
         self.schema = self._schemas[0]
         self.columns = list(self.schema.names)
         self.n_rows = int(sum(self._meta))
-
-    def check(self, names):
-        super().check(names)
-        for f, s in zip(self.files, self._schemas):
-            _check_schema(f, names, s)
-
-    def _dtype(self, name):
-        return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas
-                        if name in s.names])
 
     def _open(self, f):
         import pyarrow.parquet as pq
