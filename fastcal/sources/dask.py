@@ -9,6 +9,7 @@ import numpy as np
 
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
+from fastcal.sources.files import _reword, resolve_columns, stack_columns
 from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
                                           _widen)
 from fastcal.sources.readers.parquet import ParquetReader
@@ -45,7 +46,6 @@ def _frame_columns(frame, label_cols, prob_cols):
             msg = (f"the dataframe has column {name!r} {k} times; expected each column name "
                    "once (rename the duplicates)")
             raise ValueError(msg)
-    from fastcal.sources.files import stack_columns
 
     return (stack_columns([frame[c].to_numpy() for c in label_cols]),
             stack_columns([frame[c].to_numpy() for c in prob_cols]))
@@ -56,8 +56,6 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
     holds each column's dtype over the dataset (``ParquetReader.dtype``), to which
     a narrower file is widened so that every partition is binned alike."""
     import pyarrow.parquet as pq
-
-    from fastcal.sources.files import stack_columns
 
     names = list(dict.fromkeys([*label_cols, *prob_cols]))
     try:
@@ -117,8 +115,6 @@ def _array_source(y_true, y_prob):
 
 
 def _frame_source(df, label, prob):
-    from fastcal.sources.files import resolve_columns
-
     prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
     names = list(dict.fromkeys([*label_cols, *prob_cols]))
     missing = [c for c in names if c not in df.columns]
@@ -140,8 +136,6 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     files, their order, the column checks and the messages are those of
     :func:`fastcal.score_file`."""
     import pyarrow.parquet as pq
-
-    from fastcal.sources.files import _reword, resolve_columns
 
     reader = ParquetReader(path, verify_checksums=verify_checksums)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
