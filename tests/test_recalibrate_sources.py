@@ -276,3 +276,31 @@ def test_file_with_one_list_column_of_k_logits(tmp_path):
     mem = rc.TemperatureScaling(logits=True).fit(y, L)
     assert got.n_classes_ == 3
     assert got.temperature_ == pytest.approx(mem.temperature_, rel=1e-10)
+
+
+def test_npy_files_say_their_classes_without_a_schema(tmp_path):
+    """NPY readers have no Arrow schema: a binary column file and an (N, K) array
+    are told apart by their columns alone (FileSource.known_classes)."""
+    rng = np.random.default_rng(7)
+    z = rng.normal(0, 3, 4000)
+    y = (rng.random(4000) < special.expit(z / 1.5)).astype(np.uint8)
+    d = tmp_path / "binary"
+    d.mkdir()
+    np.save(d / "z.npy", z)
+    np.save(d / "y.npy", y)
+    got = rc.fit_file(rc.TemperatureScaling(logits=True), d, prob="z", label="y",
+                      chunk_rows=1500)
+    mem = rc.TemperatureScaling(logits=True).fit(y, z)
+    assert got.n_classes_ is None
+    assert got.temperature_ == pytest.approx(mem.temperature_, rel=1e-10)
+    L = rng.normal(0, 2, (4000, 3))
+    c = (special.softmax(L / 1.3, axis=1).cumsum(1) > rng.random(4000)[:, None]).argmax(1)
+    k = tmp_path / "classes"
+    k.mkdir()
+    np.save(k / "l.npy", L)
+    np.save(k / "c.npy", c)
+    got = rc.fit_file(rc.TemperatureScaling(logits=True), k, prob=["l:0", "l:1", "l:2"],
+                      label="c", chunk_rows=1500)
+    mem = rc.TemperatureScaling(logits=True).fit(c, L)
+    assert got.n_classes_ == 3
+    assert got.temperature_ == pytest.approx(mem.temperature_, rel=1e-10)
