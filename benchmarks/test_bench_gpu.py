@@ -26,7 +26,7 @@ tm = pytest.importorskip("torchmetrics.functional.classification")
 
 import fastcal  # noqa: E402
 from fastcal import cuda as fc  # noqa: E402
-from fastcal.accumulators import classes as mc  # noqa: E402
+from fastcal.backends import cpu as mc  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
 from fastcal.inputs.binning import kernel_edges  # noqa: E402
 from fastcal.reports.report import CalibrationReport  # noqa: E402
@@ -218,7 +218,7 @@ def test_fastcal_multiclass(benchmark, mc_data):
 
     state = _race(benchmark, run, n=N_MC, name="fastcal GPU multi-class", K=K)
     yh, Ph = y.cpu().numpy(), P.cpu().numpy()
-    cpu = mc.fill(yh, Ph, edges, True, False, 0.0, False, True, True, 16 if N_MC > 10**5 else 1)
+    cpu = mc.fill_multiclass(yh, Ph, edges, True, False, 0.0, False, True, True, 16 if N_MC > 10**5 else 1)
     _check_state(state, cpu)
     counts, sums = state[0][:N_BINS], state[1][:N_BINS]
     n = counts[:, 0].sum()

@@ -26,6 +26,7 @@ it at the end. On an error or a signal the temporary files are removed.
 """
 
 import argparse
+import dataclasses
 import logging
 import math
 import os
@@ -474,8 +475,12 @@ def _check_score_args(args):
     """Every check that needs no data: sizes, outputs, optional dependencies."""
     _check_bins("--bins", args.bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
-    if args.eps is not None and not 0.0 < args.eps < 0.5:
-        raise _Fail(f"--eps must be strictly between 0 and 0.5; got {args.eps!r}")
+    from fastcal.inputs.validation import check_eps
+
+    try:  # the library's rule (0 <= eps < 0.5), in the CLI's words
+        check_eps(args.eps)
+    except ValueError as exc:
+        raise _Fail(_cli_words(str(exc))) from None
     on_dask = args.scheduler is not None or args.workers is not None
     if on_dask:
         cores = os.cpu_count() or 1
@@ -795,7 +800,8 @@ def _score_on_dask(args, fmt, prob, label, transform):
                 if dog.message:
                     raise _Fail(dog.message) from None
                 raise
-        rep.dask = where
+        # the CLI made the client: name the cluster as the user asked for it
+        rep.provenance = dataclasses.replace(rep.provenance, dask=where)
         return rep
     finally:
         for x in reversed(own):

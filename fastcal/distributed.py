@@ -54,6 +54,7 @@ class _Runner:
         self.workers = workers
         self.timeout = float(timeout)
         self._own = []
+        self.description = _describe(client, scheduler, workers)  # what reports name
 
     def __enter__(self):
         if self.scheduler is not None:
@@ -218,8 +219,9 @@ def connect(address, *, timeout=10.0):
 # Public functions
 # ---------------------------------------------------------------------------
 
-def _score(source, *, runner, split_every, **options):
-    return score(DaskSource(source, runner, split_every), Options(**options))
+def _score(source, *, runner, split_every, provenance=None, **options):
+    provenance = {"dask": runner.description, **(provenance or {})}
+    return score(DaskSource(source, runner, split_every, provenance), Options(**options))
 
 
 _OPTIONS_DOC = """
@@ -444,15 +446,12 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
                              verify_checksums)
     with _Runner(client, scheduler, workers, timeout) as runner:
-        rep = _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
-                     observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                     threads=threads, split_every=split_every, runner=runner,
+        return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
+                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
+                      threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
-    rep.source = os.fspath(path)
-    rep.format = "parquet"
-    rep.dask = _describe(client, scheduler, workers)
-    return rep
+                      seed=seed, device=device, transform=transform,
+                      provenance={"source": os.fspath(path), "format": "parquet"})
 
 
 def _describe(client, scheduler, workers):

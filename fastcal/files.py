@@ -125,10 +125,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       renormalize=renormalize, device=device, transform=transform).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
-    out = score(source, options)
-    out.source = source.path
-    out.format = source.format
-    return out
+    return score(source, options)
 
 
 def _names(x):

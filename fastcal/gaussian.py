@@ -20,18 +20,19 @@ Public functions validate their inputs once and then call the kernels:
 
 Arrays in GPU memory (torch CUDA tensors, CuPy, Numba device arrays) are
 scored there by :func:`gaussian_ecd` and :meth:`GaussianAccumulator.update`
-(``fastcal.cuda.fill_gaussian``); :func:`nees` copies them to the host.
+(the GPU backend, :mod:`fastcal.backends.cuda`); :func:`nees` copies them to the host.
 """
 
 from collections import namedtuple
 import numbers
 
-import numba
 import numpy as np
 
+from fastcal import backends
+from fastcal.backends import cpu
+from fastcal.inputs.gaussian import resolve_gaussian
 from fastcal.accumulators.base import Mergeable
 from fastcal._kernels import _config
-from fastcal._kernels import gaussian as _k
 
 __all__ = [
     "nees",
@@ -64,147 +65,6 @@ def _check_nan_policy(nan_policy, allowed):
     if nan_policy not in allowed:
         msg = f"nan_policy must be one of {allowed}, got {nan_policy!r}"
         raise ValueError(msg)
-
-
-def _as_float_array(name, value):
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        msg = f"{name} must be an array of real numbers; converting it failed: {exc}"
-        raise ValueError(msg) from None
-    return arr
-
-
-def _check_shapes(errors, covs, group_shape=()):
-    """Validate ``errors`` (..., d) against ``covs`` (..., d, d); return d."""
-    if errors.ndim < 1 + len(group_shape):
-        msg = (
-            f"errors must have at least {1 + len(group_shape)} dimension(s) "
-            f"(..., d), got shape {errors.shape}"
-        )
-        raise ValueError(msg)
-    d = errors.shape[-1]
-    if d < 1:
-        msg = f"errors must have a last axis of length d >= 1, got shape {errors.shape}"
-        raise ValueError(msg)
-    expected = errors.shape + (d,)
-    if covs.shape != expected:
-        msg = (
-            f"covs has shape {covs.shape} but errors has shape {errors.shape}; "
-            f"expected covs.shape == errors.shape + (d,) = {expected}"
-        )
-        raise ValueError(msg)
-    if group_shape:
-        found = errors.shape[-1 - len(group_shape):-1]
-        if found != tuple(group_shape):
-            msg = (
-                f"errors has shape {errors.shape}; expected its axes before the last "
-                f"to end with the accumulator shape {tuple(group_shape)}, found {found}"
-            )
-            raise ValueError(msg)
-    return d
-
-
-class _Shape:
-    """Shape and ndim of an array anywhere (host or GPU), for ``_check_shapes``."""
-
-    def __init__(self, x):
-        self.shape = tuple(int(s) for s in x.shape)
-        self.ndim = len(self.shape)
-
-
-def _on_device(*arrays):
-    from fastcal import cuda  # loads no numba.cuda until a fill runs
-
-    return any(cuda.is_device_array(a) for a in arrays)
-
-
-def _device_pair(errors, covs):
-    """Numba device views of the inputs in GPU memory, float64 arrays of the others."""
-    from fastcal import cuda
-
-    out = []
-    for name, x in (("errors", errors), ("covs", covs)):
-        if cuda.is_device_array(x):
-            x = cuda.as_device_array(name, x)
-            if x.dtype.kind not in "biuf":
-                msg = f"{name} must be an array of real numbers, got dtype {x.dtype} in GPU memory"
-                raise ValueError(msg)
-        else:
-            x = _as_float_array(name, x)
-        out.append(x)
-    return out
-
-
-def _host_pair(errors, covs):
-    """float64 host copies of the inputs, wherever they are."""
-    from fastcal import cuda
-
-    return [_as_float_array(name, cuda.to_host(name, x))
-            for name, x in (("errors", errors), ("covs", covs))]
-
-
-def _flat(x, shape):
-    """``x`` as ``shape`` without a copy, or None (a non-contiguous device array)."""
-    if tuple(x.shape) == shape:
-        return x  # any strides: the kernel indexes [i, a] and [i, a, c]
-    if isinstance(x, np.ndarray) or x.is_c_contiguous():
-        return x.reshape(shape)
-    return None
-
-
-def _format_index(flat_index, lead_shape):
-    if len(lead_shape) == 0:
-        return ""
-    idx = np.unravel_index(int(flat_index), lead_shape)
-    return "[" + ", ".join(str(int(i)) for i in idx) + "]"
-
-
-def _nees_checked(errors, covs, nan_policy):
-    """Flat NEES values and a mask of rows holding NaN/inf; raise per the policy."""
-    d = errors.shape[-1]
-    lead = errors.shape[:-1]
-    # C-contiguous and writable: one array type, so the kernel compiles once
-    # (read-only views from np.broadcast_to would type as a second signature).
-    flat_e = np.require(errors.reshape(-1, d), requirements=["C", "W"])
-    flat_c = np.require(covs.reshape(-1, d, d), requirements=["C", "W"])
-    n = flat_e.shape[0]
-    out = np.empty(n, dtype=np.float64)
-    status = np.empty(n, dtype=np.int8)
-    if n:
-        _k.nees_batch(flat_e, flat_c, out, status, SYMMETRY_RTOL, numba.get_num_threads())
-    bad_nan = status == _k.STATUS_NAN
-    if nan_policy == "raise" and bad_nan.any():
-        e_rows = ~np.isfinite(flat_e).all(axis=1)
-        name, rows = ("errors", e_rows) if e_rows.any() else ("covs", bad_nan)
-        count = int(rows.sum())
-        first = _format_index(np.flatnonzero(rows)[0], lead) or " (the only one)"
-        msg = (
-            f"{name} contains NaN or inf in {count} of {n} entries (first at index "
-            f"{first}); pass nan_policy='propagate' or 'omit' to keep going"
-        )
-        raise ValueError(msg)
-    asym = np.flatnonzero(status == _k.STATUS_ASYMMETRIC)
-    if asym.size:
-        i = asym[0]
-        gap = float(np.max(np.abs(flat_c[i] - flat_c[i].T)))
-        msg = (
-            f"covs{_format_index(i, lead)} is not symmetric (max |C - C^T| = {gap:.3g}; "
-            f"{asym.size} of {n} covariances affected); expected symmetric positive "
-            "definite covariance matrices"
-        )
-        raise ValueError(msg)
-    not_pd = np.flatnonzero(status == _k.STATUS_NOT_PD)
-    if not_pd.size:
-        i = not_pd[0]
-        low = float(np.linalg.eigvalsh(flat_c[i])[0])
-        msg = (
-            f"covs{_format_index(i, lead)} is not positive definite (smallest eigenvalue "
-            f"{low:.3g}; {not_pd.size} of {n} covariances affected); expected symmetric "
-            "positive definite covariance matrices"
-        )
-        raise ValueError(msg)
-    return out, bad_nan
 
 
 def nees(errors, covs, *, nan_policy="raise"):
@@ -252,12 +112,9 @@ def nees(errors, covs, *, nan_policy="raise"):
     [0.0, 0.0, 0.0]
     """
     _check_nan_policy(nan_policy, ("raise", "propagate"))
-    if _on_device(errors, covs):
-        errors, covs = _host_pair(errors, covs)
-    errors = _as_float_array("errors", errors)
-    covs = _as_float_array("covs", covs)
-    _check_shapes(errors, covs)
-    values, _ = _nees_checked(errors, covs, nan_policy)
+    batch = resolve_gaussian(errors, covs, device="cpu")
+    errors = batch.errors
+    values, _ = cpu.nees_checked(errors, batch.covs, nan_policy)
     if errors.ndim == 1:
         return float(values[0])
     return values.reshape(errors.shape[:-1])
@@ -303,16 +160,8 @@ def gaussian_ecd(errors, covs, *, nan_policy="raise"):
     1.0
     """
     _check_nan_policy(nan_policy, _NAN_POLICIES)
-    if _on_device(errors, covs):
-        errors, covs = _device_pair(errors, covs)
-        d = _check_shapes(_Shape(errors), _Shape(covs))
-    else:
-        errors = _as_float_array("errors", errors)
-        covs = _as_float_array("covs", covs)
-        d = _check_shapes(errors, covs)
-    acc = GaussianAccumulator(d)
-    acc.update(errors, covs, nan_policy=nan_policy)
-    return acc.report().ecd
+    batch = resolve_gaussian(errors, covs)
+    return GaussianAccumulator(batch.d).update_batch(batch, nan_policy=nan_policy).report().ecd
 
 
 class GaussianAccumulator(Mergeable):
@@ -385,7 +234,7 @@ class GaussianAccumulator(Mergeable):
         -----
         If ``errors`` or ``covs`` is in GPU memory (torch CUDA tensor, CuPy,
         Numba device array) the NEES are computed there
-        (``fastcal.cuda.fill_gaussian``) and only the per-bin count and sum
+        (the GPU backend, :mod:`fastcal.backends.cuda`) and only the per-bin count and sum
         come back; a host input beside it is copied to the GPU. Counts equal
         the CPU's, sums agree to float rounding. The rows are read in place
         when they reshape to ``(n, dim)`` without a copy (C-contiguous, or
@@ -396,57 +245,17 @@ class GaussianAccumulator(Mergeable):
         inputs to the host so the CPU raises its own message.
         """
         _check_nan_policy(nan_policy, _NAN_POLICIES)
-        if _on_device(errors, covs):
-            return self._update_device(errors, covs, nan_policy)
-        errors = _as_float_array("errors", errors)
-        covs = _as_float_array("covs", covs)
-        self._check_dim(_check_shapes(errors, covs, self.shape))
-        return self._update_host(errors, covs, nan_policy)
+        return self.update_batch(resolve_gaussian(errors, covs, self.shape),
+                                 nan_policy=nan_policy)
 
-    def _check_dim(self, d):
-        if d != self.dim:
-            msg = f"errors has dimension d={d} on its last axis; this accumulator expects dim={self.dim}"
+    def update_batch(self, batch, *, nan_policy="raise"):
+        """``update`` with a batch checked by
+        :func:`fastcal.inputs.gaussian.resolve_gaussian`; its backend fills it."""
+        if batch.d != self.dim:
+            msg = (f"errors has dimension d={batch.d} on its last axis; this accumulator "
+                   f"expects dim={self.dim}")
             raise ValueError(msg)
-
-    def _update_host(self, errors, covs, nan_policy):
-        values, bad = _nees_checked(errors, covs, "raise" if nan_policy == "raise" else "propagate")
-        n_bins = int(np.prod(self.shape, dtype=np.int64))
-        n_rows = values.shape[0] // n_bins if n_bins else 0
-        values = values.reshape(n_rows, n_bins)
-        if nan_policy == "omit":
-            keep = ~bad.reshape(n_rows, n_bins)
-            counts = keep.sum(axis=0, dtype=np.int64)
-            sums = np.where(keep, values, 0.0).sum(axis=0)
-        else:
-            counts = np.full(n_bins, values.shape[0], dtype=np.int64)
-            sums = values.sum(axis=0)
-        self.count += counts.reshape(self.shape)
-        self.nees_sum += sums.reshape(self.shape)
-        return self
-
-    def _update_device(self, errors, covs, nan_policy):
-        from fastcal import cuda
-
-        errors, covs = _device_pair(errors, covs)
-        d = self.dim
-        self._check_dim(_check_shapes(_Shape(errors), _Shape(covs), self.shape))
-        n = int(np.prod(errors.shape[:-1], dtype=np.int64))
-        flat_e, flat_c = _flat(errors, (n, d)), _flat(covs, (n, d, d))
-        if flat_e is None or flat_c is None:
-            # strided device arrays of more axes: numba reshapes only contiguous ones
-            return self._update_host(*_host_pair(errors, covs), nan_policy)
-        n_bins = int(np.prod(self.shape, dtype=np.int64))
-        out = cuda.fill_gaussian(flat_e, flat_c, n_bins)
-        checks = out["checks"]
-        if checks["asymmetric"][0] or checks["not_pd"][0] or (
-                nan_policy == "raise" and checks["nan"][0]):
-            # the CPU words the error (first index in the input's shape, eigenvalue)
-            return self._update_host(*_host_pair(errors, covs), nan_policy)
-        counts, sums = out["count"], out["nees_sum"]
-        if nan_policy == "propagate":
-            # as the CPU: rows with NaN/inf count, and make their bin's sum NaN
-            counts = counts + out["n_bad"]
-            sums = np.where(out["n_bad"] > 0, np.nan, sums)
+        counts, sums = backends.of(batch).fill_nees(self, batch, nan_policy)
         self.count += counts.reshape(self.shape)
         self.nees_sum += sums.reshape(self.shape)
         return self

@@ -14,7 +14,10 @@ A source provides:
   partition);
 - ``parts(pair) -> parts``: the data again as parts of fastcal.accumulators.equal_mass,
   ranked by ``equal_mass.ranking_pair(**pair)``;
-- ``empty``: the message for input without rows.
+- ``empty``: the message for input without rows;
+- ``provenance``: what the report says about the source (a dict of
+  :class:`~fastcal.reports.provenance.Provenance` fields: ``source``,
+  ``format``, ``dask``).
 """
 
 from dataclasses import dataclass, replace
@@ -25,6 +28,7 @@ from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.sources.arrays import ArraySource
+from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci, check_count, check_seed
 
@@ -107,10 +111,14 @@ def score(source, options):
     """The report of a source: one fill, then equal-mass bins if asked for.
 
     Returns a :class:`~fastcal.CalibrationReport` (a MulticlassReport for K
-    classes) with ``n_rows`` (rows read, omitted ones included),
-    ``passes`` (over the data) and ``pass_steps``, what the passes were, in
-    order: (what, passes) with what "fill", "equal-mass bins", "ACE" or
-    "certain-and-wrong rows" (a step that needed no pass is left out).
+    classes, a SoftLabelReport for soft labels) whose ``provenance``
+    (:class:`~fastcal.reports.provenance.Provenance`) says how it was made:
+    ``n_rows`` (rows read, omitted ones included), ``passes`` (over the data)
+    and ``pass_steps``, what the passes were, in order: (what, passes) with
+    what "fill", "equal-mass bins", "ACE" or "certain-and-wrong rows" (a step
+    that needed no pass is left out), and the source's own fields (``source``
+    and ``format`` for files, ``dask`` for a cluster); each is also an
+    attribute of the report (``rep.passes``).
 
     Examples
     --------
@@ -130,7 +138,17 @@ def score(source, options):
         msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
     if acc.kind == "soft":
-        return _soft_report(source, acc, opts, n_rows)
+        rep, steps = _soft_report(source, acc, opts), [("fill", 1)]
+    else:
+        rep, steps = _binned_report(source, acc, opts)
+    rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
+                                pass_steps=[(what, k) for what, k in steps if k],
+                                **source.provenance)
+    return rep
+
+
+def _binned_report(source, acc, opts):
+    """The report of binned state and the passes it took: (report, steps)."""
     steps = [("fill", 1)]
     omit = acc.nan_policy == "omit"
     if opts.strategy == "quantile":
@@ -158,13 +176,10 @@ def score(source, options):
                                     source.parts(_pair(acc)), omit, opts.observed)
             steps.append(("ACE", extra))
     steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
-    rep.n_rows = n_rows
-    rep.pass_steps = [(what, k) for what, k in steps if k]
-    rep.passes = sum(k for _, k in steps)
-    return rep
+    return rep, steps
 
 
-def _soft_report(source, acc, opts, n_rows):
+def _soft_report(source, acc, opts):
     """Soft labels have no bins: no equal-mass bins, ACE or intervals."""
     if opts.strategy == "quantile":
         msg = (f"{source.prefix}strategy='quantile' bins probabilities of one class; soft labels "
@@ -173,11 +188,7 @@ def _soft_report(source, acc, opts, n_rows):
     if opts.ci is not None:
         msg = f"{source.prefix}confidence intervals (ci=) are not available for soft labels"
         raise ValueError(msg)
-    rep = acc.report()
-    rep.n_rows = n_rows
-    rep.passes = 1
-    rep.pass_steps = [("fill", 1)]
-    return rep
+    return acc.report()
 
 
 def _count_certain_wrong(source, acc, rep):
@@ -215,7 +226,7 @@ def _pair(acc):
 def fill_arrays(y_true, y_prob, options):
     """(accumulator, batch) of in-memory arrays after one checked pass, for
     functions that read the state directly (ece, the tests of calibration);
-    batch is None when the pass ran on the GPU (pass device="cpu" for the rows)."""
+    ``batch.host()`` gives the rows on the host (a copy of GPU data)."""
     source = ArraySource(y_true, y_prob)
     acc, n_rows = source.fill(options.checked())
     if acc.n == 0:

@@ -84,7 +84,7 @@ def ecd_test(y_true, y_prob, *, alpha=0.05, alternative="two-sided", method="aut
     # (arrays in GPU memory are copied there once)
     acc, batch = fill_arrays(y_true, y_prob, Options(n_bins=1, nan_policy=nan_policy, eps=eps,
                                                      threads=threads, ace=False, device="cpu"))
-    y, p = batch.y, batch.p
+    y, p = batch.host()
     rep = acc.report()
     eps = acc.eps
     if acc.n_omitted:
@@ -196,7 +196,7 @@ def ece_test(y_true, y_prob, *, n_bins=10, edges=None, closed="left", alpha=0.05
     acc, batch = fill_arrays(y_true, y_prob, Options(
         n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, threads=threads,
         with_logs=False, ace=False, device="cpu"))  # resampled on the host, as ecd_test
-    y, p = batch.y, batch.p
+    y, p = batch.host()
     rep = acc.report()
     kedges, uniform = acc.kernel_edges(p.dtype)
     pos = np.zeros((n_resamples, acc.n_bins), np.int64)

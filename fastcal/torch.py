@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from torchmetrics import Metric
 
-from fastcal import cuda
 from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.inputs import validation as v
+from fastcal.reports.provenance import Provenance
 from fastcal.reports.stats import check_ci
 
 TASKS = ("binary", "multiclass")
@@ -64,7 +64,7 @@ class CalibrationMetric(Metric):
     -----
     ``update(preds, target)`` reads CPU tensors without a copy (a
     ``.detach().numpy()`` view; float16 and bfloat16 are cast to float32) and
-    fills tensors in GPU memory on their GPU (``fastcal.cuda``; needs the
+    fills tensors in GPU memory on their GPU (``fastcal.backends.cuda``; needs the
     ``cuda`` extra), adding a few kilobytes to the state on the metric's device.
     Bad input raises the ``ValueError`` of :func:`fastcal.calibration_report`
     prefixed by the batch (``"batch 3: y_prob contains 1 NaN values (first at
@@ -195,10 +195,8 @@ class CalibrationMetric(Metric):
             msg = (f"target has shape {tuple(target.shape)}, but CalibrationMetric takes labels "
                    "of shape (n,) (0/1, or class indices); soft labels are not supported")
             raise ValueError(msg)
-        if cuda.is_device_array(preds):  # a CUDA tensor (or CuPy, Numba): filled on its GPU
-            acc.update_device(_detached(target), _detached(preds), start=row0)
-        else:
-            acc.state.update(_detached(target), _detached(preds), start=row0)
+        # a CUDA tensor (or CuPy, Numba array) is filled on its GPU: the gate decides
+        acc.state.update(_detached(target), _detached(preds), start=row0)
 
     def merge_state(self, incoming_state):
         """Add another metric's state (or a dict of its states) to this one."""
@@ -257,8 +255,7 @@ def _detached(x):
 
 def _report(acc, observed, ci):
     rep = acc.report(observed=observed, ci=ci)
-    rep.n_rows = acc.n_rows
-    rep.passes = 1
+    rep.provenance = Provenance(n_rows=acc.n_rows, passes=1, pass_steps=[("fill", 1)])
     return rep
 
 

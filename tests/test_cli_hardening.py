@@ -127,7 +127,8 @@ def test_commit_interrupted_between_renames_puts_the_first_back(tmp_path, monkey
     (["--bins", "0"], "--bins must be >= 1"),
     (["--chunk-rows", "1e12"], "--chunk-rows must be <= "),
     (["--workers", "100000"], "--workers must be <= "),
-    (["--eps", "0.7"], "--eps must be strictly between 0 and 0.5"),
+    (["--eps", "0.7"], "--eps must be in [0, 0.5); got 0.7"),
+    (["--eps", "-0.1"], "--eps must be in [0, 0.5); got -0.1"),
 ])
 def test_sizes_are_checked_with_the_option_name(pred, argv, text, capsys, monkeypatch):
     def never(*a, **k):

@@ -63,8 +63,8 @@ def test_torch_cuda_tensors_many_blocks_match_cpu():
     """Zero-copy torch CUDA input, a grid of many blocks, 1e7 rows: same state as the CPU."""
     _run("""
 import numpy as np, torch
-from fastcal import cuda as fc
-from fastcal.accumulators import classes as mc
+from fastcal.backends import cuda as fc
+from fastcal.backends import cpu as mc
 from fastcal._kernels import binary as kb
 from fastcal.inputs.binning import kernel_edges
 assert torch.cuda.is_available()
@@ -103,7 +103,7 @@ P = torch.softmax(torch.randn(2_000_000, 10, generator=g, device="cuda") * 2, di
 yk = torch.multinomial(P, 1, generator=g).squeeze(1)
 e = kernel_edges(15, "<f4")
 gpu = fc.fill_multiclass(yk, P, e, True, False, 0.0, False, True, True)
-cpu = mc.fill(yk.cpu().numpy(), P.cpu().numpy(), e, True, False, 0.0, False, True, True, 8)
+cpu = mc.fill_multiclass(yk.cpu().numpy(), P.cpu().numpy(), e, True, False, 0.0, False, True, True, 8)
 for a, b in zip(gpu, cpu):
     if b.dtype.kind == "i":
         assert np.array_equal(a, b)
@@ -118,7 +118,7 @@ def test_reports_of_torch_tensors_ace_and_intervals_on_the_gpu():
     of torch CUDA tensors over many blocks: the CPU report of a host copy."""
     _run("""
 import numpy as np, torch, fastcal
-from fastcal import cuda as fc
+from fastcal.backends import cuda as fc
 from fastcal._kernels import bootstrap as kboot
 from fastcal.inputs.binning import kernel_edges
 g = torch.Generator(device="cuda").manual_seed(1)

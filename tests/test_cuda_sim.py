@@ -58,8 +58,8 @@ if SIM:
     sys.setswitchinterval(1e-5)
 
 if CASES:
-    from fastcal import cuda as fc
-    from fastcal.accumulators import classes as mc
+    from fastcal.backends import cuda as fc
+    from fastcal.backends import cpu as mc
     from fastcal._kernels import binary as kb
     from fastcal._kernels import gaussian as kg
     from fastcal._kernels import multiclass as km
@@ -230,10 +230,10 @@ if CASES:
             for edges, uniform in ((kernel_edges(n_bins, dt), True),
                                    (np.linspace(0, 1, n_bins + 1) ** 2, False)):
                 for right, eps in ((False, 0.0), (True, 1e-4)):
-                    cpu = mc.fill(y, X, edges, uniform, right, eps, logits, False, True, 1)
+                    cpu = mc.fill_multiclass(y, X, edges, uniform, right, eps, logits, False, True, 1)
                     gpu = fc.fill_multiclass(y, X, edges, uniform, right, eps, logits, False, True)
                     _same(gpu, cpu)
-        cpu = mc.fill(y, X, edges, uniform, right, 0.0, logits, True, False, 1, False)
+        cpu = mc.fill_multiclass(y, X, edges, uniform, right, 0.0, logits, True, False, 1, False)
         gpu = fc.fill_multiclass(y, X, edges, uniform, right, 0.0, logits, True, False, False)
         _same(gpu, cpu)
         assert gpu[5][km.N_CHECK_KINDS + km.CHECK_NAN_P] == 9
@@ -244,7 +244,7 @@ if CASES:
         P = rng.dirichlet(np.ones(K), size=n)
         y = rng.integers(0, K, n)
         edges = kernel_edges(20, "<f8")
-        cpu = mc.fill(y, P, edges, True, False, 0.0, False, False, True, 1)
+        cpu = mc.fill_multiclass(y, P, edges, True, False, 0.0, False, False, True, 1)
         gpu = fc.fill_multiclass(cuda.to_device(y), cuda.to_device(P), edges, True, False, 0.0,
                                  False, False, True)
         _same(gpu, cpu)
@@ -317,7 +317,7 @@ if CASES:
         yk = rng.integers(0, 3, n)
         edges = kernel_edges(n_bins, "<f8")
         _same(fc.fill_multiclass(yk, P, edges, True, False, 0.0, False, False, True),
-              mc.fill(yk, P, edges, True, False, 0.0, False, False, True, 1))
+              mc.fill_multiclass(yk, P, edges, True, False, 0.0, False, False, True, 1))
 
     def test_host_chunks_pipeline_two_streams_in_order(monkeypatch):
         # host rows go through pinned buffers on two alternating streams: results are
@@ -329,7 +329,7 @@ if CASES:
         y = rng.integers(0, K, n)
         y[[83, 96]] = K  # bad labels in the last chunks
         edges = kernel_edges(6, "<f4")
-        cpu = mc.fill(y, P, edges, True, False, 0.0, False, False, True, 1)
+        cpu = mc.fill_multiclass(y, P, edges, True, False, 0.0, False, False, True, 1)
         # 12 bytes a row: 64 bytes a chunk -> 5 rows, 20 chunks
         monkeypatch.setattr(fc, "CHUNK_BYTES", 64)
         got = fc.fill_multiclass(y, P, edges, True, False, 0.0, False, False, True)
@@ -412,17 +412,17 @@ if CASES:
     @pytest.mark.parametrize("dtype", [np.float32, np.float64])
     @pytest.mark.parametrize("steps", [None, 7])
     def test_gaussian_accumulator_of_device_arrays_equals_cpu(dtype, steps, monkeypatch):
-        from fastcal import gaussian
+        from fastcal.backends import cpu as cpu_backend
         from fastcal.gaussian import GaussianAccumulator, gaussian_ecd
 
-        cpu_nees = gaussian._nees_checked
+        cpu_nees = cpu_backend.nees_checked
         host_calls = []
 
         def counted(*args):
             host_calls.append(1)
             return cpu_nees(*args)
 
-        monkeypatch.setattr(gaussian, "_nees_checked", counted)
+        monkeypatch.setattr(cpu_backend, "nees_checked", counted)
         rng = np.random.default_rng(21)
         shape = () if steps is None else (steps,)
         for d in (1, 2, 3, 4):
@@ -549,7 +549,7 @@ if CASES:
     def test_default_report_of_device_arrays_ace_on_the_gpu(dtype, monkeypatch):
         # ACE's buckets and its gather of boundary rows run on the GPU: no host copy
         import fastcal
-        from fastcal.sources import arrays
+        from fastcal.backends import cuda as gpu_backend
 
         rng = np.random.default_rng(12)
         n = 2500
@@ -562,7 +562,7 @@ if CASES:
             raise AssertionError("device data copied to the host")
 
         with monkeypatch.context() as m:
-            m.setattr(arrays.ArraySource, "ranked", no_copy)
+            m.setattr(gpu_backend, "ranked", no_copy)  # the ranked pair copied to the host
             got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(p), n_bins=10)
         _same_report(got, ref)
         assert np.isfinite(got.ace) and got.ace == pytest.approx(ref.ace, rel=1e-12)
@@ -619,8 +619,8 @@ if CASES:
         # ranked on the GPU, buckets filled and boundary rows gathered there: no
         # host copy of the rows, and the CPU's ACE (ties split in row order)
         import fastcal
-        from fastcal.accumulators import binary, classes
-        from fastcal.sources import arrays
+        from fastcal.backends import cpu as cpu_backend
+        from fastcal.backends import cuda as gpu_backend
 
         y, s, kw = _ranked_inputs(kind)
         ref = fastcal.calibration_report(y, s, n_bins=10, **kw)
@@ -629,9 +629,8 @@ if CASES:
             raise AssertionError("device rows copied to the host")
 
         with monkeypatch.context() as m:
-            m.setattr(arrays.ArraySource, "ranked", no_copy)
-            m.setattr(classes.MulticlassAccumulator, "_add_parts", no_copy)
-            m.setattr(binary.BinaryLogitAccumulator, "_add_parts", no_copy)
+            m.setattr(gpu_backend, "ranked", no_copy)  # the ranked pair copied to the host
+            m.setattr(cpu_backend, "fill_parts", no_copy)  # buckets and replicates on the host
             got = fastcal.calibration_report(cuda.to_device(y), cuda.to_device(s), n_bins=10,
                                              **kw)
         _same_report(got, ref)

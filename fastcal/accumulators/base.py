@@ -9,6 +9,8 @@ and ``_add(other)``. The binned ones (binary, multi-class) are
 :class:`ValueBuckets`, the statistics that ACE is read from.
 """
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 
 from fastcal.inputs import validation as v
@@ -23,6 +25,25 @@ _PARALLEL_MIN_DRAWS = 5_000_000
 
 # The float widths whose rounding of k / n_bins uniform edges may use (Binned.edge_dtype).
 EDGE_DTYPES = ("float32", "float64")
+
+
+@runtime_checkable
+class Accumulator(Protocol):
+    """What every state offers (``tests/test_seam.py`` checks each class): filled
+    batch by batch through its backend, merged by ``+`` (and ``+=``, ``sum()``),
+    copied, pickled, and read by ``report()``."""
+
+    def update_batch(self, batch):
+        """Add a batch resolved at the gate; the state is unchanged on error."""
+
+    def report(self):
+        """The report of everything added so far."""
+
+    def copy(self):
+        """An independent copy."""
+
+    def __add__(self, other):
+        """The merged state of both (``other`` unchanged)."""
 
 
 class Mergeable:
@@ -165,53 +186,6 @@ class Binned(Mergeable):
         self.buckets.add_ranked(y, x, self.nan_policy == "omit")
         edges, uniform = self.kernel_edges(dtype)
         self.boot.fill(y, x, row0, edges, uniform, self.closed == "right", self.threads)
-
-    def _add_parts_device(self, y, p, row0, host, invalid):
-        """ACE's buckets and the bootstrap replicates of a chunk the GPU filled.
-
-        Data in GPU memory is ranked there (``fastcal.cuda.ranking_pair``, as
-        ``DeviceParts`` ranks it for the later passes), and its replicates and
-        buckets are filled there too; only the buckets of a chunk with invalid
-        (omitted) rows, and replicates over more bins than the GPU kernel takes,
-        come from the ranked pair (9 bytes a row) copied to the host. Host data
-        streamed to the GPU is ranked on the host (``host()``: its arrays).
-        """
-        from fastcal import cuda
-
-        if not (self.ace_buckets or self.n_boot):
-            return
-        if not cuda.is_device_array(p):
-            self._add_parts(*host(), row0)
-            return
-        ry, rx = cuda.ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize)
-        pair = []  # the ranked pair on the host, copied once if needed
-
-        def on_host():
-            if not pair:
-                pair.extend(a.copy_to_host() for a in (ry, rx))
-            return pair
-
-        if self.n_boot:
-            edges, uniform = self.kernel_edges(cuda._dtype(p))
-            right = self.closed == "right"
-            if cuda.bootstrap_fits(edges.shape[0] - 1):
-                counts, sums = cuda.fill_bootstrap(ry, rx, row0, edges, uniform, right,
-                                                   self.seed, self.n_boot)
-                self.boot.counts += counts
-                self.boot.sums += sums
-            else:
-                self.boot.fill(*on_host(), row0, edges, uniform, right, self.threads)
-        if not self.ace_buckets:
-            return
-        if invalid:
-            self.buckets.add_ranked(*on_host(), self.nan_policy == "omit")
-            return
-        # buckets floor(x * B), B a power of two: exactly the uniform bins of the fill
-        nb = self.ace_buckets
-        fine = cuda.fill_binary(ry, rx, kernel_edges(nb, cuda._dtype(rx).str), True, False,
-                                False, 0.0, False)
-        self.buckets.counts[:-1] += fine[0][:nb]
-        self.buckets.p[:-1] += fine[1][:nb, 0]
 
     # -- the state as named arrays (for frameworks that reduce tensors by "sum") --
 

@@ -14,8 +14,8 @@ import functools
 import inspect
 
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve, resolve_device
-from fastcal.accumulators.base import Binned, Mergeable, check_start
+from fastcal.inputs.batch import resolve
+from fastcal.accumulators.base import Binned, Mergeable
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.soft import SoftLabelAccumulator
@@ -26,7 +26,14 @@ CLASSES = {"binary": BinaryAccumulator, "logits": BinaryLogitAccumulator,
 
 def accumulator_for(kind, **options):
     """A fresh accumulator of ``kind`` ("binary", "logits", "multiclass" or
-    "soft"), given the options that apply to it (the others are ignored)."""
+    "soft"). ``options`` may hold the options of every kind (the front door
+    passes them all): those another kind takes but this one does not (n_bins
+    for soft labels) are not used; a keyword no kind takes is a TypeError."""
+    unknown = sorted(set(options) - _all_options())
+    if unknown:
+        msg = (f"unknown accumulator option(s) {', '.join(unknown)}; expected some of "
+               f"{', '.join(sorted(_all_options()))}")
+        raise TypeError(msg)
     cls = CLASSES[kind]
     accepted = _accepted(cls)
     return cls(**{k: x for k, x in options.items() if k in accepted})
@@ -35,7 +42,12 @@ def accumulator_for(kind, **options):
 @functools.cache
 def _accepted(cls):
     """The keyword options of a state class (read once: inspect is slow)."""
-    return frozenset(inspect.signature(cls.__init__).parameters)
+    return frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
+
+
+@functools.cache
+def _all_options():
+    return frozenset().union(*(_accepted(cls) for cls in CLASSES.values()))
 
 
 class CalibrationAccumulator(Mergeable):
@@ -168,12 +180,18 @@ class CalibrationAccumulator(Mergeable):
             raise ValueError(msg)
         return state  # the state's own update refuses the batch with its message
 
-    def update(self, y_true, y_prob, *, start=None):
+    def update(self, y_true, y_prob, *, start=None, device=None):
         """Add one chunk of labels and probabilities; returns self.
 
         ``start`` is the global index of the chunk's first row (default: the
         rows seen so far); it numbers error messages and fixes the bootstrap
-        weights.
+        weights. ``device``: None fills where ``y_prob`` is (a torch CUDA
+        tensor, a CuPy or Numba device array on its GPU, in place), "cpu"
+        copies GPU data to the host, "cuda" fills on the GPU and streams host
+        data to it (see :func:`fastcal.inputs.batch.resolve`). Either way the
+        state is the CPU's: it merges, pickles and reports the same, and the
+        same checks give the same messages (offending GPU rows are copied to
+        the host only to word them).
 
         Raises
         ------
@@ -186,7 +204,7 @@ class CalibrationAccumulator(Mergeable):
             labels outside [0, K) (value and row), K differing between updates.
         """
         batch = resolve(y_true, y_prob, logits=self._options["logits"],
-                        multiclass=self._state.kind == "multiclass")
+                        multiclass=self._state.kind == "multiclass", device=device)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
@@ -195,41 +213,9 @@ class CalibrationAccumulator(Mergeable):
         return self
 
     def update_device(self, y_true, y_prob, *, start=None):
-        """``update`` for predictions in GPU memory, filled there (fastcal.cuda).
-
-        ``y_prob`` (and ``y_true``, or a host array) may be a torch CUDA tensor,
-        a CuPy array or a Numba device array: the fill reads them in place and
-        the state is the CPU's, so it merges, pickles and reports the same. The
-        same checks give the same messages (the offending rows are copied to the
-        host only to word them). ACE's bucket statistics and the bootstrap
-        replicates are filled on the GPU too, from the values ranked there
-        (``fastcal.cuda.ranking_pair``); for the buckets of chunks with omitted
-        rows, and replicates over more than 94 bins, only that ranked pair is
-        copied to the host.
-        """
-        row0 = self._state.n_rows if start is None else check_start(start)
-        batch = resolve_device(y_true, y_prob, logits=self._options["logits"],
-                               multiclass=self._state.kind == "multiclass")
-        if batch.kind == "soft":
-            msg = ("device='cuda': soft labels (a 2-D y_true, one label distribution per row) "
-                   "have no GPU kernel; score them on the host (device=None or 'cpu', or "
-                   "update() with host arrays)")
-            raise ValueError(msg)
-        y, p = batch.y, batch.p
-
-        def host():
-            from fastcal import cuda
-
-            return cuda.to_host("y_true", y), cuda.to_host("y_prob", p)
-
-        kind = batch.kind
-        state = self._state_for(kind)
-        if state.kind != kind:
-            msg = (f"y_prob has shape {tuple(p.shape)}, which does not match this "
-                   f"accumulator's {state.kind} state")
-            raise ValueError(msg)
-        state.update_device(y, p, row0, host)
-        return self
+        """``update(y_true, y_prob, start=start, device="cuda")``: the chunk is
+        filled on the GPU (kept for code written before ``device=``)."""
+        return self.update(y_true, y_prob, start=start, device="cuda")
 
     # -- merging ---------------------------------------------------------
 

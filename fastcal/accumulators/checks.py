@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastcal.inputs.validation import prob_range_hint
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import multiclass as km
@@ -54,10 +55,7 @@ def _label(r, ctx):
 
 
 def _range_hint(r, ctx):
-    from fastcal.inputs.validation import prob_range_hint
-
-    p = ctx.get("p")
-    return {"hint": prob_range_hint(p() if callable(p) else p)}  # GPU data: a host copy
+    return {"hint": prob_range_hint(ctx.get("p"))}
 
 
 def _target_row(r, ctx):
@@ -153,7 +151,8 @@ def first_error(table, checks, nan_policy, offset=0, **context):
 
     ``offset`` is added to the kernel's first row (the chunk's global row);
     ``context`` holds the arrays some messages quote (``y``, ``p``, ``t``),
-    indexed by the kernel's own row.
+    indexed by the kernel's own row, or functions that return them (GPU data
+    is copied to the host only for a message; see ``Batch.context``).
     """
     for check in table.checks:
         n = int(checks[check.kind])
@@ -162,7 +161,8 @@ def first_error(table, checks, nan_policy, offset=0, **context):
         r = int(checks[table.n_kinds + check.kind])
         fields = {"n": n, "row": r + offset}
         if check.detail is not None:
-            fields.update(check.detail(r, context))
+            ctx = {k: x() if callable(x) else x for k, x in context.items()}
+            fields.update(check.detail(r, ctx))
         return check.text.format(**fields)
     return None
 

@@ -8,19 +8,19 @@ replicates and ACE's buckets are those of the (confidence, correct) pairs.
 
 import numpy as np
 
+from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
+from fastcal.reports.multiclass_report import MulticlassReport
+from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
-from fastcal.accumulators.equal_mass import ranking_pair
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
 
 # Rows of y_prob must sum to 1 within this (absolute) tolerance unless
 # renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.
 SUM_TOL = _config.SUM_TOL
-
-_PARALLEL_MIN_ELEMENTS = 1_000_000
 
 
 class MulticlassAccumulator(Binned):
@@ -54,38 +54,28 @@ class MulticlassAccumulator(Binned):
         _, _, _, self.class_counts, self.class_sums, _ = km.new_state(
             self.n_bins, k, self.classwise)
 
-    def update(self, y_true, y_prob, *, start=None):
+    def update(self, y_true, y_prob, *, start=None, device=None):
         """Add labels (n,) and (n, K) rows; returns self (see
         :meth:`fastcal.CalibrationAccumulator.update`)."""
-        batch = resolve(y_true, y_prob, logits=self.logits, multiclass=True)
+        batch = resolve(y_true, y_prob, logits=self.logits, multiclass=True, device=device)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
-        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`."""
+        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
+        its backend fills the chunk; the state is left unchanged on invalid input."""
         if batch.kind != self.kind:
-            msg = (f"y_prob has shape {batch.p.shape} but this accumulator holds "
+            msg = (f"y_prob has shape {tuple(batch.p.shape)} but this accumulator holds "
                    f"{self.n_classes}-class state; every update needs shape (n, K)")
             raise ValueError(msg)
-        y, p = batch.y, batch.p
         row0 = self.n_rows if start is None else check_start(start)
-        self._check_k(p.shape[1])
-        self._fix_dtype(p.dtype)
-        edges, uniform = self.kernel_edges(p.dtype)
-        counts, sums, totals, ccounts, csums, checks = fill(
-            y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
-            self.renormalize, self.classwise, self.threads, self.with_logs)
-        ck.raise_for(self.checks, checks, self.nan_policy, row0, y=y, p=p)
-        self._add_parts(y, p, row0)
-        self._add_fill(counts, sums, totals, ccounts, csums, checks, p.shape[0], p.shape[1])
-        return self
-
-    def _check_k(self, k):
-        if self.n_classes is not None and k != self.n_classes:
-            msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
-                   f"state; every update needs shape (n, {self.n_classes})")
-            raise ValueError(msg)
-
-    def _add_fill(self, counts, sums, totals, ccounts, csums, checks, n_rows, k):
+        k = int(batch.p.shape[1])
+        self._check_k(k)
+        self._fix_dtype(batch.dtype)
+        backend = backends.of(batch)
+        state = backend.fill(self, batch)
+        counts, sums, totals, ccounts, csums, checks = state
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
+        backend.fill_parts(self, batch, row0, state)
         if self.n_classes is None:
             self._set_classes(k)
         self.counts += counts
@@ -95,36 +85,14 @@ class MulticlassAccumulator(Binned):
             self.class_counts += ccounts
             self.class_sums += csums
         self.n_omitted += ck.omitted(self.checks, checks)
-        self.n_rows += n_rows
-
-    def _add_parts(self, y, p, row0):
-        """ACE's buckets and the bootstrap replicates of the (confidence,
-        correct) pairs of validated rows: a second, light pass."""
-        if not (self.ace_buckets or self.n_boot):
-            return
-        correct, conf = ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
-                                     eps=self.eps)
-        self._add_ranked(correct, conf, row0, p.dtype)
-
-    def update_device(self, y, p, row0, host):
-        """Add (n, K) rows in GPU memory; ``host()`` copies (y, p) to the host."""
-        from fastcal import cuda
-
-        k = int(p.shape[1])
-        self._check_k(k)
-        dtype = cuda._dtype(p)
-        self._fix_dtype(dtype)
-        edges, uniform = self.kernel_edges(dtype)
-        counts, sums, totals, ccounts, csums, checks = cuda.fill_multiclass(
-            y, p, edges, uniform, self.closed == "right", self.eps, self.logits,
-            self.renormalize, self.classwise, self.with_logs)
-        invalid = bool(checks[: km.N_CHECK_KINDS].any())
-        if invalid:  # the message quotes the offending rows
-            yh, ph = host()
-            ck.raise_for(self.checks, checks, self.nan_policy, row0, y=yh, p=ph)
-        self._add_parts_device(y, p, row0, host, invalid)
-        self._add_fill(counts, sums, totals, ccounts, csums, checks, int(p.shape[0]), k)
+        self.n_rows += batch.n
         return self
+
+    def _check_k(self, k):
+        if self.n_classes is not None and k != self.n_classes:
+            msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
+                   f"state; every update needs shape (n, {self.n_classes})")
+            raise ValueError(msg)
 
     def _summed(self):
         out = super()._summed()
@@ -166,9 +134,6 @@ class MulticlassAccumulator(Binned):
 
     def report(self, *, observed="frac_pos", ci=None):
         """The :class:`~fastcal.reports.multiclass_report.MulticlassReport` so far."""
-        from fastcal.reports.multiclass_report import MulticlassReport
-        from fastcal.reports.stats import check_ci
-
         ci = check_ci(ci)
         edges = self.report_edges()
         per_class = per_bin = None
@@ -191,24 +156,6 @@ class MulticlassAccumulator(Binned):
 
     def __repr__(self):
         return f"MulticlassAccumulator({self.describe()})"
-
-
-def fill(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
-         with_logs=True):
-    """Run the multi-class kernel; serial below ~1e6 elements."""
-    n, k = p.shape
-    n_threads = v.check_threads(threads)
-    nb = edges.shape[0] - 1
-    rowwise = k >= km.ROWWISE_K  # long rows vectorise along the row
-    if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
-        state = km.new_state(nb, k, classwise)
-        fill_range = km.fill_rows if rowwise else km.fill_range
-        fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                   classwise, *state, with_logs)
-        return state
-    fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
-    return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, SUM_TOL,
-                         classwise, n_threads, with_logs)
 
 
 def class_tables(ccounts, csums, edges):

@@ -40,10 +40,10 @@ been made.
 
 import numpy as np
 
+from fastcal.backends.cpu import ranking_pair  # noqa: F401  (the pair every pass ranks)
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
-from fastcal._kernels import multiclass as km
 
 GATHER_MAX = 1 << 18      # a range with more rows is split, not gathered
 GATHER_BUDGET = 1 << 22   # keys gathered in one pass, all ranges together
@@ -71,33 +71,6 @@ def n_buckets_for(n_bins):
     while b < 4 * n_bins and b < (1 << 22):
         b <<= 1
     return b
-
-
-def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
-    """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
-
-    ``raw=True``: the validated (labels, probabilities or logits) unchanged
-    (2-D for K classes), for passes that fit a recalibration map.
-
-    Binary probabilities are ranked as they are; binary logits by their
-    sigmoid; K-class rows by their confidence (max probability), the label
-    being 1 where the argmax is the true class. Invalid rows get NaN.
-    """
-    if raw:
-        return y, p
-    if p.ndim == 2:
-        n = p.shape[0]
-        conf = np.empty(n, np.float64)
-        correct = np.empty(n, np.uint8)
-        km.confidence(p, y, logits, renormalize, SUM_TOL, 0.0 if eps is None else eps,
-                      conf, correct)
-        return correct, conf
-    if logits:
-        z = np.asarray(p, dtype=np.float64)
-        e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
-        x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-        return y, x
-    return y, p
 
 
 def _key(value):
@@ -431,6 +404,7 @@ class ArrayParts:
         self.n_parts = len(bounds) - 1
         self.threads = max(1, min(int(n_threads), self.n_parts))
         self.slices = [(y[a:b], x[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.gather = None  # the passes map over the parts
 
     def map(self, fn, common, per_part=None, combine=None):
         extra = per_part or [()] * self.n_parts
@@ -515,7 +489,7 @@ def light_groups(fine_counts, fine_p, n_bins, parts, omit):
     slot = np.full(nb, -1, np.int64)
     slot[cand] = np.arange(n_cand)
     cap_start = np.concatenate([[0], np.cumsum(cap)]).astype(np.int64)
-    gather = getattr(parts, "gather", None)  # parts of GPU data gather on the GPU
+    gather = parts.gather  # parts of GPU data gather on the GPU
     results = (gather(omit, slot, cap_start) if gather is not None
                else parts.map(_gather, (omit, slot, cap_start)))
     filled = np.array([r[2] for r in results], np.int64).reshape(len(results), n_cand)

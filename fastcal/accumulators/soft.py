@@ -7,14 +7,13 @@ from files and Dask partitions like every other kind.
 
 import numpy as np
 
+from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
+from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
-from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
-
-_PARALLEL_MIN_ELEMENTS = 1_000_000
 
 
 class SoftLabelAccumulator(Mergeable):
@@ -41,9 +40,11 @@ class SoftLabelAccumulator(Mergeable):
         """Rows counted (omitted ones excluded)."""
         return self.n_rows - self.n_omitted
 
-    def update(self, y_true, y_prob, *, start=None):
-        """Add label distributions (n, K) and (n, K) predictions; returns self."""
-        return self.update_batch(resolve(y_true, y_prob, logits=self.logits), start=start)
+    def update(self, y_true, y_prob, *, start=None, device=None):
+        """Add label distributions (n, K) and (n, K) predictions; returns self
+        (``device="cuda"`` is refused: soft labels have no GPU kernel)."""
+        batch = resolve(y_true, y_prob, logits=self.logits, device=device)
+        return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
         if batch.kind != "soft":
@@ -57,8 +58,8 @@ class SoftLabelAccumulator(Mergeable):
             msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
                    f"soft-label state; every update needs shape (n, {self.n_classes})")
             raise ValueError(msg)
-        totals, checks = fill(t, p, self.eps, self.logits, self.renormalize, self.threads)
-        ck.raise_for(self.checks, checks, self.nan_policy, row0, t=t, p=p)
+        totals, checks = backends.of(batch).fill(self, batch)
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
         self.n_classes = k
         self.totals += totals
         self.n_omitted += ck.omitted(self.checks, checks)
@@ -86,8 +87,6 @@ class SoftLabelAccumulator(Mergeable):
     def report(self, *, observed="frac_pos", ci=None):
         """The :class:`~fastcal.reports.soft_report.SoftLabelReport` so far
         (``observed`` has no meaning without bins; ``ci`` is refused)."""
-        from fastcal.reports.soft_report import SoftLabelReport
-
         if ci is not None:
             msg = "confidence intervals (ci=) are not available for soft labels"
             raise ValueError(msg)
@@ -98,17 +97,3 @@ class SoftLabelAccumulator(Mergeable):
 
     def __repr__(self):
         return f"SoftLabelAccumulator({self.describe()})"
-
-
-def fill(t, p, eps, logits, renormalize, threads):
-    """(totals, checks) of one chunk; serial below ~1e6 elements."""
-    n, k = p.shape
-    n_threads = v.check_threads(threads)
-    tol = _config.SUM_TOL
-    if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
-        totals = np.zeros(km.N_SOFT, np.float64)
-        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
-        checks[: km.N_CHECK_KINDS] = 0
-        km.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
-        return totals, checks
-    return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)

@@ -9,6 +9,7 @@ import numpy as np
 from fastcal.inputs import validation as v
 from fastcal.reports import stats as _stats
 from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
+from fastcal.reports.provenance import HasProvenance
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
@@ -43,7 +44,7 @@ def _pcell(p):
 
 
 @dataclass
-class CalibrationReport:
+class CalibrationReport(HasProvenance):
     """Calibration metrics and per-bin table from one pass over the data.
 
     Attributes

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from fastcal.reports.provenance import HasProvenance
 from fastcal.reports._json import clean as _clean
 
 SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_brier", "sum_nll",
@@ -9,7 +10,7 @@ SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_br
 
 
 @dataclass
-class SoftLabelReport:
+class SoftLabelReport(HasProvenance):
     """Soft-label calibration measures from one pass (see :mod:`fastcal.soft`).
 
     Attributes

@@ -60,6 +60,7 @@ import numpy as np
 from scipy import special
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.binning import is_uniform
 from fastcal.reports._json import clean
 from fastcal._kernels import bootstrap as kboot
 
@@ -490,8 +491,6 @@ def null_resample(y, p, *, edges=None, eps=0.0, n_resamples=999, seed=0, threads
     if edges is None:
         edges = np.array([0.0, 1.0])
     nb = edges.shape[0] - 1
-    from fastcal.inputs.binning import is_uniform
-
     n_threads = v.check_threads(threads)
     pos = np.zeros((n_resamples, nb), np.int64)
     ecd = np.zeros(n_resamples, np.float64)

@@ -188,9 +188,8 @@ def _fill_part(index, options, start, loader, *args):
         p = options.transform(p)
     acc = options.accumulator()
     n = int(np.shape(p)[0])
-    update = acc.update_device if options.device == "cuda" else acc.update
     try:
-        update(y, p, start=start)
+        acc.update(y, p, start=start, device=options.device)
     except ValueError:
         # Located and reported with its global row once all offsets are known.
         return _Filled(None, n, bad=index)
@@ -249,6 +248,7 @@ class _DaskParts:
         self.pair = pair  # options of em.ranking_pair
         self.n_parts = len(source.parts)
         self.passes = 1
+        self.gather = None  # the passes map over the parts
 
     def map(self, fn, common, per_part=None, combine=None):
         import dask
@@ -295,7 +295,7 @@ class DaskSource:
     what = "y_prob"
     empty = "y_true and y_prob are empty; need at least one sample"
 
-    def __init__(self, source, runner, split_every):
+    def __init__(self, source, runner, split_every, provenance=None):
         if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
             msg = f"split_every must be an integer >= 2; got {split_every!r}"
             raise ValueError(msg)
@@ -305,6 +305,7 @@ class DaskSource:
         self.source = source
         self.runner = runner
         self.split_every = split_every
+        self.provenance = dict(provenance or {})  # the dataset and cluster, as the caller names them
 
     def fill(self, opts):
         import dask

@@ -96,6 +96,7 @@ class _FileParts:
         self.path = path
         self.n_parts = None
         self.passes = 1
+        self.gather = None  # the passes map over the parts
 
     def map(self, fn, common, per_part=None, combine=None):
         self.passes += 1
@@ -218,13 +219,16 @@ class FileSource:
         self.what = repr(prob)
         self.empty = f"{self.path}: no data rows"
 
+    @property
+    def provenance(self):
+        return {"source": self.path, "format": self.format}
+
     def fill(self, opts):
         acc = opts.accumulator()
         label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
         bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
         chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
         self.n_chunks = 0
-        update = acc.update_device if opts.device == "cuda" else acc.update
         self.transform = opts.transform
         try:
             for chunk in chunks:
@@ -232,7 +236,7 @@ class FileSource:
                 if opts.transform is not None:
                     p_col = opts.transform(p_col)
                 try:
-                    update(y_col, p_col)
+                    acc.update(y_col, p_col, device=opts.device)
                 except ValueError as exc:
                     raise ValueError(_reword(exc, chunk, self.prob, self.label)) from None
                 bar.update(p_col.shape[0])

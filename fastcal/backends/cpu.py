@@ -1,0 +1,247 @@
+"""The CPU backend: the Numba kernels over host arrays, run in threads.
+
+The interface is the one of :mod:`fastcal.backends` (``fill``,
+``fill_parts``, ``ranked``, ``gather``, ``fill_nees``); the functions
+below them run one kernel on validated arrays and are what the GPU backend's
+fills are tested against.
+"""
+
+import numba
+import numpy as np
+
+from fastcal.inputs import validation as v
+from fastcal._kernels import _config
+from fastcal._kernels import binary as kb
+from fastcal._kernels import gaussian as kg
+from fastcal._kernels import multiclass as km
+
+# Below these sizes one thread is faster than starting the thread pool.
+PARALLEL_MIN_ROWS = 200_000          # binary rows
+PARALLEL_MIN_ELEMENTS = 1_000_000    # K-class and soft-label values
+
+
+# -- the interface -------------------------------------------------------------
+
+def fill(acc, batch):
+    """One chunk's state for ``acc``, in the layout of its kind's kernel:
+    binary (counts, sums, totals, checks[, fine counts, fine sums]), K classes
+    (counts, sums, totals, class counts, class sums, checks), soft labels
+    (totals, checks)."""
+    return _FILLS[batch.kind](acc, batch.y, batch.p)
+
+
+def fill_parts(acc, batch, row0, filled=()):
+    """ACE's value buckets and the bootstrap replicates of a checked chunk.
+
+    ``filled`` is what ``fill`` returned: binary probabilities bring their
+    buckets from it (the fine arrays of ``fill_binary``); other kinds, and
+    data the fill did not bucket, are ranked first (``ranking_pair``)."""
+    if not (acc.ace_buckets or acc.n_boot):
+        return
+    y, p = batch.host()
+    fine = filled[4:6] if batch.kind == "binary" else ()
+    if len(fine) == 2:
+        edges, uniform = acc.kernel_edges(p.dtype)
+        acc.boot.fill(y, p, row0, edges, uniform, acc.closed == "right", acc.threads)
+        acc.buckets.counts += fine[0]
+        acc.buckets.p += fine[1]
+        return
+    yr, x = ranking_pair(y, p, logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
+    acc._add_ranked(yr, x, row0, p.dtype)
+
+
+def ranked(batch, pair):
+    """The (labels, values) that equal-mass bins rank (see ``ranking_pair``)."""
+    return ranking_pair(batch.y, batch.p, **pair)
+
+
+def gather(batch, pair):
+    """None: the host parts gather the boundary rows, one thread per part."""
+    return None
+
+
+def fill_nees(acc, batch, nan_policy):
+    """(counts, sums) of the NEES per group of a Gaussian accumulator, flat over
+    its ``shape``; ``nan_policy``: rows with NaN/inf raise, make their group's
+    sum NaN ("propagate") or are left out ("omit")."""
+    errors, covs = batch.host()
+    values, bad = nees_checked(errors, covs, "raise" if nan_policy == "raise" else "propagate")
+    n_groups = int(np.prod(acc.shape, dtype=np.int64))
+    n_rows = values.shape[0] // n_groups if n_groups else 0
+    values = values.reshape(n_rows, n_groups)
+    if nan_policy == "omit":
+        keep = ~bad.reshape(n_rows, n_groups)
+        return keep.sum(axis=0, dtype=np.int64), np.where(keep, values, 0.0).sum(axis=0)
+    return np.full(n_groups, values.shape[0], dtype=np.int64), values.sum(axis=0)
+
+
+def _binary(acc, y, p):
+    edges, uniform = acc.kernel_edges(p.dtype)
+    return fill_binary(y, p, edges, uniform, acc.closed == "right", acc.nan_policy == "omit",
+                       acc.eps, acc.with_logs, acc.threads, acc.ace_buckets)
+
+
+def _logits(acc, y, z):
+    edges, uniform = acc.kernel_edges(np.float64)
+    return fill_binary_logits(y, z, edges, uniform, acc.closed == "right", acc.eps)
+
+
+def _multiclass(acc, y, p):
+    edges, uniform = acc.kernel_edges(p.dtype)
+    return fill_multiclass(y, p, edges, uniform, acc.closed == "right", acc.eps, acc.logits,
+                           acc.renormalize, acc.classwise, acc.threads, acc.with_logs)
+
+
+def _soft(acc, t, p):
+    return fill_soft(t, p, acc.eps, acc.logits, acc.renormalize, acc.threads)
+
+
+_FILLS = {"binary": _binary, "logits": _logits, "multiclass": _multiclass, "soft": _soft}
+
+
+# -- the kernels on validated arrays -------------------------------------------
+
+def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, threads, n_fine=0):
+    """Run the binary fill kernel on validated arrays; serial for small inputs.
+
+    With ``n_fine`` > 0 the value-bucket statistics of ACE are filled too and
+    returned as two more arrays (see ``binary.fill_range_fine``).
+    """
+    n = p.shape[0]
+    n_threads = v.check_threads(threads)
+    if n < PARALLEL_MIN_ROWS or n_threads == 1:
+        counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
+        rows = n_fine + 1 if n_fine else 0
+        fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
+        fine_p = np.zeros(rows, np.float64)
+        kb.fill_range_fine(p, y, 0, n, edges, uniform, right, omit, eps, with_logs,
+                           counts, sums, totals, checks, fine_counts, fine_p)
+        state = counts, sums, totals, checks, fine_counts, fine_p
+    else:
+        state = kb.fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs,
+                                      n_threads, n_fine)
+    return state if n_fine else state[:4]
+
+
+def fill_binary_logits(y, z, edges, uniform, right, eps):
+    """(counts, sums, totals, checks) of binary logits, the sigmoid taken in the
+    kernel (float64); check kinds binary.CHECK_*."""
+    counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
+    kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
+                      kb.CHECK_OMITTED], np.int64)
+    km.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, right, eps, counts, sums,
+                                totals, checks, kinds)
+    return counts, sums, totals, checks
+
+
+def fill_multiclass(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
+                    with_logs=True):
+    """Run the multi-class kernel; serial below ~1e6 elements."""
+    n, k = p.shape
+    n_threads = v.check_threads(threads)
+    nb = edges.shape[0] - 1
+    rowwise = k >= km.ROWWISE_K  # long rows vectorise along the row
+    if n * k < PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
+        state = km.new_state(nb, k, classwise)
+        fill_range = km.fill_rows if rowwise else km.fill_range
+        fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, _config.SUM_TOL,
+                   classwise, *state, with_logs)
+        return state
+    fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
+    return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, _config.SUM_TOL,
+                         classwise, n_threads, with_logs)
+
+
+def fill_soft(t, p, eps, logits, renormalize, threads):
+    """(totals, checks) of one chunk of soft labels; serial below ~1e6 elements."""
+    n, k = p.shape
+    n_threads = v.check_threads(threads)
+    tol = _config.SUM_TOL
+    if n * k < PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
+        totals = np.zeros(km.N_SOFT, np.float64)
+        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
+        checks[: km.N_CHECK_KINDS] = 0
+        km.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
+        return totals, checks
+    return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
+
+
+def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
+    """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
+
+    ``raw=True``: the validated (labels, probabilities or logits) unchanged
+    (2-D for K classes), for passes that fit a recalibration map.
+
+    Binary probabilities are ranked as they are; binary logits by their
+    sigmoid; K-class rows by their confidence (max probability), the label
+    being 1 where the argmax is the true class. Invalid rows get NaN.
+    """
+    if raw:
+        return y, p
+    if p.ndim == 2:
+        n = p.shape[0]
+        conf = np.empty(n, np.float64)
+        correct = np.empty(n, np.uint8)
+        km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
+                      conf, correct)
+        return correct, conf
+    if logits:
+        z = np.asarray(p, dtype=np.float64)
+        e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
+        x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        return y, x
+    return y, p
+
+
+def nees_checked(errors, covs, nan_policy):
+    """Flat NEES values and a mask of rows holding NaN/inf; raise per the policy."""
+    d = errors.shape[-1]
+    lead = errors.shape[:-1]
+    # C-contiguous and writable: one array type, so the kernel compiles once
+    # (read-only views from np.broadcast_to would type as a second signature).
+    flat_e = np.require(errors.reshape(-1, d), requirements=["C", "W"])
+    flat_c = np.require(covs.reshape(-1, d, d), requirements=["C", "W"])
+    n = flat_e.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    status = np.empty(n, dtype=np.int8)
+    if n:
+        kg.nees_batch(flat_e, flat_c, out, status, _config.SYMMETRY_RTOL, numba.get_num_threads())
+    bad_nan = status == kg.STATUS_NAN
+    if nan_policy == "raise" and bad_nan.any():
+        e_rows = ~np.isfinite(flat_e).all(axis=1)
+        name, rows = ("errors", e_rows) if e_rows.any() else ("covs", bad_nan)
+        count = int(rows.sum())
+        first = _format_index(np.flatnonzero(rows)[0], lead) or " (the only one)"
+        msg = (
+            f"{name} contains NaN or inf in {count} of {n} entries (first at index "
+            f"{first}); pass nan_policy='propagate' or 'omit' to keep going"
+        )
+        raise ValueError(msg)
+    asym = np.flatnonzero(status == kg.STATUS_ASYMMETRIC)
+    if asym.size:
+        i = asym[0]
+        gap = float(np.max(np.abs(flat_c[i] - flat_c[i].T)))
+        msg = (
+            f"covs{_format_index(i, lead)} is not symmetric (max |C - C^T| = {gap:.3g}; "
+            f"{asym.size} of {n} covariances affected); expected symmetric positive "
+            "definite covariance matrices"
+        )
+        raise ValueError(msg)
+    not_pd = np.flatnonzero(status == kg.STATUS_NOT_PD)
+    if not_pd.size:
+        i = not_pd[0]
+        low = float(np.linalg.eigvalsh(flat_c[i])[0])
+        msg = (
+            f"covs{_format_index(i, lead)} is not positive definite (smallest eigenvalue "
+            f"{low:.3g}; {not_pd.size} of {n} covariances affected); expected symmetric "
+            "positive definite covariance matrices"
+        )
+        raise ValueError(msg)
+    return out, bad_nan
+
+
+def _format_index(flat_index, lead_shape):
+    if len(lead_shape) == 0:
+        return ""
+    idx = np.unravel_index(int(flat_index), lead_shape)
+    return "[" + ", ".join(str(int(i)) for i in idx) + "]"
