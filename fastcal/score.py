@@ -60,6 +60,7 @@ class Options:
     classwise: bool = True  # K classes: keep the class-wise state
     device: str = None  # None: where the data is; "cpu"; "cuda"
     with_logs: bool = True  # False: binned metrics only (ece/esce/mce), no logarithms
+    smooth: bool = False  # True: also fill the grid of smooth ECE (report.smece, smece_sigma)
     # a fitted recalibration map (fastcal.recalibrate), called on the probabilities (or logits,
     # with logits=True) of every chunk before it is scored; it returns probabilities
     transform: object = None
@@ -80,7 +81,11 @@ class Options:
                    "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
                    "intervals do not depend on the bins), or drop ci")
             raise ValueError(msg)
-        return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
+        if self.smooth and self.device == "cuda":
+            msg = ("device='cuda': the smooth ECE grid (smooth=True) has no GPU fill; score "
+                   "on the host (device='cpu') or leave smooth ECE out")
+            raise ValueError(msg)
+        return replace(self, smooth=bool(self.smooth), ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace))
 
     @property
@@ -98,7 +103,7 @@ class Options:
                       logits=self.logits and self.transform is None,
                       renormalize=self.renormalize, classwise=self.classwise,
                       ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
-                      with_logs=self.with_logs)
+                      with_logs=self.with_logs, smooth=self.smooth)
         kwargs.update(overrides)
         return CalibrationAccumulator(**kwargs)
 
@@ -150,6 +155,7 @@ def score(source, options):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
+        acc.grid.set_report(rep)
         steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)
@@ -172,6 +178,10 @@ def _soft_report(source, acc, opts, n_rows):
         raise ValueError(msg)
     if opts.ci is not None:
         msg = f"{source.prefix}confidence intervals (ci=) are not available for soft labels"
+        raise ValueError(msg)
+    if opts.smooth:
+        msg = (f"{source.prefix}smooth ECE takes hard labels (0/1, or a class per row); soft "
+               "labels (a label distribution per row) have no smooth ECE grid")
         raise ValueError(msg)
     rep = acc.report()
     rep.n_rows = n_rows

@@ -13,6 +13,7 @@ from fastcal.inputs.batch import resolve
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
 from fastcal.accumulators.equal_mass import ranking_pair
+from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import binary as kb
 from fastcal._kernels import multiclass as km
 
@@ -32,11 +33,12 @@ class BinaryAccumulator(Binned):
     classwise = False
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
-                 threads=None, n_boot=0, seed=0, ace_buckets=0, with_logs=True):
+                 threads=None, n_boot=0, seed=0, ace_buckets=0, with_logs=True, smooth=False):
         self._init_bins(n_bins, edges, closed, eps, nan_policy, threads, self.logits)
         self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
         self.boot = Bootstrap(n_boot, seed, self.n_bins)
         self.buckets = ValueBuckets(ace_buckets)
+        self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
         self.with_logs = bool(with_logs)  # False: binned metrics only (no logarithms)
 
     def update(self, y_true, y_prob, *, start=None):
@@ -65,6 +67,7 @@ class BinaryAccumulator(Binned):
             self.eps, self.with_logs, self.threads, self.ace_buckets)
         ck.raise_for(self.checks, checks, self.nan_policy, row0, p=p)
         self.boot.fill(y, p, row0, edges, uniform, self.closed == "right", self.threads)
+        self.grid.fill(y, p, self.threads)
         if fine:
             self.buckets.counts += fine[0]
             self.buckets.p += fine[1]
@@ -124,7 +127,7 @@ class BinaryAccumulator(Binned):
             eps=self.eps)
         if ci is not None:
             rep.set_intervals(ci, self.boot.counts, self.boot.sums)
-        return rep
+        return self.grid.set_report(rep)
 
     def describe(self):
         boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
@@ -158,7 +161,7 @@ class BinaryLogitAccumulator(BinaryAccumulator):
         return cuda.fill_binary_logits(y, p, edges, uniform, self.closed == "right", self.eps)
 
     def _add_parts(self, y, z, row0):
-        if not (self.ace_buckets or self.n_boot):
+        if not (self.ace_buckets or self.n_boot or self.grid.on):
             return
         yr, x = ranking_pair(y, z, logits=True, eps=self.eps)
         super()._add_parts(yr, x, row0)

@@ -93,6 +93,11 @@ class CalibrationAccumulator(Mergeable):
         filled by the same compiled pass.
     with_logs : bool, default True
         False keeps the binned metrics only (ECE, ESCE, MCE): no logarithms.
+    smooth : bool, default False
+        Also keep the grid sums of smooth ECE (8,193 grid points: the
+        interpolation weights and weighted residuals of p, a logit's sigmoid
+        or a K-class row's confidence), so that ``report()`` has ``smece``
+        and ``smece_sigma`` (:func:`fastcal.smece`). Host fills only.
 
     Notes
     -----
@@ -132,11 +137,11 @@ class CalibrationAccumulator(Mergeable):
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True):
+                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
         self._options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy,
                              eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
                              renormalize=renormalize, n_classes=n_classes, classwise=classwise,
-                             ace_buckets=ace_buckets, with_logs=with_logs)
+                             ace_buckets=ace_buckets, with_logs=with_logs, smooth=bool(smooth))
         kind = "multiclass" if v.check_n_classes(n_classes) is not None else (
             "logits" if logits else "binary")
         self._state = accumulator_for(kind, **self._options)
@@ -207,6 +212,10 @@ class CalibrationAccumulator(Mergeable):
         rows, and replicates over more than 94 bins, only that ranked pair is
         copied to the host.
         """
+        if self._options["smooth"]:
+            msg = ("device='cuda': the smooth ECE grid (smooth=True) has no GPU fill; score "
+                   "on the host (device='cpu') or leave smooth ECE out")
+            raise ValueError(msg)
         row0 = self._state.n_rows if start is None else check_start(start)
         batch = resolve_device(y_true, y_prob, logits=self._options["logits"],
                                multiclass=self._state.kind == "multiclass")

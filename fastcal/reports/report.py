@@ -96,6 +96,11 @@ class CalibrationReport:
         global row of the first. None when not counted (the per-bin sums
         only tell that there is at least one, and in which bins:
         :attr:`certain_wrong_bins`); ``fastcal score`` fills them.
+    smece, smece_sigma : float
+        Smooth ECE (Blasiok and Nakkiran, 2023) and its bandwidth, the fixed
+        point sigma = smECE_sigma; NaN unless the smooth ECE grid was filled
+        (``smooth=True``). ``smooth_grid`` holds that grid's sums (mass,
+        residual) for :func:`fastcal.reports.plot.smooth_diagram`.
 
     Examples
     --------
@@ -127,6 +132,9 @@ class CalibrationReport:
     intervals: dict = field(default_factory=dict)
     n_certain_wrong: object = None
     first_certain_wrong_row: object = None
+    smece: float = float("nan")
+    smece_sigma: float = float("nan")
+    smooth_grid: object = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
@@ -322,6 +330,14 @@ class CalibrationReport:
             ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)
         return self
 
+    def set_smooth(self, mass, resid):
+        """Smooth ECE at its fixed-point bandwidth from the grid sums (copied)."""
+        from fastcal.reports.smooth import SmoothGrid
+
+        self.smooth_grid = (mass.copy(), resid.copy())
+        self.smece, self.smece_sigma = SmoothGrid(mass, resid).fixed_point()
+        return self
+
     def plot(self, path=None, **kwargs):
         """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`."""
         from fastcal.reports.plot import reliability_diagram
@@ -346,6 +362,8 @@ class CalibrationReport:
             "observed": self.observed,
             "eps": self.eps,
         })
+        if self.smooth_grid is not None:
+            out.update(smece=_clean(self.smece), smece_sigma=_clean(self.smece_sigma))
         out["ecd_test"] = {
             "z": _clean(self.ecd_z),
             "p_over": _clean(self.ecd_p_over),
@@ -409,6 +427,9 @@ class CalibrationReport:
                                          _zcell(self.ecd_z)]) + " |")
         tail = (f"\nn = {self.n}, omitted = {self.n_omitted}, MCE = {cell(self.mce)}, "
                 f"ACE = {cell(self.ace) or 'n/a'}, Brier = {cell(self.brier)}, NLL = {cell(self.nll)}")
+        if self.smooth_grid is not None:
+            tail += (f"\nSmooth ECE = {cell(self.smece) or 'n/a'} "
+                     f"(bandwidth sigma = {cell(self.smece_sigma) or 'n/a'})")
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
