@@ -338,11 +338,13 @@ class CalibrationReport:
         self.smece, self.smece_sigma = SmoothGrid(mass, resid).fixed_point()
         return self
 
-    def plot(self, path=None, **kwargs):
-        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`."""
-        from fastcal.reports.plot import reliability_diagram
+    def plot(self, path=None, *, smooth=False, **kwargs):
+        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`.
+        ``smooth=True``: the smooth reliability diagram of the smooth ECE grid instead
+        (:func:`fastcal.reports.plot.smooth_diagram`)."""
+        from fastcal.reports.plot import reliability_diagram, smooth_diagram
 
-        return reliability_diagram(self, path, **kwargs)
+        return (smooth_diagram if smooth else reliability_diagram)(self, path, **kwargs)
 
     # -- export ----------------------------------------------------------
 
