@@ -82,7 +82,9 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         the host (a copy), "cuda" refuses them.
     smooth : bool, default False
         Also fill the grid of smooth ECE: ``report.smece`` and
-        ``report.smece_sigma`` (see :func:`fastcal.smece`). Host fills only.
+        ``report.smece_sigma`` (see :func:`fastcal.smece`). Data in GPU memory:
+        the GPU computes the values (sigmoid, confidence) and the grid is
+        filled on the host from that (label, value) pair, 9 bytes a row.
 
     Returns
     -------
@@ -368,8 +370,7 @@ def smece(y_true, y_prob, sigma=None, *, nan_policy="raise", threads=None, logit
 
     sigma = check_sigma(sigma)
     acc, _ = _arrays(y_true, y_prob, nan_policy=nan_policy, threads=threads, logits=logits,
-                     renormalize=renormalize, classwise=False, with_logs=False, smooth=True,
-                     device="cpu")
+                     renormalize=renormalize, classwise=False, with_logs=False, smooth=True)
     grid = SmoothGrid(acc.grid.mass, acc.grid.resid)
     if sigma is None:
         value, sigma = grid.fixed_point()

@@ -81,10 +81,6 @@ class Options:
                    "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
                    "intervals do not depend on the bins), or drop ci")
             raise ValueError(msg)
-        if self.smooth and self.device == "cuda":
-            msg = ("device='cuda': the smooth ECE grid (smooth=True) has no GPU fill; score "
-                   "on the host (device='cpu') or leave smooth ECE out")
-            raise ValueError(msg)
         return replace(self, smooth=bool(self.smooth), ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace))
 

@@ -268,10 +268,6 @@ def test_bad_input_gets_one_line():
         fastcal.smece([0, 1], [0.2, 0.7], 0)
     with pytest.raises(ValueError, match=r"^y_prob contains 1 NaN"):
         fastcal.smece([0, 1], [np.nan, 0.7])
-    with pytest.raises(ValueError, match=r"device='cuda': the smooth ECE grid .* no GPU fill"):
-        Options(device="cuda", smooth=True).checked()
-    with pytest.raises(ValueError, match=r"device='cuda': the smooth ECE grid .* no GPU fill"):
-        _smooth_acc().update_device(np.array([0, 1]), np.array([0.2, 0.7]))
     with pytest.raises(ValueError, match="soft labels .* no smooth ECE grid"):
         fastcal.calibration_report(np.array([[0.2, 0.8], [1.0, 0.0]]),
                                    np.array([[0.3, 0.7], [0.9, 0.1]]), smooth=True)
@@ -295,8 +291,6 @@ def test_cli_smece_json_text_and_plot(tmp_path, binary, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["fastcal score: error: --plot-smooth chooses what --plot draws; pass "
                    "--plot FILE.png too"]
-    assert main(args + ["--smece", "--device", "cuda"]) == 2
-    assert "--smece" in capsys.readouterr().err
 
 
 def test_smooth_diagram(binary):

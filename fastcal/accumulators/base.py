@@ -170,18 +170,19 @@ class Binned(Mergeable):
         self.boot.fill(y, x, row0, edges, uniform, self.closed == "right", self.threads)
 
     def _add_parts_device(self, y, p, row0, host, invalid):
-        """ACE's buckets and the bootstrap replicates of a chunk the GPU filled.
+        """ACE's buckets, bootstrap replicates and smooth ECE grid of a chunk the GPU filled.
 
         Data in GPU memory is ranked there (``fastcal.cuda.ranking_pair``, as
         ``DeviceParts`` ranks it for the later passes), and its replicates and
         buckets are filled there too; only the buckets of a chunk with invalid
-        (omitted) rows, and replicates over more bins than the GPU kernel takes,
-        come from the ranked pair (9 bytes a row) copied to the host. Host data
+        (omitted) rows, replicates over more bins than the GPU kernel takes and
+        the smooth ECE grid come from the ranked pair (9 bytes a row) copied to
+        the host. Host data
         streamed to the GPU is ranked on the host (``host()``: its arrays).
         """
         from fastcal import cuda
 
-        if not (self.ace_buckets or self.n_boot):
+        if not (self.ace_buckets or self.n_boot or self.grid.on):
             return
         if not cuda.is_device_array(p):
             self._add_parts(*host(), row0)
@@ -204,6 +205,8 @@ class Binned(Mergeable):
                 self.boot.sums += sums
             else:
                 self.boot.fill(*on_host(), row0, edges, uniform, right, self.threads)
+        if self.grid.on:  # no GPU kernel: float64 atomics would make sums depend on scheduling
+            self.grid.fill(*on_host(), self.threads)
         if not self.ace_buckets:
             return
         if invalid:

@@ -97,7 +97,7 @@ class CalibrationAccumulator(Mergeable):
         Also keep the grid sums of smooth ECE (8,193 grid points: the
         interpolation weights and weighted residuals of p, a logit's sigmoid
         or a K-class row's confidence), so that ``report()`` has ``smece``
-        and ``smece_sigma`` (:func:`fastcal.smece`). Host fills only.
+        and ``smece_sigma`` (:func:`fastcal.smece`).
 
     Notes
     -----
@@ -212,10 +212,6 @@ class CalibrationAccumulator(Mergeable):
         rows, and replicates over more than 94 bins, only that ranked pair is
         copied to the host.
         """
-        if self._options["smooth"]:
-            msg = ("device='cuda': the smooth ECE grid (smooth=True) has no GPU fill; score "
-                   "on the host (device='cpu') or leave smooth ECE out")
-            raise ValueError(msg)
         row0 = self._state.n_rows if start is None else check_start(start)
         batch = resolve_device(y_true, y_prob, logits=self._options["logits"],
                                multiclass=self._state.kind == "multiclass")
