@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.signal import fftconvolve
 
 import fastcal
@@ -306,3 +308,16 @@ def test_smooth_diagram(binary):
     assert np.trapezoid(density, t) == pytest.approx(1.0, rel=1e-3)
     with pytest.raises(ValueError, match="no smooth ECE grid; score with smooth=True"):
         smooth_diagram(fastcal.calibration_report(y, p))
+
+
+@settings(max_examples=15, deadline=None)
+@given(cuts=st.lists(st.integers(0, 3_000), max_size=6), order=st.randoms(use_true_random=False))
+def test_any_chunking_and_merge_order_give_the_same_smece(cuts, order):
+    y, p = _data(3_000, 7)
+    bounds = sorted({0, 3_000, *cuts})
+    parts = [_smooth_acc().update(y[a:b], p[a:b], start=a) for a, b in zip(bounds, bounds[1:])]
+    order.shuffle(parts)
+    whole = _smooth_acc().update(y, p).report()
+    rep = sum(parts).report()
+    assert rep.smece == pytest.approx(whole.smece, rel=1e-12)
+    assert rep.smece_sigma == pytest.approx(whole.smece_sigma, rel=1e-12)
