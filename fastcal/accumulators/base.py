@@ -162,8 +162,8 @@ class Binned(Mergeable):
         self.n_rows += other.n_rows
 
     def _add_ranked(self, y, x, row0, dtype):
-        """ACE's buckets and the bootstrap replicates of ranked host rows (labels
-        0/1, values x in [0, 1]) whose input had ``dtype``."""
+        """ACE's buckets, the bootstrap replicates and the smooth ECE grid of ranked
+        host rows (labels 0/1, values x in [0, 1]) whose input had ``dtype``."""
         self.buckets.add_ranked(y, x, self.nan_policy == "omit")
         self.grid.fill(y, x, self.threads)
         edges, uniform = self.kernel_edges(dtype)

@@ -100,8 +100,8 @@ class MulticlassAccumulator(Binned):
         self.n_rows += n_rows
 
     def _add_parts(self, y, p, row0):
-        """ACE's buckets and the bootstrap replicates of the (confidence,
-        correct) pairs of validated rows: a second, light pass."""
+        """ACE's buckets, the bootstrap replicates and the smooth ECE grid of the
+        (confidence, correct) pairs of validated rows: a second, light pass."""
         if not (self.ace_buckets or self.n_boot or self.grid.on):
             return
         correct, conf = ranking_pair(y, p, logits=self.logits, renormalize=self.renormalize,
