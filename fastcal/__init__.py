@@ -29,7 +29,7 @@ _LAZY = {
     "ece_test": "fastcal.significance",
 }
 _LAZY.update(dict.fromkeys(["ace", "brier_score", "calibration_report", "classwise_ece", "ecd",
-                            "ece", "esce", "log_loss", "mce"], "fastcal.metrics"))
+                            "ece", "esce", "log_loss", "mce", "smece"], "fastcal.metrics"))
 
 
 def __getattr__(name):
@@ -71,5 +71,6 @@ __all__ = [
     "nees",
     "score_file",
     "simulate",
+    "smece",
     "uniform_edges",
 ]

@@ -126,6 +126,9 @@ def _parser():
     sc.add_argument("--renormalize", action="store_true",
                     help="K class columns: divide each row by its sum instead of refusing rows "
                          "that do not sum to 1")
+    sc.add_argument("--smece", action="store_true",
+                    help="also compute smooth ECE and its bandwidth (a grid of 8,193 points "
+                         "filled in the same pass)")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
@@ -163,6 +166,9 @@ def _parser():
                     help="save a reliability diagram (needs matplotlib: pip install "
                          "'fastcal[plot]'); type from the suffix: png, pdf, svg, ...; "
                          f"one bar per bin, so at most {MAX_PLOT_BINS:,} --bins")
+    sc.add_argument("--plot-smooth", action="store_true",
+                    help="--plot draws the smooth reliability diagram (the smoothed curve and "
+                         "the density of the predictions; implies --smece) instead of the bins")
     sc.add_argument("--quiet", action="store_true", help="no progress bar")
     sc.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
@@ -344,10 +350,10 @@ def _plot_type(path):
     return kind
 
 
-def _plot_bytes(rep, kind):
+def _plot_bytes(rep, kind, smooth=False):
     import io
 
-    fig = rep.plot()
+    fig = rep.plot(smooth=smooth)
     buf = io.BytesIO()
     fig.savefig(buf, format=kind, dpi=fig.dpi)
     return buf.getvalue()
@@ -367,6 +373,7 @@ _WORDS = [
     (re.compile(r"\bace=True\b"), "--ace"),
     (re.compile(r"\blogits=True\b"), "--logits"),
     (re.compile(r"\brenormalize=True\b"), "--renormalize"),
+    (re.compile(r"\bsmooth=True\b"), "--smece"),
     (re.compile(r"\bpass format=\s*"), "pass --format "),
     (re.compile(r"\bformat=(?=\W|$)"), "--format"),
     (re.compile(r"\bprob=(?=['\"\[])"), "--prob "),
@@ -509,6 +516,9 @@ def _cmd_score(args):
     from fastcal.files import score_file
 
     plot_kind = _check_score_args(args)
+    if args.plot_smooth and not args.plot:
+        raise _Fail("--plot-smooth chooses what --plot draws; pass --plot FILE.png too")
+    args.smece = args.smece or args.plot_smooth
     progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     prob = [c.strip() for c in args.prob.split(",")] if "," in args.prob else args.prob
     label = [c.strip() for c in args.label.split(",")] if "," in args.label else args.label
@@ -530,7 +540,8 @@ def _cmd_score(args):
                          chunk_rows=args.chunk_rows, progress=progress, format=fmt,
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
-                         verify_checksums=not args.no_verify_checksums, transform=transform)
+                         verify_checksums=not args.no_verify_checksums, transform=transform,
+                         smooth=args.smece)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json_text(_report_dict(rep, elapsed))
@@ -539,7 +550,7 @@ def _cmd_score(args):
     outputs = [(args.output or "-", text.encode("utf-8"))]
     if args.plot:
         try:
-            outputs.append((args.plot, _plot_bytes(rep, plot_kind)))
+            outputs.append((args.plot, _plot_bytes(rep, plot_kind, args.plot_smooth)))
         except Exception as exc:
             # the report is finished: print it rather than lose it, write no file
             if args.output != "-":
@@ -793,6 +804,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
                                     nan_policy=args.nan_policy, eps=args.eps, ace=args.ace,
                                     logits=args.logits, ci=args.ci, n_boot=args.n_boot,
                                     seed=args.seed, device=args.device, transform=transform,
+                                    smooth=args.smece,
                                     verify_checksums=not args.no_verify_checksums,
                                     client=client,
                                     rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)

@@ -231,7 +231,7 @@ _OPTIONS_DOC = """
         With strategy="uniform", also compute ACE (equal-mass ECE), exactly,
         from one more pass over the data. Off by default so that a plain run
         reads the data once, as :func:`fastcal.score_file`.
-    logits, renormalize, ci, n_boot, seed, device
+    logits, renormalize, ci, n_boot, seed, device, smooth
         As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
         serves every entry point). Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
@@ -267,7 +267,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None):
+               transform=None, smooth=False):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -325,14 +325,14 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
+                      seed=seed, device=device, transform=transform, smooth=smooth)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
-                    n_boot=200, seed=0, device=None, transform=None):
+                    n_boot=200, seed=0, device=None, transform=None, smooth=False):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -382,7 +382,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
+                      seed=seed, device=device, transform=transform, smooth=smooth)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -390,7 +390,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-                  verify_checksums=True, transform=None):
+                  verify_checksums=True, transform=None, smooth=False):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -450,7 +450,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform,
+                      seed=seed, device=device, transform=transform, smooth=smooth,
                       provenance={"source": os.fspath(path), "format": "parquet"})
 
 

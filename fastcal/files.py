@@ -12,7 +12,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
-               verify_checksums=True, device=None, transform=None):
+               verify_checksums=True, device=None, transform=None, smooth=False):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -34,7 +34,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     logits : bool, default False
         The probability columns hold logits (sigmoid for one column, softmax
         across K columns), applied inside the kernel.
-    n_bins, edges, closed, observed, nan_policy, eps, renormalize, ci, n_boot, seed
+    n_bins, edges, closed, observed, nan_policy, eps, renormalize, ci, n_boot, seed, smooth
         As in :func:`fastcal.calibration_report` (one driver, fastcal.score,
         serves both). The bootstrap weights of a row depend on its global
         row, so intervals do not depend on ``chunk_rows``.
@@ -122,7 +122,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device, transform=transform).checked()
+                      renormalize=renormalize, device=device, transform=transform,
+                      smooth=smooth).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
     return score(source, options)

@@ -15,7 +15,7 @@ def _arrays(y_true, y_prob, **options):
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
-                       renormalize=False, device=None):
+                       renormalize=False, device=None, smooth=False):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -80,6 +80,11 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         only the ranked (label, value) pair to the host, never the (n, K) rows.
         Soft labels have no GPU kernel: None scores device arrays of them on
         the host (a copy), "cuda" refuses them.
+    smooth : bool, default False
+        Also fill the grid of smooth ECE: ``report.smece`` and
+        ``report.smece_sigma`` (see :func:`fastcal.smece`). Data in GPU memory:
+        the GPU computes the values (sigmoid, confidence) and the grid is
+        filled on the host from that (label, value) pair, 9 bytes a row.
 
     Returns
     -------
@@ -122,7 +127,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device)
+                      renormalize=renormalize, device=device, smooth=smooth)
     return score(ArraySource(y_true, y_prob), options)
 
 
@@ -304,7 +309,77 @@ def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logi
 
 
 __all__ = ["calibration_report", "ece", "esce", "mce", "ace", "ecd", "brier_score", "log_loss",
-           "uniform_edges", "classwise_ece"]
+           "uniform_edges", "classwise_ece", "smece"]
+
+
+def smece(y_true, y_prob, sigma=None, *, nan_policy="raise", threads=None, logits=False,
+          renormalize=False, return_sigma=False):
+    """Smooth ECE (Blasiok and Nakkiran, 2023): kernel-smoothed calibration error.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n,)
+        Labels 0/1; for (n, K) ``y_prob``, class indices in [0, K).
+    y_prob : array-like of shape (n,) or (n, K)
+        Probabilities of class 1 (or logits with ``logits=True``), or (n, K)
+        class probabilities: then the top-label version, confidence
+        max_k p_k against "argmax equals the label".
+    sigma : float, optional
+        Bandwidth of the reflected Gaussian kernel, from 0.001 to 1 (relplot's
+        ``smECE_sigma``). None: the fixed point sigma = smECE_sigma (relplot's
+        ``smECE``), found to about 1e-14 and never below 0.001.
+    nan_policy, threads, logits, renormalize
+        As in :func:`calibration_report`.
+    return_sigma : bool, default False
+        Return ``(smece, sigma)``: the bandwidth used as well.
+
+    Returns
+    -------
+    float, or (float, float) with ``return_sigma``
+
+    Raises
+    ------
+    ValueError
+        Bad probabilities, labels or sigma (one line naming them), or no rows.
+
+    Notes
+    -----
+    With the reflected Gaussian kernel K_sigma on [0, 1] (eq. 9 of the paper),
+    R(t) = sum_i (p_i - y_i) K_sigma(t, p_i) and D(t) = sum_i K_sigma(t, p_i),
+    smECE_sigma = int_0^1 |R(t)| dt / int_0^1 D(t) dt. The sums are taken on a
+    fixed grid of 8,193 points (each p split between its two neighbours by
+    linear interpolation, relplot's ``smooth_round_to_grid``), which is
+    mergeable state (``smooth=True`` of :class:`~fastcal.CalibrationAccumulator`),
+    and smoothed by FFT. Against the exact kernel sum the grid moves
+    smECE_sigma by less than 1e-5 relative at sigma >= 0.01, at least 30
+    times less than relplot's own discretisation (docs/guide/metrics.md has
+    the figures). relplot also cuts its kernel at |t - x| <= 0.5, which
+    moves its value by about 1.5% at sigma = 0.2; fastcal keeps the whole
+    reflected kernel, as the paper defines it.
+
+    Examples
+    --------
+    >>> import fastcal
+    >>> y, p = fastcal.simulate(10_000, sigma=0.5, seed=0)
+    >>> round(fastcal.smece(y, p), 4)
+    0.0118
+    >>> value, sigma = fastcal.smece(y, p, return_sigma=True)
+    >>> round(sigma, 4) == round(value, 4)
+    True
+    >>> round(fastcal.smece(y, p, sigma=0.05), 4)
+    0.007
+    """
+    from fastcal.reports.smooth import SmoothGrid, check_sigma
+
+    sigma = check_sigma(sigma)
+    acc, _ = _arrays(y_true, y_prob, nan_policy=nan_policy, threads=threads, logits=logits,
+                     renormalize=renormalize, classwise=False, with_logs=False, smooth=True)
+    grid = SmoothGrid(acc.grid.mass, acc.grid.resid)
+    if sigma is None:
+        value, sigma = grid.fixed_point()
+    else:
+        value = grid.smece(sigma)
+    return (value, sigma) if return_sigma else value
 
 
 def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logits=False,

@@ -64,6 +64,7 @@ class Options:
     classwise: bool = True  # K classes: keep the class-wise state
     device: str = None  # None: where the data is; "cpu"; "cuda"
     with_logs: bool = True  # False: binned metrics only (ece/esce/mce), no logarithms
+    smooth: bool = False  # True: also fill the grid of smooth ECE (report.smece, smece_sigma)
     # a fitted recalibration map (fastcal.recalibrate), called on the probabilities (or logits,
     # with logits=True) of every chunk before it is scored; it returns probabilities
     transform: object = None
@@ -84,7 +85,7 @@ class Options:
                    "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
                    "intervals do not depend on the bins), or drop ci")
             raise ValueError(msg)
-        return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
+        return replace(self, smooth=bool(self.smooth), ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace))
 
     @property
@@ -102,7 +103,7 @@ class Options:
                       logits=self.logits and self.transform is None,
                       renormalize=self.renormalize, classwise=self.classwise,
                       ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
-                      with_logs=self.with_logs)
+                      with_logs=self.with_logs, smooth=self.smooth)
         kwargs.update(overrides)
         return CalibrationAccumulator(**kwargs)
 
@@ -168,6 +169,7 @@ def _binned_report(source, acc, opts):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
+        acc.grid.set_report(rep)
         steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)
@@ -187,6 +189,10 @@ def _soft_report(source, acc, opts):
         raise ValueError(msg)
     if opts.ci is not None:
         msg = f"{source.prefix}confidence intervals (ci=) are not available for soft labels"
+        raise ValueError(msg)
+    if opts.smooth:
+        msg = (f"{source.prefix}smooth ECE takes hard labels (0/1, or a class per row); soft "
+               "labels (a label distribution per row) have no smooth ECE grid")
         raise ValueError(msg)
     return acc.report()
 

@@ -16,7 +16,8 @@ from fastcal.files import score_file
 da = pytest.importorskip("dask.array")
 fd = pytest.importorskip("fastcal.distributed")
 
-SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
+SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll", "smece",
+           "smece_sigma")
 K = 4
 
 
@@ -64,6 +65,10 @@ CASES = {
     "multiclass ci": ("multiclass", dict(ci=0.95, n_boot=20, seed=2)),
     "multiclass logits": ("multiclass-logits", dict(logits=True, n_bins=12)),
     "renormalize": ("unnormalised", dict(renormalize=True)),
+    "smooth ECE": ("binary", dict(nan_policy="omit", smooth=True)),
+    "smooth ECE quantile": ("binary", dict(nan_policy="omit", smooth=True, strategy="quantile")),
+    "smooth ECE logits": ("logits", dict(logits=True, smooth=True)),
+    "smooth ECE multiclass": ("multiclass-logits", dict(logits=True, smooth=True)),
 }
 
 
@@ -93,6 +98,7 @@ def test_option_reaches_every_entry_point(tmp_path, case):
     got_dask = fd.score_dask(da.from_array(y, chunks=1_100), da.from_array(p, chunks=chunks),
                              ace=True, **options)
     assert_same(got_dask, ref)
+    assert np.isfinite(ref.smece) == bool(options.get("smooth"))
     if options.get("ci"):
         assert all(np.isfinite(v).all() for v in ref.intervals.values()) or kind != "binary"
 

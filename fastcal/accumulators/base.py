@@ -168,6 +168,7 @@ class Binned(Mergeable):
         self._check_bins(other)
         self.buckets._check_compatible(other.buckets)
         self.boot._check_compatible(other.boot)
+        self.grid._check_compatible(other.grid)
 
     def _add_binned(self, other):
         """Add the per-bin state, both parts and the row counts of ``other``."""
@@ -176,14 +177,16 @@ class Binned(Mergeable):
         self.totals += other.totals
         self.boot._add(other.boot)
         self.buckets._add(other.buckets)
+        self.grid._add(other.grid)
         self.edge_dtype = self.edge_dtype or other.edge_dtype
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
 
     def _add_ranked(self, y, x, row0, dtype):
-        """ACE's buckets and the bootstrap replicates of ranked host rows (labels
-        0/1, values x in [0, 1]) whose input had ``dtype``."""
+        """ACE's buckets, the bootstrap replicates and the smooth ECE grid of ranked
+        host rows (labels 0/1, values x in [0, 1]) whose input had ``dtype``."""
         self.buckets.add_ranked(y, x, self.nan_policy == "omit")
+        self.grid.fill(y, x, self.threads)
         edges, uniform = self.kernel_edges(dtype)
         self.boot.fill(y, x, row0, edges, uniform, self.closed == "right", self.threads)
 
@@ -258,6 +261,7 @@ class Binned(Mergeable):
             out.update(boot_counts=self.boot.counts, boot_sums=self.boot.sums)
         if self.buckets.n_buckets:
             out.update(fine_counts=self.buckets.counts, fine_p=self.buckets.p)
+        out.update(self.grid.arrays())
         return out
 
     @property

@@ -12,6 +12,7 @@ from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
+from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import binary as kb
 
 
@@ -27,11 +28,12 @@ class BinaryAccumulator(Binned):
     classwise = False
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
-                 threads=None, n_boot=0, seed=0, ace_buckets=0, with_logs=True):
+                 threads=None, n_boot=0, seed=0, ace_buckets=0, with_logs=True, smooth=False):
         self._init_bins(n_bins, edges, closed, eps, nan_policy, threads, self.logits)
         self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
         self.boot = Bootstrap(n_boot, seed, self.n_bins)
         self.buckets = ValueBuckets(ace_buckets)
+        self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
         self.with_logs = bool(with_logs)  # False: binned metrics only (no logarithms)
 
     def update(self, y_true, y_prob, *, start=None, device=None):
@@ -83,7 +85,7 @@ class BinaryAccumulator(Binned):
             eps=self.eps)
         if ci is not None:
             rep.set_intervals(ci, self.boot.counts, self.boot.sums)
-        return rep
+        return self.grid.set_report(rep)
 
     def describe(self):
         boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""

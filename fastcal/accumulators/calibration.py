@@ -105,6 +105,11 @@ class CalibrationAccumulator(Mergeable):
         filled by the same compiled pass.
     with_logs : bool, default True
         False keeps the binned metrics only (ECE, ESCE, MCE): no logarithms.
+    smooth : bool, default False
+        Also keep the grid sums of smooth ECE (8,193 grid points: the
+        interpolation weights and weighted residuals of p, a logit's sigmoid
+        or a K-class row's confidence), so that ``report()`` has ``smece``
+        and ``smece_sigma`` (:func:`fastcal.smece`).
 
     Notes
     -----
@@ -144,11 +149,11 @@ class CalibrationAccumulator(Mergeable):
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True):
+                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
         self._options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy,
                              eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
                              renormalize=renormalize, n_classes=n_classes, classwise=classwise,
-                             ace_buckets=ace_buckets, with_logs=with_logs)
+                             ace_buckets=ace_buckets, with_logs=with_logs, smooth=bool(smooth))
         kind = "multiclass" if v.check_n_classes(n_classes) is not None else (
             "logits" if logits else "binary")
         self._state = accumulator_for(kind, **self._options)

@@ -15,6 +15,7 @@ from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
+from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
 
@@ -32,7 +33,7 @@ class MulticlassAccumulator(Binned):
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
                  threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True):
+                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
         self.logits = bool(logits)
         self.renormalize = bool(renormalize)
         self._init_bins(n_bins, edges, closed, eps, nan_policy, threads,
@@ -48,6 +49,7 @@ class MulticlassAccumulator(Binned):
             self._set_classes(n_classes)
         self.boot = Bootstrap(n_boot, seed, self.n_bins)
         self.buckets = ValueBuckets(ace_buckets)
+        self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
 
     def _set_classes(self, k):
         self.n_classes = k
@@ -149,7 +151,7 @@ class MulticlassAccumulator(Binned):
             boot = self.boot.counts.copy()
             boot[..., 2] = boot[..., 1]
             rep.set_intervals(ci, boot, self.boot.sums)
-        return rep
+        return self.grid.set_report(rep)
 
     def describe(self):
         return f"n={self.n}, n_classes={self.n_classes}, n_bins={self.n_bins}, closed={self.closed!r}"

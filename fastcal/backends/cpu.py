@@ -31,18 +31,23 @@ def fill(acc, batch):
 
 
 def fill_parts(acc, batch, row0, filled=()):
-    """ACE's value buckets and the bootstrap replicates of a checked chunk.
+    """ACE's value buckets, the bootstrap replicates and the smooth ECE grid of
+    a checked chunk.
 
     ``filled`` is what ``fill`` returned: binary probabilities bring their
-    buckets from it (the fine arrays of ``fill_binary``); other kinds, and
-    data the fill did not bucket, are ranked first (``ranking_pair``)."""
-    if not (acc.ace_buckets or acc.n_boot):
+    buckets from it (the fine arrays of ``fill_binary``) and are their own
+    ranking values; other kinds, and data the fill did not bucket, are ranked
+    first (``ranking_pair``)."""
+    if not (acc.ace_buckets or acc.n_boot or acc.grid.on):
         return
     y, p = batch.host()
     fine = filled[4:6] if batch.kind == "binary" else ()
-    if len(fine) == 2:
+    if batch.kind == "binary" and (len(fine) == 2 or not acc.ace_buckets):
         edges, uniform = acc.kernel_edges(p.dtype)
         acc.boot.fill(y, p, row0, edges, uniform, acc.closed == "right", acc.threads)
+        acc.grid.fill(y, p, acc.threads)
+        if not fine:
+            return
         acc.buckets.counts += fine[0]
         acc.buckets.p += fine[1]
         return

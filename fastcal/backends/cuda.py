@@ -466,16 +466,17 @@ def fill(acc, batch):
 
 
 def fill_parts(acc, batch, row0, filled):
-    """ACE's buckets and the bootstrap replicates of a chunk the GPU filled.
+    """ACE's buckets, the bootstrap replicates and the smooth ECE grid of a
+    chunk the GPU filled.
 
     Data in GPU memory is ranked there (``ranking_pair``, as ``gather`` ranks
     it for the later passes), and its replicates and buckets are filled there
-    too; only the buckets of a chunk with invalid (omitted) rows, and
-    replicates over more bins than the GPU kernel takes, come from the ranked
-    pair (9 bytes a row) copied to the host. Host data streamed to the GPU is
+    too; only the buckets of a chunk with invalid (omitted) rows, replicates
+    over more bins than the GPU kernel takes and the smooth ECE grid come
+    from the ranked pair (9 bytes a row) copied to the host. Host data streamed to the GPU is
     ranked on the host (the CPU backend's ``fill_parts``).
     """
-    if not (acc.ace_buckets or acc.n_boot):
+    if not (acc.ace_buckets or acc.n_boot or acc.grid.on):
         return
     y, p = batch.y, batch.p
     if not is_device_array(p):
@@ -503,6 +504,8 @@ def fill_parts(acc, batch, row0, filled):
             acc.boot.sums += sums
         else:
             acc.boot.fill(*on_host(), row0, edges, uniform, right, acc.threads)
+    if acc.grid.on:  # no GPU kernel: float64 atomics would make sums depend on scheduling
+        acc.grid.fill(*on_host(), acc.threads)
     if not acc.ace_buckets:
         return
     if invalid:

@@ -97,6 +97,11 @@ class CalibrationReport(HasProvenance):
         global row of the first. None when not counted (the per-bin sums
         only tell that there is at least one, and in which bins:
         :attr:`certain_wrong_bins`); ``fastcal score`` fills them.
+    smece, smece_sigma : float
+        Smooth ECE (Blasiok and Nakkiran, 2023) and its bandwidth, the fixed
+        point sigma = smECE_sigma; NaN unless the smooth ECE grid was filled
+        (``smooth=True``). ``smooth_grid`` holds that grid's sums (mass,
+        residual) for :func:`fastcal.reports.plot.smooth_diagram`.
 
     Examples
     --------
@@ -128,6 +133,9 @@ class CalibrationReport(HasProvenance):
     intervals: dict = field(default_factory=dict)
     n_certain_wrong: object = None
     first_certain_wrong_row: object = None
+    smece: float = float("nan")
+    smece_sigma: float = float("nan")
+    smooth_grid: object = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
@@ -323,11 +331,21 @@ class CalibrationReport(HasProvenance):
             ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)
         return self
 
-    def plot(self, path=None, **kwargs):
-        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`."""
-        from fastcal.reports.plot import reliability_diagram
+    def set_smooth(self, mass, resid):
+        """Smooth ECE at its fixed-point bandwidth from the grid sums (copied)."""
+        from fastcal.reports.smooth import SmoothGrid
 
-        return reliability_diagram(self, path, **kwargs)
+        self.smooth_grid = (mass.copy(), resid.copy())
+        self.smece, self.smece_sigma = SmoothGrid(mass, resid).fixed_point()
+        return self
+
+    def plot(self, path=None, *, smooth=False, **kwargs):
+        """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`.
+        ``smooth=True``: the smooth reliability diagram of the smooth ECE grid instead
+        (:func:`fastcal.reports.plot.smooth_diagram`)."""
+        from fastcal.reports.plot import reliability_diagram, smooth_diagram
+
+        return (smooth_diagram if smooth else reliability_diagram)(self, path, **kwargs)
 
     # -- export ----------------------------------------------------------
 
@@ -347,6 +365,8 @@ class CalibrationReport(HasProvenance):
             "observed": self.observed,
             "eps": self.eps,
         })
+        if self.smooth_grid is not None:
+            out.update(smece=_clean(self.smece), smece_sigma=_clean(self.smece_sigma))
         out["ecd_test"] = {
             "z": _clean(self.ecd_z),
             "p_over": _clean(self.ecd_p_over),
@@ -410,6 +430,9 @@ class CalibrationReport(HasProvenance):
                                          _zcell(self.ecd_z)]) + " |")
         tail = (f"\nn = {self.n}, omitted = {self.n_omitted}, MCE = {cell(self.mce)}, "
                 f"ACE = {cell(self.ace) or 'n/a'}, Brier = {cell(self.brier)}, NLL = {cell(self.nll)}")
+        if self.smooth_grid is not None:
+            tail += (f"\nSmooth ECE = {cell(self.smece) or 'n/a'} "
+                     f"(bandwidth sigma = {cell(self.smece_sigma) or 'n/a'})")
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
