@@ -13,9 +13,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.reports.stats import check_count, check_seed
 from fastcal.inputs.binning import kernel_edges, uniform_edges
+from fastcal.accumulators import checks as ck
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
 from fastcal._kernels import equal_mass as kem
@@ -147,6 +149,22 @@ class Binned(Mergeable):
                    f"by {self.edge_dtype} edges; cast every chunk to one dtype (e.g. "
                    "astype('float64')) so that all rows share the same bins")
             raise ValueError(msg)
+
+    def update_batch(self, batch, *, start=None):
+        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
+        its backend fills the chunk; the state is left unchanged on invalid input."""
+        self._check_batch(batch)
+        row0 = self.n_rows if start is None else check_start(start)
+        self._fix_dtype(batch.dtype)
+        backend = backends.of(batch)
+        state = backend.fill(self, batch)
+        checks = state[self.checks_at]
+        ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
+        backend.fill_parts(self, batch, row0, state)
+        self._add_state(state, batch)
+        self.n_omitted += ck.omitted(self.checks, checks)
+        self.n_rows += batch.n
+        return self
 
     def _check_bins(self, other):
         same_edges = (self.edges is None and other.edges is None

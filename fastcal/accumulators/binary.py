@@ -6,12 +6,11 @@ sums of p, of the ECD terms and of their variance under calibration
 intervals. Parts: bootstrap replicates and ACE's value buckets.
 """
 
-from fastcal import backends
 from fastcal.inputs.batch import resolve
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
-from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
+from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets
 from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import binary as kb
 
@@ -22,6 +21,7 @@ class BinaryAccumulator(Binned):
 
     kind = "binary"
     checks = ck.BINARY
+    checks_at = 3  # where the fill's state holds its checks (see _add_state)
     n_classes = None
     logits = False
     renormalize = False
@@ -42,26 +42,18 @@ class BinaryAccumulator(Binned):
         batch = resolve(y_true, y_prob, logits=self.logits, device=device)
         return self.update_batch(batch, start=start)
 
-    def update_batch(self, batch, *, start=None):
-        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
-        its backend fills the chunk; the state is left unchanged on invalid input."""
+    def _check_batch(self, batch):
         if batch.kind != self.kind:
             msg = (f"y_prob is {batch.kind} input (shape {tuple(batch.p.shape)}) but this "
                    f"accumulator holds {self.kind} state of {self.n_rows} rows")
             raise ValueError(msg)
-        row0 = self.n_rows if start is None else check_start(start)
-        self._fix_dtype(batch.dtype)
-        backend = backends.of(batch)
-        state = backend.fill(self, batch)
+
+    def _add_state(self, state, batch):
+        """Add a checked chunk's (counts, sums, totals, checks[, fine ...])."""
         counts, sums, totals, checks = state[:4]
-        ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
-        backend.fill_parts(self, batch, row0, state)
         self.counts += counts
         self.sums += sums
         self.totals += totals
-        self.n_omitted += ck.omitted(self.checks, checks)
-        self.n_rows += batch.n
-        return self
 
     # -- merging ---------------------------------------------------------
 

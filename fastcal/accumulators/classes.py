@@ -8,13 +8,12 @@ replicates and ACE's buckets are those of the (confidence, correct) pairs.
 
 import numpy as np
 
-from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
-from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
+from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets
 from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
@@ -30,6 +29,7 @@ class MulticlassAccumulator(Binned):
     K is fixed by ``n_classes`` or by the first update."""
 
     kind = "multiclass"
+    checks_at = 5  # where the fill's state holds its checks (see _add_state)
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
                  threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
@@ -62,33 +62,25 @@ class MulticlassAccumulator(Binned):
         batch = resolve(y_true, y_prob, logits=self.logits, multiclass=True, device=device)
         return self.update_batch(batch, start=start)
 
-    def update_batch(self, batch, *, start=None):
-        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
-        its backend fills the chunk; the state is left unchanged on invalid input."""
+    def _check_batch(self, batch):
         if batch.kind != self.kind:
             msg = (f"y_prob has shape {tuple(batch.p.shape)} but this accumulator holds "
                    f"{self.n_classes}-class state; every update needs shape (n, K)")
             raise ValueError(msg)
-        row0 = self.n_rows if start is None else check_start(start)
-        k = int(batch.p.shape[1])
-        self._check_k(k)
-        self._fix_dtype(batch.dtype)
-        backend = backends.of(batch)
-        state = backend.fill(self, batch)
+        self._check_k(int(batch.p.shape[1]))
+
+    def _add_state(self, state, batch):
+        """Add a checked chunk's (counts, sums, totals, class counts, class sums,
+        checks)."""
         counts, sums, totals, ccounts, csums, checks = state
-        ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
-        backend.fill_parts(self, batch, row0, state)
         if self.n_classes is None:
-            self._set_classes(k)
+            self._set_classes(int(batch.p.shape[1]))
         self.counts += counts
         self.sums += sums
         self.totals += totals
         if self.classwise:
             self.class_counts += ccounts
             self.class_sums += csums
-        self.n_omitted += ck.omitted(self.checks, checks)
-        self.n_rows += batch.n
-        return self
 
     def _check_k(self, k):
         if self.n_classes is not None and k != self.n_classes:
