@@ -3,7 +3,9 @@
 from fastcal import soft
 from fastcal._kernels import binary as kb
 from fastcal.inputs.batch import is_soft
+from fastcal.inputs import validation as v
 from fastcal.inputs.binning import uniform_edges
+from fastcal.reports import measures
 from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
@@ -134,6 +136,8 @@ class _BinnedScalars:
     def __init__(self, acc, observed):
         col = 1 if observed == "frac_pos" else 2
         self.ece, self.esce, self.mce = kb.binned_scalars(acc.counts, acc.sums, acc.n_bins, col)
+        nb = acc.n_bins
+        self.ece_l2 = measures.l2_error(acc.counts[:nb, 0], acc.counts[:nb, col], acc.sums[:nb, 0])
 
 
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
@@ -146,24 +150,56 @@ def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads
     return _BinnedScalars(acc, observed)
 
 
+NORMS = ("l1", "l2", "max")
+
+
 def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None, logits=False, renormalize=False):
+        nan_policy="raise", threads=None, logits=False, renormalize=False, norm="l1"):
     """Expected Calibration Error (eq. 5): sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)|.
 
-    Options as in :func:`calibration_report`. Returns a float. For (n, K)
-    ``y_prob`` this is the top-label (confidence) ECE: bins over max_k p_k,
-    comparing each bin's mean confidence with its accuracy (argmax == label);
-    ``observed`` does not apply there (the two coincide). For the class-wise
-    version see :func:`fastcal.classwise_ece`.
+    Parameters
+    ----------
+    y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits, renormalize
+        As in :func:`calibration_report`.
+    norm : {"l1", "l2", "max"}, default "l1"
+        How the bins' gaps are combined, named as torchmetrics'
+        ``binary_calibration_error`` / ``multiclass_calibration_error`` name
+        them: "l1" the ECE, "l2" the root-mean-square error (the report's
+        ``ece_l2``), "max" the largest gap (the report's ``mce``).
+
+    Returns
+    -------
+    float
+        For (n, K) ``y_prob`` the top-label (confidence) error: bins over
+        max_k p_k, comparing each bin's mean confidence with its accuracy
+        (argmax == label); ``observed`` does not apply there (the two
+        coincide). For the class-wise version see :func:`fastcal.classwise_ece`.
+
+    Raises
+    ------
+    ValueError
+        Bad input (as :func:`calibration_report`) or a ``norm`` not in the list.
+
+    Notes
+    -----
+    With w_m = |B_m| / n and gap_m = observed(B_m) - conf(B_m) over the
+    non-empty bins: l1 = sum_m w_m |gap_m|, l2 = sqrt(sum_m w_m gap_m**2),
+    max = max_m |gap_m|. torchmetrics gives the same numbers on float64 input
+    (it puts p = 1.0 exactly in a bin of its own; here it is in the last bin).
 
     Examples
     --------
     >>> import fastcal
-    >>> round(fastcal.ece([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
+    >>> y, p = [0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3]
+    >>> round(fastcal.ece(y, p, n_bins=5), 3)
     0.25
+    >>> round(fastcal.ece(y, p, n_bins=5, norm="l2"), 4), round(fastcal.ece(y, p, n_bins=5, norm="max"), 3)
+    (0.2739, 0.4)
     """
-    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
-                   logits, renormalize).ece
+    v.check_choice("norm", norm, NORMS)
+    r = _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
+                logits, renormalize)
+    return {"l1": r.ece, "l2": r.ece_l2, "max": r.mce}[norm]
 
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",

@@ -14,6 +14,7 @@ branches):
     sums[b, 1]    sum of ECD terms (p - y) * logit(p)     float64  (eq. 15)
     sums[b, 2]    sum of p (1 - p) logit(p)**2            float64  (Var of ECD term if calibrated)
     totals[0..4]  sums of Brier terms, NLL terms, squared ECD, squared Brier and squared NLL terms
+    totals[5..6]  sums of p**2 and p*y (the within-bin terms of the Brier decomposition)
     checks[0..9]  invalid-input counts and first indices (see CHECK_* below)
 
 Per block of BLOCK rows: (1) bins and both logarithms in one vectorised loop
@@ -43,7 +44,7 @@ from .mathfn import log_pair, search_sorted
 
 N_COUNTS = 3
 N_SUMS = 3
-N_TOTALS = 5
+N_TOTALS = 7
 
 # checks[]: counts then first (smallest) row index of each kind, -1 if none
 CHECK_NAN_P = 0      # p is NaN
@@ -155,6 +156,8 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
     s_ecd2 = 0.0
     s_brier2 = 0.0
     s_nll2 = 0.0
+    s_p2 = 0.0
+    s_py = 0.0
     for j in range(p.shape[0]):
         pj = np.float64(p[j])
         yj = np.float64(y[j])
@@ -188,6 +191,8 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
             s_nll += nll if good else 0.0
             s_nll2 += nll * nll if good else 0.0
             s_ecd2 += e * e if good else 0.0
+            s_p2 += ps * ps if good else 0.0
+            s_py += ps * ys if good else 0.0
         else:
             ev[j] = 0.0
             vv[j] = 0.0
@@ -197,6 +202,8 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
         tot[2] += s_ecd2
         tot[3] += s_brier2
         tot[4] += s_nll2
+        tot[5] += s_p2
+        tot[6] += s_py
     return n_good
 
 

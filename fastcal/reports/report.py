@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.reports import measures as _measures
 from fastcal.reports import stats as _stats
 from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 
@@ -14,6 +15,8 @@ from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
                "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
+# The measures of issue 27, in report and JSON order (ece_sweep: only when asked for).
+MEASURES = ("ece_l2", "ece_debiased", *_measures.BRIER_PARTS, "ece_sweep", "ece_sweep_bins")
 
 
 def count_certain_wrong(y, p, start=0):
@@ -90,6 +93,23 @@ class CalibrationReport:
         Metric name -> (lo, hi) for ece, esce, mce (Poisson bootstrap) and
         ecd, brier, nll (t-intervals), each clipped to its metric's range;
         empty when none were asked for.
+    ece_l2 : float
+        Root-mean-square calibration error over the bins,
+        sqrt(sum_m |B_m|/n (observed - conf)**2) (torchmetrics' norm="l2").
+    ece_debiased : float
+        The debiased L2 estimate of Kumar, Liang and Ma (2019): the root of
+        max(0, sum_m |B_m|/n [(observed - conf)**2 - observed (1 - observed) /
+        (|B_m| - 1)]), bins of fewer than 2 rows adding 0.
+    brier_reliability, brier_resolution, brier_uncertainty : float
+        Murphy's (1973) decomposition of the Brier score over the bins (K
+        classes: class-wise, summed over classes; NaN without class-wise state).
+    brier_within_variance, brier_within_covariance : float
+        The within-bin terms of Stephenson, Coelho and Jolliffe (2008):
+        reliability - resolution + uncertainty + within_variance -
+        within_covariance = brier.
+    ece_sweep, ece_sweep_bins : float, int
+        ECE-sweep (Roelofs et al., 2022) and its bin count; NaN / None unless
+        asked for (``metrics=("ece_sweep",)``).
     n_certain_wrong, first_certain_wrong_row : int or None
         Rows predicted with certainty and wrong (p exactly 0 with y = 1, or
         exactly 1 with y = 0), which make ECD, NLL and z +inf, and the
@@ -127,12 +147,21 @@ class CalibrationReport:
     intervals: dict = field(default_factory=dict)
     n_certain_wrong: object = None
     first_certain_wrong_row: object = None
+    ece_l2: float = float("nan")
+    ece_debiased: float = float("nan")
+    brier_reliability: float = float("nan")
+    brier_resolution: float = float("nan")
+    brier_uncertainty: float = float("nan")
+    brier_within_variance: float = float("nan")
+    brier_within_covariance: float = float("nan")
+    ece_sweep: float = float("nan")
+    ece_sweep_bins: object = None
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
                    strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan"),
                    n_certain_wrong=None, first_certain_wrong_row=None):
-        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (5,).
+        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (7,).
 
         ``n_certain_wrong`` / ``first_certain_wrong_row``: the accumulator's count of
         rows with p exactly 1 - y in {0, 1} and the global row of the first (-1 or
@@ -193,6 +222,13 @@ class CalibrationReport:
             "sum_brier_sq": float(totals[3]),
             "sum_nll_sq": float(totals[4]),
         }
+        obs = counts[:, 1 if observed == "frac_pos" else 2]
+        raw["sum_p2"] = float(totals[5])
+        raw["sum_py"] = float(totals[6])
+        extra = dict(ece_l2=_measures.l2_error(count, obs, sums[:, 0]),
+                     ece_debiased=_measures.debiased_l2(count, obs, sums[:, 0]),
+                     **_measures.brier_decomposition(count, counts[:, 1], sums[:, 0],
+                                                     raw["sum_p2"], raw["sum_py"]))
         return cls(n=n, n_omitted=int(n_omitted), ece=ece, esce=esce, mce=mce, ace=float(ace),
                    ecd=ecd, brier=brier, nll=nll, ecd_var=raw["sum_ecd_var"], bins=bins,
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
@@ -200,7 +236,7 @@ class CalibrationReport:
                    n_certain_wrong=None if n_certain_wrong is None else int(n_certain_wrong),
                    first_certain_wrong_row=(None if first_certain_wrong_row is None
                                             or first_certain_wrong_row < 0
-                                            else int(first_certain_wrong_row)))
+                                            else int(first_certain_wrong_row)), **extra)
 
     # -- certain and wrong predictions ---------------------------------------
 
@@ -337,7 +373,7 @@ class CalibrationReport:
         line naming the bins and their rows, ``ecd_test.verdict`` the net
         test alone and ``bin_test`` the per-bin test.
         """
-        out = {name: _clean(getattr(self, name)) for name in SCALARS}
+        out = {name: _clean(getattr(self, name)) for name in SCALARS + MEASURES}
         out.update({
             "ecd_var": _clean(self.ecd_var),
             "n_bins": self.n_bins,
@@ -409,6 +445,7 @@ class CalibrationReport:
                                          _zcell(self.ecd_z)]) + " |")
         tail = (f"\nn = {self.n}, omitted = {self.n_omitted}, MCE = {cell(self.mce)}, "
                 f"ACE = {cell(self.ace) or 'n/a'}, Brier = {cell(self.brier)}, NLL = {cell(self.nll)}")
+        tail += self._measures_lines(cell)
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
@@ -426,6 +463,20 @@ class CalibrationReport:
                      f"{cell(b) or 'n/a'}]" for name, (a, b) in self.intervals.items()]
             tail += f"\n{lvl} intervals: " + ", ".join(parts)
         return "\n".join(rows) + "\n" + tail
+
+    def _measures_lines(self, cell):
+        """The text lines of the L2, debiased, sweep and Brier-decomposition fields."""
+        out = (f"\nL2 ECE = {cell(self.ece_l2) or 'n/a'}, debiased L2 ECE = "
+               f"{cell(self.ece_debiased) or 'n/a'}")
+        if self.ece_sweep_bins is not None:
+            out += f", ECE-sweep = {cell(self.ece_sweep)} ({self.ece_sweep_bins} bins)"
+        if not math.isnan(self.brier_reliability):
+            out += (f"\nBrier decomposition (REL - RES + UNC + WBV - WBC = Brier): reliability "
+                    f"{cell(self.brier_reliability)}, resolution {cell(self.brier_resolution)}, "
+                    f"uncertainty {cell(self.brier_uncertainty)}, within-bin variance "
+                    f"{cell(self.brier_within_variance)}, within-bin covariance "
+                    f"{cell(self.brier_within_covariance)}")
+        return out
 
     def __str__(self):
         return self.to_markdown()
