@@ -73,6 +73,11 @@ def _version():
     return __version__
 
 
+def _names_list(text):
+    """A comma-separated list of names ("ece_sweep,tace"); checked by the scoring options."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _count(text):
     """An integer option that also takes 1e6 or 1_000_000 (an integral value)."""
     try:
@@ -128,6 +133,11 @@ def _parser():
     sc.add_argument("--renormalize", action="store_true",
                     help="K class columns: divide each row by its sum instead of refusing rows "
                          "that do not sum to 1")
+    sc.add_argument("--metrics", type=_names_list, default=(), metavar="NAME,NAME",
+                    help="also compute these measures, which cost more passes: ece_sweep "
+                         "(ECE-sweep and its bin count)")
+    sc.add_argument("--sweep", choices=("quantile", "uniform"), default="quantile",
+                    help="the bins ECE-sweep sweeps: equal-mass (default) or equal-width")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
@@ -548,7 +558,8 @@ def _cmd_score(args):
                          chunk_rows=args.chunk_rows, progress=progress, format=fmt,
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
-                         verify_checksums=not args.no_verify_checksums, transform=transform)
+                         verify_checksums=not args.no_verify_checksums, transform=transform,
+                         metrics=args.metrics, sweep=args.sweep)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json_text(_report_dict(rep, elapsed))
@@ -812,7 +823,7 @@ def _score_on_dask(args, fmt, prob, label, transform):
                                     logits=args.logits, ci=args.ci, n_boot=args.n_boot,
                                     seed=args.seed, device=args.device, transform=transform,
                                     verify_checksums=not args.no_verify_checksums,
-                                    client=client,
+                                    metrics=args.metrics, sweep=args.sweep, client=client,
                                     rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
             except Exception:
                 if dog.message:

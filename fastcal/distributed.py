@@ -234,6 +234,8 @@ _OPTIONS_DOC = """
         serves every entry point). Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
         to count them when ``ci`` is given.
+    metrics, sweep
+        As in :func:`fastcal.calibration_report`.
     transform : callable, optional
         A fitted recalibration (:mod:`fastcal.recalibrate`), applied on the
         workers to every partition's probabilities (or logits) before they
@@ -265,7 +267,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None):
+               transform=None, metrics=(), sweep="quantile"):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -323,14 +325,16 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
+                      seed=seed, device=device, transform=transform,
+                      metrics=metrics, sweep=sweep)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
-                    n_boot=200, seed=0, device=None, transform=None):
+                    n_boot=200, seed=0, device=None, transform=None, metrics=(),
+                    sweep="quantile"):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -380,7 +384,8 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
+                      seed=seed, device=device, transform=transform,
+                      metrics=metrics, sweep=sweep)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -388,7 +393,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-                  verify_checksums=True, transform=None):
+                  verify_checksums=True, transform=None, metrics=(), sweep="quantile"):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -448,7 +453,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                      threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform)
+                      seed=seed, device=device, transform=transform,
+                      metrics=metrics, sweep=sweep)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

@@ -12,7 +12,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
-               verify_checksums=True, device=None, transform=None):
+               verify_checksums=True, device=None, transform=None, metrics=(),
+               sweep="quantile"):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -122,7 +123,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device, transform=transform).checked()
+                      renormalize=renormalize, device=device, transform=transform,
+                      metrics=metrics, sweep=sweep).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
     out = score(source, options)

@@ -17,7 +17,7 @@ def _arrays(y_true, y_prob, **options):
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
-                       renormalize=False, device=None):
+                       renormalize=False, device=None, metrics=(), sweep="quantile"):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -82,6 +82,14 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         only the ranked (label, value) pair to the host, never the (n, K) rows.
         Soft labels have no GPU kernel: None scores device arrays of them on
         the host (a copy), "cuda" refuses them.
+    metrics : tuple of str, optional
+        Measures computed only when asked for, each costing more than 10% of
+        the fill: "ece_sweep" (ECE-sweep of Roelofs et al., 2022, and its
+        bin count, ``report.ece_sweep`` / ``report.ece_sweep_bins``; about
+        b* + 1 light passes over the data). The names are
+        ``fastcal.score.OPTIONAL_METRICS``.
+    sweep : {"quantile", "uniform"}, default "quantile"
+        The bins ECE-sweep sweeps: equal-mass (the paper's) or equal-width.
 
     Returns
     -------
@@ -124,7 +132,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device)
+                      renormalize=renormalize, device=device, metrics=metrics, sweep=sweep)
     return score(ArraySource(y_true, y_prob), options)
 
 

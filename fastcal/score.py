@@ -23,10 +23,41 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
+from fastcal.accumulators import sweep
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci, check_count, check_seed
+
+
+def _ece_sweep(source, acc, rep, opts):
+    """ECE-sweep over the source's ranked pairs (top-label for K classes)."""
+    rep.ece_sweep, rep.ece_sweep_bins, passes = sweep.ece_sweep(
+        acc.fine_counts, acc.fine_p, source.parts(_pair(acc)), acc.nan_policy == "omit",
+        strategy=opts.sweep, right=acc.closed == "right")
+    return passes
+
+
+# The measures computed only when named in ``metrics=`` (each costs more than 10% of the
+# fill): name -> function(source, accumulator, report, options) that sets the report's
+# fields and returns the passes over the data it took. One line adds a measure.
+OPTIONAL_METRICS = {
+    "ece_sweep": _ece_sweep,
+}
+# optional measures that rank the data (they need the fill's value buckets)
+_RANKED = ("ece_sweep",)
+
+
+def check_metrics(metrics):
+    """``metrics`` as a tuple of known names: a name, or an iterable of names."""
+    names = (metrics,) if isinstance(metrics, str) else tuple(metrics or ())
+    unknown = [m for m in names if m not in OPTIONAL_METRICS]
+    if unknown:
+        msg = (f"metrics has unknown name{'s' if len(unknown) > 1 else ''} "
+               f"{', '.join(repr(m) for m in unknown)}; valid names: "
+               f"{', '.join(OPTIONAL_METRICS)}")
+        raise ValueError(msg)
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -63,9 +94,14 @@ class Options:
     # a fitted recalibration map (fastcal.recalibrate), called on the probabilities (or logits,
     # with logits=True) of every chunk before it is scored; it returns probabilities
     transform: object = None
+    # optional measures (names of OPTIONAL_METRICS), computed after the fill
+    metrics: tuple = ()
+    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform"
+    sweep: str = "quantile"
 
     def checked(self):
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
+        v.check_choice("sweep", self.sweep, sweep.SWEEPS)
         v.check_choice("observed", self.observed, v.OBSERVED)
         if self.device is not None:
             v.check_choice("device", self.device, ("cpu", "cuda"))
@@ -81,11 +117,13 @@ class Options:
                    "intervals do not depend on the bins), or drop ci")
             raise ValueError(msg)
         return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
-                       seed=check_seed(self.seed), ace=bool(self.ace))
+                       seed=check_seed(self.seed), ace=bool(self.ace),
+                       metrics=check_metrics(self.metrics))
 
     @property
     def equal_mass(self):
-        return self.strategy == "quantile" or self.ace
+        return self.strategy == "quantile" or self.ace or any(
+            m in _RANKED for m in check_metrics(self.metrics))
 
     def accumulator(self, n_rows=None, **overrides):
         """A fresh accumulator for these options; ``n_rows``, when the source knows
@@ -157,6 +195,8 @@ def score(source, options):
             rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
                                     source.parts(_pair(acc)), omit, opts.observed)
             steps.append(("ACE", extra))
+    for name in opts.metrics:
+        steps.append((name, OPTIONAL_METRICS[name](source, acc, rep, opts)))
     steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
     rep.n_rows = n_rows
     rep.pass_steps = [(what, k) for what, k in steps if k]
