@@ -135,9 +135,12 @@ def _parser():
                          "that do not sum to 1")
     sc.add_argument("--metrics", type=_names_list, default=(), metavar="NAME,NAME",
                     help="also compute these measures, which cost more passes: ece_sweep "
-                         "(ECE-sweep and its bin count)")
+                         "(ECE-sweep and its bin count), tace (K classes: thresholded "
+                         "adaptive calibration error)")
     sc.add_argument("--sweep", choices=("quantile", "uniform"), default="quantile",
                     help="the bins ECE-sweep sweeps: equal-mass (default) or equal-width")
+    sc.add_argument("--tace-threshold", type=float, default=1e-3, metavar="P",
+                    help="TACE ranks, per class, the probabilities above this (default 1e-3)")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
@@ -559,7 +562,8 @@ def _cmd_score(args):
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
                          verify_checksums=not args.no_verify_checksums, transform=transform,
-                         metrics=args.metrics, sweep=args.sweep)
+                         metrics=args.metrics, sweep=args.sweep,
+                         tace_threshold=args.tace_threshold)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json_text(_report_dict(rep, elapsed))
@@ -823,7 +827,8 @@ def _score_on_dask(args, fmt, prob, label, transform):
                                     logits=args.logits, ci=args.ci, n_boot=args.n_boot,
                                     seed=args.seed, device=args.device, transform=transform,
                                     verify_checksums=not args.no_verify_checksums,
-                                    metrics=args.metrics, sweep=args.sweep, client=client,
+                                    metrics=args.metrics, sweep=args.sweep,
+                                    tace_threshold=args.tace_threshold, client=client,
                                     rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
             except Exception:
                 if dog.message:

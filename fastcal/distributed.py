@@ -234,7 +234,7 @@ _OPTIONS_DOC = """
         serves every entry point). Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
         to count them when ``ci`` is given.
-    metrics, sweep
+    metrics, sweep, tace_threshold
         As in :func:`fastcal.calibration_report`.
     transform : callable, optional
         A fitted recalibration (:mod:`fastcal.recalibrate`), applied on the
@@ -267,7 +267,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None, metrics=(), sweep="quantile"):
+               transform=None, metrics=(), sweep="quantile",
+               tace_threshold=1e-3):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -326,7 +327,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
                       seed=seed, device=device, transform=transform,
-                      metrics=metrics, sweep=sweep)
+                      metrics=metrics, sweep=sweep,
+                      tace_threshold=tace_threshold)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
@@ -334,7 +336,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
                     n_boot=200, seed=0, device=None, transform=None, metrics=(),
-                    sweep="quantile"):
+                    sweep="quantile", tace_threshold=1e-3):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -385,7 +387,8 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
                       seed=seed, device=device, transform=transform,
-                      metrics=metrics, sweep=sweep)
+                      metrics=metrics, sweep=sweep,
+                      tace_threshold=tace_threshold)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -393,7 +396,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-                  verify_checksums=True, transform=None, metrics=(), sweep="quantile"):
+                  verify_checksums=True, transform=None, metrics=(), sweep="quantile",
+               tace_threshold=1e-3):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -454,7 +458,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                      threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
                       seed=seed, device=device, transform=transform,
-                      metrics=metrics, sweep=sweep)
+                      metrics=metrics, sweep=sweep,
+                      tace_threshold=tace_threshold)
     rep.source = os.fspath(path)
     rep.format = "parquet"
     rep.dask = _describe(client, scheduler, workers)

@@ -17,7 +17,8 @@ def _arrays(y_true, y_prob, **options):
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
-                       renormalize=False, device=None, metrics=(), sweep="quantile"):
+                       renormalize=False, device=None, metrics=(), sweep="quantile",
+                       tace_threshold=1e-3):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -86,10 +87,13 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         Measures computed only when asked for, each costing more than 10% of
         the fill: "ece_sweep" (ECE-sweep of Roelofs et al., 2022, and its
         bin count, ``report.ece_sweep`` / ``report.ece_sweep_bins``; about
-        b* + 1 light passes over the data). The names are
-        ``fastcal.score.OPTIONAL_METRICS``.
+        b* + 1 light passes over the data) and "tace" (K classes: TACE of
+        Nixon et al., 2019, over ``n_bins`` equal-mass ranges per class; 2-3
+        passes per class). The names are ``fastcal.score.OPTIONAL_METRICS``.
     sweep : {"quantile", "uniform"}, default "quantile"
         The bins ECE-sweep sweeps: equal-mass (the paper's) or equal-width.
+    tace_threshold : float, default 1e-3
+        TACE ranks, per class, only the probabilities above this.
 
     Returns
     -------
@@ -132,7 +136,8 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device, metrics=metrics, sweep=sweep)
+                      renormalize=renormalize, device=device, metrics=metrics, sweep=sweep,
+                      tace_threshold=tace_threshold)
     return score(ArraySource(y_true, y_prob), options)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators import sweep
+from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.report import CalibrationReport
@@ -38,11 +39,26 @@ def _ece_sweep(source, acc, rep, opts):
     return passes
 
 
+def _tace(source, acc, rep, opts):
+    """TACE over each class's probabilities above the threshold (K classes)."""
+    if acc.n_classes is None:
+        msg = (f"{source.prefix}metrics 'tace' is class-wise and needs K class columns; "
+               f"{source.what} holds one probability column (binary): drop 'tace'")
+        raise ValueError(msg)
+
+    def parts_of(k):
+        return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
+
+    rep.tace, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
+    return passes
+
+
 # The measures computed only when named in ``metrics=`` (each costs more than 10% of the
 # fill): name -> function(source, accumulator, report, options) that sets the report's
 # fields and returns the passes over the data it took. One line adds a measure.
 OPTIONAL_METRICS = {
     "ece_sweep": _ece_sweep,
+    "tace": _tace,
 }
 # optional measures that rank the data (they need the fill's value buckets)
 _RANKED = ("ece_sweep",)
@@ -98,6 +114,8 @@ class Options:
     metrics: tuple = ()
     # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform"
     sweep: str = "quantile"
+    # TACE: the class probabilities ranked are those above this
+    tace_threshold: float = 1e-3
 
     def checked(self):
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
@@ -118,7 +136,8 @@ class Options:
             raise ValueError(msg)
         return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace),
-                       metrics=check_metrics(self.metrics))
+                       metrics=check_metrics(self.metrics),
+                       tace_threshold=tc.check_threshold(self.tace_threshold))
 
     @property
     def equal_mass(self):

@@ -69,6 +69,12 @@ class ArraySource:
         Logits and K classes in GPU memory are ranked on the GPU (the values its
         fill bucketed: libdevice's exp may differ from the host's by an ulp) and
         only the pair is copied; other data is ranked on the host."""
+        if pair.get("column") is not None:  # a class column (TACE): from host rows
+            from fastcal import cuda
+
+            y, p = (cuda.to_host(n, a) for n, a in zip(("y_true", "y_prob"), self.device_pair))
+            batch = resolve(y, p, logits=pair["logits"], multiclass=True)
+            return em.ranking_pair(batch.y, batch.p, **pair)
         if self.ranked_pair is None:
             from fastcal import cuda
 
