@@ -87,8 +87,9 @@ def test_top_label_norms_equal_torchmetrics_multiclass(norm):
 
 
 def test_float32_input_differs_from_torchmetrics_only_by_float32_sums():
-    """torchmetrics sums float32 input in float32; fastcal sums in float64 (its float32
-    bins are the same), so the two differ by float32 rounding, about 1e-7 relative."""
+    """torchmetrics sums float32 input in float32 (scatter_add); fastcal sums in float64
+    (its float32 bins are the same), so the two differ by float32 accumulation: 8e-6
+    relative here (20,000 rows), 7e-5 at 1e6 rows, growing with n."""
     torch = pytest.importorskip("torch")
     tmf = pytest.importorskip("torchmetrics.functional.classification")
     y, p = _binary(20_000)
@@ -99,7 +100,8 @@ def test_float32_input_differs_from_torchmetrics_only_by_float32_sums():
     got = fastcal.ece(y, p32, n_bins=15, norm="l2")
     exact = fastcal.ece(y, p32.astype(np.float64), n_bins=15, norm="l2")
     assert got == pytest.approx(exact, rel=1e-12)
-    assert got == pytest.approx(ref, rel=1e-5)
+    assert got == pytest.approx(ref, rel=1e-4)
+    assert got != ref  # the float32 sums do differ
 
 
 def test_norm_is_checked():
