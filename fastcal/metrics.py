@@ -149,8 +149,12 @@ class _BinnedScalars:
     def __init__(self, acc, observed):
         col = 1 if observed == "frac_pos" else 2
         self.ece, self.esce, self.mce = kb.binned_scalars(acc.counts, acc.sums, acc.n_bins, col)
-        nb = acc.n_bins
-        self.ece_l2 = measures.l2_error(acc.counts[:nb, 0], acc.counts[:nb, col], acc.sums[:nb, 0])
+        self._state = acc.counts[: acc.n_bins][None], col, acc.sums[: acc.n_bins][None]
+
+    @property
+    def ece_l2(self):
+        counts, col, sums = self._state
+        return measures.binned(counts, col, 1, sums, 0, 0.0, 0.0)["l2"]
 
 
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
@@ -212,7 +216,7 @@ def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     v.check_choice("norm", norm, NORMS)
     r = _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
                 logits, renormalize)
-    return {"l1": r.ece, "l2": r.ece_l2, "max": r.mce}[norm]
+    return getattr(r, {"l1": "ece", "l2": "ece_l2", "max": "mce"}[norm])
 
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",

@@ -558,3 +558,55 @@ def binned_scalars(counts, sums, n_bins, col):
         esce += w * g
         mce = max(mce, abs(g))
     return ece, esce, mce
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def binned_measures(counts, col_obs, col_pos, sums, col_p):
+    """Per-class sums of the L2 and debiased L2 errors and the Brier decomposition's
+    bin sums, from (K, n_bins, .) counts and sums (K = 1: binary or top-label), in one loop.
+
+    Returns ``per_class`` (K, 2): sum_b w_b g_b**2 and the debiased square
+    sum_b w_b [g_b**2 - o_b (1 - o_b) / (n_b - 1)] (bins of fewer than 2 rows add 0),
+    g_b = o_b - c_b, o_b = counts[k, b, col_obs] / n_b, c_b = sums[k, b, col_p] / n_b,
+    w_b = n_b / n; and ``dec`` (5,): sum_b n_b (c_b - y_b)**2, sum_b n_b (y_b - y_k)**2
+    and sum_k y_k (1 - y_k) (y_b the frequency of counts[k, b, col_pos], y_k the class's),
+    sum_b n_b c_b**2 and sum_b n_b c_b y_b, over every class, and n = sum_b n_b of
+    the first class (the rows; dec[5]). Nothing is added when n is 0.
+    """
+    K = counts.shape[0]
+    nb = counts.shape[1]
+    per_class = np.zeros((K, 2), np.float64)
+    dec = np.zeros(6, np.float64)
+    n = 0
+    for b in range(nb):
+        n += counts[0, b, 0]
+    dec[5] = n
+    if n == 0:
+        return per_class, dec
+    nf = np.float64(n)
+    for k in range(K):
+        pos = 0
+        for b in range(nb):
+            pos += counts[k, b, col_pos]
+        base = pos / nf
+        dec[2] += base * (1.0 - base)
+        for b in range(nb):
+            c = counts[k, b, 0]
+            if c == 0:
+                continue
+            cf = np.float64(c)
+            conf = sums[k, b, col_p] / cf
+            obs = counts[k, b, col_obs] / cf
+            freq = counts[k, b, col_pos] / cf
+            g = obs - conf
+            w = cf / nf
+            per_class[k, 0] += w * g * g
+            if c >= 2:
+                per_class[k, 1] += w * (g * g - obs * (1.0 - obs) / (cf - 1.0))
+            d = conf - freq
+            dec[0] += cf * d * d
+            r = freq - base
+            dec[1] += cf * r * r
+            dec[3] += cf * conf * conf
+            dec[4] += cf * conf * freq
+    return per_class, dec

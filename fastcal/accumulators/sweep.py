@@ -14,7 +14,8 @@ therefore exact on files and Dask, at a cost of about b* + 1 passes.
 import numpy as np
 
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs.binning import uniform_edges
+from fastcal.accumulators.binary import fill
+from fastcal.inputs.binning import kernel_edges
 from fastcal._kernels import binary as kb
 
 SWEEPS = ("quantile", "uniform")
@@ -26,21 +27,13 @@ def _monotone(counts):
     return bool(np.all(np.diff(freq) >= 0.0))
 
 
-def _width_state(y, x, edges, right):
-    """(counts, sums) over the bins of ``edges`` (closed as the fill's bins), for
-    one part of ranked pairs (labels 0/1, values in [0, 1]); NaN rows skipped."""
-    ok = ~np.isnan(x)
-    x = x[ok].astype(np.float64)
-    y = y[ok]
-    nb = edges.shape[0] - 1
-    side = "left" if right else "right"
-    b = np.clip(np.searchsorted(edges, x, side=side) - 1, 0, nb - 1)
-    counts = np.zeros((nb, kb.N_COUNTS), np.int64)
-    counts[:, 0] = np.bincount(b, minlength=nb)
-    counts[:, 1] = np.bincount(b[y == 1], minlength=nb)
-    sums = np.zeros((nb, kb.N_SUMS), np.float64)
-    sums[:, 0] = np.bincount(b, weights=x, minlength=nb)
-    return counts, sums
+def _width_state(y, x, n_bins, right):
+    """(counts, sums) over ``n_bins`` uniform bins, by the binary fill kernel (the
+    fill's edges for x's dtype, its closed side), for one part of ranked pairs
+    (labels 0/1, values in [0, 1]); NaN (omitted) rows skipped."""
+    counts, sums, _, _ = fill(y, x, kernel_edges(n_bins, x.dtype.str), True, right, True, 0.0,
+                              False, 1)
+    return counts[:n_bins], sums[:n_bins]
 
 
 def _add(acc, r):
@@ -66,8 +59,7 @@ def ece_sweep(fine_counts, fine_p, parts, omit, *, strategy="quantile", right=Fa
             else:
                 counts, sums, k = got
         else:
-            counts, sums = parts.map(_width_state, (uniform_edges(b, np.float64), right),
-                                     combine=_add)
+            counts, sums = parts.map(_width_state, (b, right), combine=_add)
             k = 1
             n = int(counts[:, 0].sum())
             if b > n:

@@ -93,11 +93,11 @@ class MulticlassReport(CalibrationReport):
         parts = dict.fromkeys(_measures.BRIER_PARTS, float("nan"))
         if class_state is not None and rep.n > 0:
             ccounts, csums = class_state
-            parts = _measures.brier_decomposition(ccounts[:, :, 0], ccounts[:, :, 1], csums,
-                                                  float(totals[5]), float(totals[6]))
-            squares = [_measures.debiased_square(ccounts[k, :, 0], ccounts[k, :, 1], csums[k],
-                                                 rep.n) for k in range(ccounts.shape[0])]
-            rep.classwise_ece_debiased = float(np.sqrt(np.mean(np.maximum(squares, 0.0))))
+            got = _measures.binned(np.ascontiguousarray(ccounts, np.int64), 1, 1,
+                                   np.ascontiguousarray(csums, np.float64)[:, :, None], 0,
+                                   float(totals[5]), float(totals[6]))
+            parts = {name: got[name] for name in _measures.BRIER_PARTS}
+            rep.classwise_ece_debiased = got["debiased"]
         for name, x in parts.items():
             setattr(rep, name, x)
         return rep

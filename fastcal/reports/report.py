@@ -222,13 +222,14 @@ class CalibrationReport:
             "sum_brier_sq": float(totals[3]),
             "sum_nll_sq": float(totals[4]),
         }
-        obs = counts[:, 1 if observed == "frac_pos" else 2]
         raw["sum_p2"] = float(totals[5])
         raw["sum_py"] = float(totals[6])
-        extra = dict(ece_l2=_measures.l2_error(count, obs, sums[:, 0]),
-                     ece_debiased=_measures.debiased_l2(count, obs, sums[:, 0]),
-                     **_measures.brier_decomposition(count, counts[:, 1], sums[:, 0],
-                                                     raw["sum_p2"], raw["sum_py"]))
+        extra = _measures.binned(np.ascontiguousarray(counts, np.int64)[None],
+                                 1 if observed == "frac_pos" else 2, 1,
+                                 np.ascontiguousarray(sums, np.float64)[None], 0,
+                                 raw["sum_p2"], raw["sum_py"])
+        extra["ece_l2"] = extra.pop("l2")
+        extra["ece_debiased"] = extra.pop("debiased")
         return cls(n=n, n_omitted=int(n_omitted), ece=ece, esce=esce, mce=mce, ace=float(ace),
                    ecd=ecd, brier=brier, nll=nll, ecd_var=raw["sum_ecd_var"], bins=bins,
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
