@@ -230,3 +230,19 @@ def test_cli_metrics_text_json_and_bad_name(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].endswith(
         "metrics has unknown name 'bogus'; valid names: " + ", ".join(OPTIONAL_METRICS))
+
+
+def test_ece_sweep_of_separated_labels_runs_to_one_row_per_bin_and_stops_at_the_cap(
+        monkeypatch):
+    from fastcal.accumulators import sweep
+
+    p = np.linspace(0.01, 0.99, 40)
+    y = (p > 0.5).astype(np.uint8)  # frequencies 0 then 1: monotone for every b
+    for strategy in ("quantile", "uniform"):
+        rep = fastcal.calibration_report(y, p, metrics=("ece_sweep",), sweep=strategy)
+        ece, b = sweep_ref(y.astype(float), p, strategy)
+        assert (rep.ece_sweep_bins, rep.ece_sweep) == (b, pytest.approx(ece, rel=1e-12))
+    assert rep.ece_sweep_bins == 40
+    monkeypatch.setattr(sweep, "MAX_BINS", 12)
+    rep = fastcal.calibration_report(y, p, metrics=("ece_sweep",))
+    assert rep.ece_sweep_bins == 12

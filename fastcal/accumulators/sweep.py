@@ -9,6 +9,11 @@ algorithm (:mod:`fastcal.accumulators.equal_mass`): exact ranks out of core,
 one light pass per b over the source's parts after the fill's value buckets.
 Equal-width bins are counted over the same parts, one pass per b. Both are
 therefore exact on files and Dask, at a cost of about b* + 1 passes.
+
+The sweep stops at n bins (one row each) and at ``MAX_BINS``: data whose
+frequencies stay monotone that far (labels separated by p) would otherwise
+cost a pass per bin; a report whose ``ece_sweep_bins`` is ``MAX_BINS`` hit
+this cap, not a monotonicity failure.
 """
 
 import numpy as np
@@ -19,6 +24,7 @@ from fastcal.inputs.binning import kernel_edges
 from fastcal._kernels import binary as kb
 
 SWEEPS = ("quantile", "uniform")
+MAX_BINS = 1024  # the most bins ECE-sweep tries (each costs a pass over the data)
 
 
 def _monotone(counts):
@@ -48,7 +54,7 @@ def ece_sweep(fine_counts, fine_p, parts, omit, *, strategy="quantile", right=Fa
     best = None
     passes = 0
     b = 1
-    while True:
+    while b <= MAX_BINS:
         if strategy == "quantile":
             if b > n:
                 break
