@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastcal
 from fastcal.reports.measures import BRIER_PARTS
@@ -272,3 +274,19 @@ def test_dask_equals_arrays(kind):
     chunks = (300,) if p.ndim == 1 else (300, 3)
     got = score_dask(da.from_array(y, chunks=300), da.from_array(p, chunks=chunks))
     _same(got, fastcal.calibration_report(y, p, ace=False))
+
+
+@settings(max_examples=25, deadline=None)
+@given(cuts=st.lists(st.integers(0, 600), max_size=5), order=st.randoms(use_true_random=False),
+       multiclass=st.booleans())
+def test_any_chunking_and_merge_order_agree(cuts, order, multiclass):
+    y, p = _classes(600, k=3, seed=5) if multiclass else _binary(600, seed=5)
+    opts = dict(n_classes=3) if multiclass else {}
+    whole = fastcal.CalibrationAccumulator(**opts).update(y, p).report()
+    bounds = [0, *sorted(cuts), 600]
+    parts = [fastcal.CalibrationAccumulator(**opts).update(y[a:b], p[a:b], start=a)
+             for a, b in zip(bounds, bounds[1:])]
+    order.shuffle(parts)
+    got = sum(parts).report()
+    _same(got, whole)
+    assert _identity(got) == pytest.approx(got.brier, rel=1e-12)
