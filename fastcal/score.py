@@ -4,8 +4,9 @@ A source fills accumulators from its chunks (in memory, from a file with a
 reader thread, or one per Dask partition merged in a tree) and returns the
 merged state; the driver checks it, reads the report off it and, only when
 ACE or equal-mass bins are asked for, runs the one equal-mass algorithm
-(:mod:`fastcal.accumulators.equal_mass`) over the source's parts. An option added to
-``Options`` therefore reaches every entry point at once.
+(:mod:`fastcal.accumulators.equal_mass`) over the source's parts. The measures named in
+``metrics=`` (``OPTIONAL_METRICS``: ECE-sweep, TACE) run last, over the same parts. An
+option added to ``Options`` therefore reaches every entry point at once.
 
 A source provides:
 
