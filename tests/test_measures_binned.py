@@ -290,3 +290,17 @@ def test_any_chunking_and_merge_order_agree(cuts, order, multiclass):
     got = sum(parts).report()
     _same(got, whole)
     assert _identity(got) == pytest.approx(got.brier, rel=1e-12)
+
+
+def test_within_sums_leave_out_omitted_rows():
+    """The fill's sum p**2 and sum p*y skip NaN rows under nan_policy='omit' (the kernel
+    parks them as p = 0.5, y = 0 and takes their 0.25 off the squares)."""
+    y, p = _binary(5000, seed=1)
+    p[::7] = np.nan
+    acc = fastcal.CalibrationAccumulator(nan_policy="omit").update(y, p)
+    ok = ~np.isnan(p)
+    totals = acc.to_arrays()["totals"]
+    assert totals[5] == pytest.approx(np.sum(p[ok] ** 2), rel=1e-12)
+    assert totals[6] == pytest.approx(np.sum(p[ok] * y[ok]), rel=1e-12)
+    rep = acc.report()
+    assert _identity(rep) == pytest.approx(rep.brier, rel=1e-12)
