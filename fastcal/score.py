@@ -137,13 +137,13 @@ class Options:
             raise ValueError(msg)
         return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace),
-                       metrics=check_metrics(self.metrics),
+                       metrics=check_metrics(self.metrics) if self.metrics else (),
                        tace_threshold=tc.check_threshold(self.tace_threshold))
 
     @property
     def equal_mass(self):
-        return self.strategy == "quantile" or self.ace or any(
-            m in _RANKED for m in check_metrics(self.metrics))
+        return self.strategy == "quantile" or self.ace or (bool(self.metrics) and any(
+            m in _RANKED for m in check_metrics(self.metrics)))
 
     def accumulator(self, n_rows=None, **overrides):
         """A fresh accumulator for these options; ``n_rows``, when the source knows
