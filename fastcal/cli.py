@@ -71,6 +71,11 @@ def _version():
     return __version__
 
 
+def _names_list(text):
+    """A comma-separated list of names ("ece_sweep,tace"); checked by the scoring options."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def _count(text):
     """An integer option that also takes 1e6 or 1_000_000 (an integral value)."""
     try:
@@ -128,7 +133,15 @@ def _parser():
                          "that do not sum to 1")
     sc.add_argument("--smece", action="store_true",
                     help="also compute smooth ECE and its bandwidth (a grid of 8,193 points "
-                         "filled in the same pass)")
+                         "filled in the same pass; the same as --metrics smece)")
+    sc.add_argument("--metrics", type=_names_list, default=(), metavar="NAME,NAME",
+                    help="also compute these measures: smece (smooth ECE), ece_sweep "
+                         "(ECE-sweep and its bin count), tace (K classes: thresholded "
+                         "adaptive calibration error)")
+    sc.add_argument("--sweep", choices=("quantile", "uniform"), default="quantile",
+                    help="the bins ECE-sweep sweeps: equal-mass (default) or equal-width")
+    sc.add_argument("--tace-threshold", type=float, default=1e-3, metavar="P",
+                    help="TACE ranks, per class, the probabilities above this (default 1e-3)")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
@@ -541,7 +554,8 @@ def _cmd_score(args):
                          logits=args.logits, renormalize=args.renormalize, ci=args.ci,
                          n_boot=args.n_boot, seed=args.seed, device=args.device,
                          verify_checksums=not args.no_verify_checksums, transform=transform,
-                         smooth=args.smece)
+                         smooth=args.smece, metrics=args.metrics, sweep=args.sweep,
+                         tace_threshold=args.tace_threshold)
     elapsed = time.perf_counter() - t0
     if args.json:
         text = json_text(_report_dict(rep, elapsed))
@@ -806,7 +820,8 @@ def _score_on_dask(args, fmt, prob, label, transform):
                                     seed=args.seed, device=args.device, transform=transform,
                                     smooth=args.smece,
                                     verify_checksums=not args.no_verify_checksums,
-                                    client=client,
+                                    metrics=args.metrics, sweep=args.sweep,
+                                    tace_threshold=args.tace_threshold, client=client,
                                     rows_per_partition=args.chunk_rows or ROWS_PER_PARTITION)
             except Exception:
                 if dog.message:

@@ -236,6 +236,8 @@ _OPTIONS_DOC = """
         serves every entry point). Bootstrap weights hang on global rows: a
         dataframe, whose partition lengths are unknown, costs one light pass
         to count them when ``ci`` is given.
+    metrics, sweep, tace_threshold
+        As in :func:`fastcal.calibration_report`.
     transform : callable, optional
         A fitted recalibration (:mod:`fastcal.recalibrate`), applied on the
         workers to every partition's probabilities (or logits) before they
@@ -267,7 +269,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None, smooth=False):
+               transform=None, smooth=False, metrics=(), sweep="quantile",
+               tace_threshold=1e-3):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -325,14 +328,16 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform, smooth=smooth)
+                      seed=seed, device=device, transform=transform, smooth=smooth,
+                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
                     strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
-                    n_boot=200, seed=0, device=None, transform=None, smooth=False):
+                    n_boot=200, seed=0, device=None, transform=None, smooth=False,
+                    metrics=(), sweep="quantile", tace_threshold=1e-3):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -382,7 +387,8 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform, smooth=smooth)
+                      seed=seed, device=device, transform=transform, smooth=smooth,
+                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -390,7 +396,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   eps=None, ace=False, threads=1, split_every=8, client=None, scheduler=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-                  verify_checksums=True, transform=None, smooth=False):
+                  verify_checksums=True, transform=None, smooth=False,
+                  metrics=(), sweep="quantile", tace_threshold=1e-3):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -451,6 +458,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                       threads=threads, split_every=split_every, runner=runner,
                       logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
                       seed=seed, device=device, transform=transform, smooth=smooth,
+                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold,
                       provenance={"source": os.fspath(path), "format": "parquet"})
 
 

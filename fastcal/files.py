@@ -12,7 +12,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
-               verify_checksums=True, device=None, transform=None, smooth=False):
+               verify_checksums=True, device=None, transform=None, smooth=False,
+               metrics=(), sweep="quantile", tace_threshold=1e-3):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -123,7 +124,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
                       renormalize=renormalize, device=device, transform=transform,
-                      smooth=smooth).checked()
+                      smooth=smooth, metrics=metrics, sweep=sweep,
+                      tace_threshold=tace_threshold).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums)
     return score(source, options)

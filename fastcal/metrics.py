@@ -1,9 +1,9 @@
 """Public metric functions. Each validates once, fills once, and reads the report."""
 
-from fastcal import soft
 from fastcal._kernels import binary as kb
-from fastcal.inputs.batch import is_soft
+from fastcal.inputs import validation as v
 from fastcal.inputs.binning import uniform_edges
+from fastcal.reports import measures
 from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
@@ -15,7 +15,8 @@ def _arrays(y_true, y_prob, **options):
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
-                       renormalize=False, device=None, smooth=False):
+                       renormalize=False, device=None, smooth=False, metrics=(),
+                       sweep="quantile", tace_threshold=1e-3):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -81,10 +82,22 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         Soft labels have no GPU kernel: None scores device arrays of them on
         the host (a copy), "cuda" refuses them.
     smooth : bool, default False
-        Also fill the grid of smooth ECE: ``report.smece`` and
+        The same as naming "smece" in ``metrics``: also fill the grid of smooth ECE: ``report.smece`` and
         ``report.smece_sigma`` (see :func:`fastcal.smece`). Data in GPU memory:
         the GPU computes the values (sigmoid, confidence) and the grid is
         filled on the host from that (label, value) pair, 9 bytes a row.
+    metrics : tuple of str, optional
+        Measures computed only when asked for, each costing more than 10% of
+        the fill: "smece" (smooth ECE, ``report.smece`` and ``report.smece_sigma``:
+        filled in the same pass; see :func:`fastcal.smece`), "ece_sweep" (ECE-sweep of Roelofs et al., 2022, and its
+        bin count, ``report.ece_sweep`` / ``report.ece_sweep_bins``; about
+        b* + 1 light passes over the data) and "tace" (K classes: TACE of
+        Nixon et al., 2019, over ``n_bins`` equal-mass ranges per class; 2-3
+        passes per class). The names are ``fastcal.score.OPTIONAL_METRICS``.
+    sweep : {"quantile", "uniform"}, default "quantile"
+        The bins ECE-sweep sweeps: equal-mass (the paper's) or equal-width.
+    tace_threshold : float, default 1e-3
+        TACE ranks, per class, only the probabilities above this.
 
     Returns
     -------
@@ -127,7 +140,8 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
-                      renormalize=renormalize, device=device, smooth=smooth)
+                      renormalize=renormalize, device=device, smooth=smooth,
+                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
     return score(ArraySource(y_true, y_prob), options)
 
 
@@ -139,6 +153,12 @@ class _BinnedScalars:
     def __init__(self, acc, observed):
         col = 1 if observed == "frac_pos" else 2
         self.ece, self.esce, self.mce = kb.binned_scalars(acc.counts, acc.sums, acc.n_bins, col)
+        self._state = acc.counts[: acc.n_bins][None], col, acc.sums[: acc.n_bins][None]
+
+    @property
+    def ece_l2(self):
+        counts, col, sums = self._state
+        return measures.binned(counts, col, 1, sums, 0, 0.0, 0.0)["l2"]
 
 
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
@@ -151,24 +171,56 @@ def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads
     return _BinnedScalars(acc, observed)
 
 
+NORMS = ("l1", "l2", "max")
+
+
 def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None, logits=False, renormalize=False):
+        nan_policy="raise", threads=None, logits=False, renormalize=False, norm="l1"):
     """Expected Calibration Error (eq. 5): sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)|.
 
-    Options as in :func:`calibration_report`. Returns a float. For (n, K)
-    ``y_prob`` this is the top-label (confidence) ECE: bins over max_k p_k,
-    comparing each bin's mean confidence with its accuracy (argmax == label);
-    ``observed`` does not apply there (the two coincide). For the class-wise
-    version see :func:`fastcal.classwise_ece`.
+    Parameters
+    ----------
+    y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits, renormalize
+        As in :func:`calibration_report`.
+    norm : {"l1", "l2", "max"}, default "l1"
+        How the bins' gaps are combined, named as torchmetrics'
+        ``binary_calibration_error`` / ``multiclass_calibration_error`` name
+        them: "l1" the ECE, "l2" the root-mean-square error (the report's
+        ``ece_l2``), "max" the largest gap (the report's ``mce``).
+
+    Returns
+    -------
+    float
+        For (n, K) ``y_prob`` the top-label (confidence) error: bins over
+        max_k p_k, comparing each bin's mean confidence with its accuracy
+        (argmax == label); ``observed`` does not apply there (the two
+        coincide). For the class-wise version see :func:`fastcal.classwise_ece`.
+
+    Raises
+    ------
+    ValueError
+        Bad input (as :func:`calibration_report`) or a ``norm`` not in the list.
+
+    Notes
+    -----
+    With w_m = |B_m| / n and gap_m = observed(B_m) - conf(B_m) over the
+    non-empty bins: l1 = sum_m w_m |gap_m|, l2 = sqrt(sum_m w_m gap_m**2),
+    max = max_m |gap_m|. torchmetrics gives the same numbers on float64 input
+    (it puts p = 1.0 exactly in a bin of its own; here it is in the last bin).
 
     Examples
     --------
     >>> import fastcal
-    >>> round(fastcal.ece([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], n_bins=5), 3)
+    >>> y, p = [0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3]
+    >>> round(fastcal.ece(y, p, n_bins=5), 3)
     0.25
+    >>> round(fastcal.ece(y, p, n_bins=5, norm="l2"), 4), round(fastcal.ece(y, p, n_bins=5, norm="max"), 3)
+    (0.2739, 0.4)
     """
-    return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
-                   logits, renormalize).ece
+    v.check_choice("norm", norm, NORMS)
+    r = _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
+                logits, renormalize)
+    return getattr(r, {"l1": "ece", "l2": "ece_l2", "max": "mce"}[norm])
 
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
@@ -255,9 +307,6 @@ def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=Fa
     >>> fastcal.ecd([1, 0], [0.5, 0.5])
     0.0
     """
-    if is_soft(y_true):
-        return soft.soft_ecd(y_true, y_prob, eps=eps, nan_policy=nan_policy, threads=threads,
-                             logits=logits, renormalize=renormalize)
     acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
                      logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().ecd
@@ -278,9 +327,6 @@ def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=Fals
     >>> round(fastcal.brier_score([0, 1], [0.2, 0.6]), 3)
     0.1
     """
-    if is_soft(y_true):
-        return soft.soft_brier_score(y_true, y_prob, nan_policy=nan_policy, threads=threads,
-                                     logits=logits, renormalize=renormalize)
     acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads,
                      logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().brier
@@ -300,9 +346,6 @@ def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logi
     >>> round(fastcal.log_loss([1, 0], [0.5, 0.5]), 4)
     0.6931
     """
-    if is_soft(y_true):
-        return soft.soft_log_loss(y_true, y_prob, eps=eps, nan_policy=nan_policy,
-                                  threads=threads, logits=logits, renormalize=renormalize)
     acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
                      logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().nll

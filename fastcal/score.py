@@ -4,8 +4,9 @@ A source fills accumulators from its chunks (in memory, from a file with a
 reader thread, or one per Dask partition merged in a tree) and returns the
 merged state; the driver checks it, reads the report off it and, only when
 ACE or equal-mass bins are asked for, runs the one equal-mass algorithm
-(:mod:`fastcal.accumulators.equal_mass`) over the source's parts. An option added to
-``Options`` therefore reaches every entry point at once.
+(:mod:`fastcal.accumulators.equal_mass`) over the source's parts. The measures named in
+``metrics=`` (``OPTIONAL_METRICS``: ECE-sweep, TACE) run last, over the same parts. An
+option added to ``Options`` therefore reaches every entry point at once.
 
 A source provides:
 
@@ -26,11 +27,64 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.accumulators import equal_mass as em
+from fastcal.accumulators import sweep
+from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci, check_count, check_seed
+
+
+def _smece(source, acc, rep, opts):
+    """Smooth ECE: read off the grid the fill filled (``Options.smooth``); no pass."""
+    return 0
+
+
+def _ece_sweep(source, acc, rep, opts):
+    """ECE-sweep over the source's ranked pairs (top-label for K classes)."""
+    rep.ece_sweep, rep.ece_sweep_bins, passes = sweep.ece_sweep(
+        acc.fine_counts, acc.fine_p, source.parts(_pair(acc)), acc.nan_policy == "omit",
+        strategy=opts.sweep, right=acc.closed == "right")
+    return passes
+
+
+def _tace(source, acc, rep, opts):
+    """TACE over each class's probabilities above the threshold (K classes)."""
+    if acc.n_classes is None:
+        msg = (f"{source.prefix}metrics 'tace' is class-wise and needs K class columns; "
+               f"{source.what} holds one probability column (binary): drop 'tace'")
+        raise ValueError(msg)
+
+    def parts_of(k):
+        return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
+
+    rep.tace, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
+    return passes
+
+
+# The measures computed only when named in ``metrics=`` (each costs more than 10% of the
+# fill): name -> function(source, accumulator, report, options) that sets the report's
+# fields and returns the passes over the data it took. One line adds a measure.
+OPTIONAL_METRICS = {
+    "smece": _smece,
+    "ece_sweep": _ece_sweep,
+    "tace": _tace,
+}
+# optional measures that rank the data (they need the fill's value buckets)
+_RANKED = ("ece_sweep",)
+
+
+def check_metrics(metrics):
+    """``metrics`` as a tuple of known names: a name, or an iterable of names."""
+    names = (metrics,) if isinstance(metrics, str) else tuple(metrics or ())
+    unknown = [m for m in names if m not in OPTIONAL_METRICS]
+    if unknown:
+        msg = (f"metrics has unknown name{'s' if len(unknown) > 1 else ''} "
+               f"{', '.join(repr(m) for m in unknown)}; valid names: "
+               f"{', '.join(OPTIONAL_METRICS)}")
+        raise ValueError(msg)
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -68,9 +122,16 @@ class Options:
     # a fitted recalibration map (fastcal.recalibrate), called on the probabilities (or logits,
     # with logits=True) of every chunk before it is scored; it returns probabilities
     transform: object = None
+    # optional measures (names of OPTIONAL_METRICS), computed after the fill
+    metrics: tuple = ()
+    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform"
+    sweep: str = "quantile"
+    # TACE: the class probabilities ranked are those above this
+    tace_threshold: float = 1e-3
 
     def checked(self):
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
+        v.check_choice("sweep", self.sweep, sweep.SWEEPS)
         v.check_choice("observed", self.observed, v.OBSERVED)
         if self.device is not None:
             v.check_choice("device", self.device, ("cpu", "cuda"))
@@ -85,12 +146,16 @@ class Options:
                    "strategy='uniform' or explicit edges with ci (the ECD, Brier and NLL "
                    "intervals do not depend on the bins), or drop ci")
             raise ValueError(msg)
-        return replace(self, smooth=bool(self.smooth), ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
-                       seed=check_seed(self.seed), ace=bool(self.ace))
+        metrics = check_metrics(self.metrics) if self.metrics else ()
+        smooth = bool(self.smooth) or "smece" in metrics
+        return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
+                       seed=check_seed(self.seed), ace=bool(self.ace), smooth=smooth,
+                       metrics=metrics, tace_threshold=tc.check_threshold(self.tace_threshold))
 
     @property
     def equal_mass(self):
-        return self.strategy == "quantile" or self.ace
+        return self.strategy == "quantile" or self.ace or (bool(self.metrics) and any(
+            m in _RANKED for m in check_metrics(self.metrics)))
 
     def accumulator(self, n_rows=None, **overrides):
         """A fresh accumulator for these options; ``n_rows``, when the source knows
@@ -177,6 +242,8 @@ def _binned_report(source, acc, opts):
             rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
                                     source.parts(_pair(acc)), omit, opts.observed)
             steps.append(("ACE", extra))
+    for name in opts.metrics:
+        steps.append((name, OPTIONAL_METRICS[name](source, acc, rep, opts)))
     steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
     return rep, steps
 

@@ -4,7 +4,7 @@ The references are tests/naive.py's loops (bin by linear scan over the
 edges, ECD / variance / NLL terms from math.log and math.log1p). The kernel
 is called directly, so these tests pin its state layout: counts (n,
 positives, correct), sums (p, ECD term, variance term), totals (Brier, NLL,
-ECD^2, Brier^2, NLL^2) and the invalid-input checks with first indices.
+ECD^2, Brier^2, NLL^2, p^2, p*y) and the invalid-input checks with first indices.
 """
 
 import math
@@ -28,8 +28,8 @@ def reference_fill(p, y, edges, closed, eps):
     counts = np.zeros((nb, 3), np.int64)
     sums = np.zeros((nb, 3))
     scale = np.zeros((nb, 3))  # sums of |terms|: the size of the rounding to expect
-    totals = np.zeros(5)
-    tscale = np.zeros(5)
+    totals = np.zeros(7)
+    tscale = np.zeros(7)
     for pi, yi in zip(np.asarray(p, np.float64).tolist(), np.asarray(y).tolist()):
         b = naive.bin_of(pi, edges, closed)
         yi = int(yi)
@@ -41,7 +41,7 @@ def reference_fill(p, y, edges, closed, eps):
         counts[b] += (1, yi, int((pi > 0.5) == (yi == 1)))
         sums[b] += (pi, e, v)
         scale[b] += (abs(pi), abs(e), abs(v))
-        terms = (br, nll, e * e, br * br, nll * nll)
+        terms = (br, nll, e * e, br * br, nll * nll, pi * pi, pi * yi)
         totals += terms
         tscale += np.abs(terms)
     return counts, sums, scale, totals, tscale

@@ -516,6 +516,14 @@ def totals_add(tot, brier, nll, ecd):
 
 
 @cuda.jit(device=True, inline=True)
+def totals_add_within(tot, p2, py):
+    """Add a row's p**2 and p*y (K classes: sum_k p_k**2 and p_y) to totals 5 and 6,
+    the global sums of the Brier decomposition's within-bin terms."""
+    tot[5] += p2
+    tot[6] += py
+
+
+@cuda.jit(device=True, inline=True)
 def edges_bin(x, edges, nb, nbf, uniform, right):
     """Bin of x in [0, 1] by the stored edges: uniform ones by floor(x * n) moved by
     one where an edge says so (``bootstrap._bin_of``), others by search_bin."""

@@ -30,9 +30,10 @@ import math
 import numpy as np
 
 from ._cuda import (F64, I64, WARP, bins_add, bins_finish, bins_start, cuda, edges_bin, exp64,
-                    log0, log1m, note, search_bin, totals_add, totals_start, uniform_bin)
+                    log0, log1m, note, search_bin, totals_add, totals_add_within,
+                    totals_start, uniform_bin)
 
-N_TOT = 5
+N_TOT = 7
 N_KINDS = 5        # binary.CHECK_* kinds
 N_CHK = 2 * N_KINDS  # counts then first indices (a literal size for local arrays)
 # indices of binary.CHECK_*: NaN p, p out of range, bad label, NaN label, omitted
@@ -116,6 +117,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
                 db = ps - ys
                 br = db * db
                 totals_add(tot, br, nll, ev)
+                totals_add_within(tot, ps * ps, ps * ys)
         bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, live, b, pos, ok, ps, ev, vv)
     bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
                 part_f, part_t, part_c)
@@ -204,6 +206,7 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
             b = edges_bin(p, edges, nb, nbf, uniform, right)  # float64 edges: p is float64
             ok = (p > 0.5) == pos
             totals_add(tot, br, nll, e)
+            totals_add_within(tot, p * p, p * yi)
         bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, pos, ok, p, e, v)
     bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
                 part_f, part_t, part_c)

@@ -25,10 +25,10 @@ import numpy as np
 
 from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, SLOTS_PER_BIN, WARP, bins_add,
                     bins_finish, bins_start, classes_add_warp, cuda, exp64, log0, mc_uniform_bin,
-                    note, search_bin, totals_add, totals_start)
+                    note, search_bin, totals_add, totals_add_within, totals_start)
 
 ROWWISE_K = 64  # multiclass.ROWWISE_K
-N_TOT = 5
+N_TOT = 7
 N_KINDS = 8   # multiclass.CHECK_* kinds
 N_CHK = 16
 NAN_P, INF_P, NEG_P, SUM_P, BAD_Y, NAN_Y, OMIT = 0, 1, 2, 3, 4, 5, 6
@@ -284,6 +284,7 @@ def _make(K):
                     b = search_bin(edges, nb, conf, right)
                 ok = am == yk
                 totals_add(tot, brier, nll, ecd)
+                totals_add_within(tot, sq, qy)
             bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, ok, ok, conf, ecd,
                      var)
             if classwise:

@@ -17,6 +17,8 @@ and report code can share it ("positive" means "the argmax is the label"):
                   (the variance of the ECD term if the label were drawn from p)
     totals[0..4]  sums of Brier terms sum_k (p_k - 1[y = k])^2, NLL terms
                   -log p_y, squared ECD terms, squared Brier, squared NLL
+    totals[5..6]  sums of sum_k p_k**2 and p_y (the within-bin terms of the
+                  class-wise Brier decomposition; binary logits: p**2 and p*y)
 
 With ``with_logs=False`` (binned metrics only) no logarithm is taken and the
 ECD, variance and NLL sums stay 0.
@@ -43,7 +45,7 @@ from .mathfn import log64, search_sorted
 
 N_COUNTS = 3
 N_SUMS = 3
-N_TOTALS = 5
+N_TOTALS = 7
 
 CHECK_NAN_P = 0      # row has a NaN in y_prob
 CHECK_INF_P = 1      # row has +-inf (probabilities) or +inf / all -inf (logits), no NaN
@@ -323,6 +325,8 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         totals[2] += ecd * ecd
         totals[3] += brier * brier
         totals[4] += nll * nll
+        totals[5] += sq
+        totals[6] += qy
         if classwise:
             # With many classes most p_k fall in the first bin: count those with
             # a vectorised add into dense per-class arrays, scatter the rest.
@@ -448,6 +452,8 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     s_ecd2 = 0.0
     s_brier2 = 0.0
     s_nll2 = 0.0
+    s_p2 = 0.0
+    s_py = 0.0
     uni = 1.0 / kf
     for b0 in range(start, stop, B):
         m = min(B, stop - b0)
@@ -615,6 +621,8 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
             s_ecd2 += ecd * ecd
             s_brier2 += brier * brier
             s_nll2 += nll * nll
+            s_p2 += sq[j]
+            s_py += qy
             if classwise:
                 if uniform:
                     by = _bin_u(qy, nb, nbf, right, f32)
@@ -666,6 +674,8 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     totals[2] += s_ecd2
     totals[3] += s_brier2
     totals[4] += s_nll2
+    totals[5] += s_p2
+    totals[6] += s_py
     for c in range(COPIES):
         for k in range(kc):
             for b in range(nb):
@@ -940,6 +950,8 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
         totals[2] += e * e
         totals[3] += br * br
         totals[4] += nll * nll
+        totals[5] += p * p
+        totals[6] += p * yi
 
 
 @njit(inline="always", cache=True)

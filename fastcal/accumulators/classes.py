@@ -137,7 +137,7 @@ class MulticlassAccumulator(Binned):
             self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals, per_class,
             per_bin, n_classes=self.n_classes, edges=edges, closed=self.closed,
             n_omitted=self.n_omitted, strategy="uniform" if self.edges is None else "edges",
-            eps=self.eps)
+            eps=self.eps, class_state=(self.class_counts, self.class_sums) if per_class else None)
         if ci is not None:
             # top-label state: "correct" (column 2) is the positive label (column 1)
             boot = self.boot.counts.copy()

@@ -171,11 +171,15 @@ def fill_soft(t, p, eps, logits, renormalize, threads):
     return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
 
 
-def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
+def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False, column=None,
+                 above=0.0):
     """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
 
     ``raw=True``: the validated (labels, probabilities or logits) unchanged
     (2-D for K classes), for passes that fit a recalibration map.
+    ``column=k`` (K classes): (1[y = k], p_k) with p_k NaN (omitted) where it
+    is not above ``above`` or the row is invalid, for class-wise equal-mass
+    bins (TACE).
 
     Binary probabilities are ranked as they are; binary logits by their
     sigmoid; K-class rows by their confidence (max probability), the label
@@ -183,6 +187,36 @@ def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False):
     """
     if raw:
         return y, p
+    if p.ndim == 2:
+        n = p.shape[0]
+        conf = np.empty(n, np.float64)
+        correct = np.empty(n, np.uint8)
+        km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
+                      conf, correct)
+        if column is not None:
+            return _column_pair(y, p, conf, column, above, logits, renormalize)
+        return correct, conf
+    if logits:
+        z = np.asarray(p, dtype=np.float64)
+        e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
+        x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        return y, x
+    return y, p
+
+
+def _column_pair(y, p, conf, k, above, logits, renormalize):
+    """(1[y = k], p_k) of K-class rows, p_k NaN where not above ``above`` or the
+    row is invalid (``conf`` NaN); softmax or row sum in float64 as asked."""
+    q = np.asarray(p, np.float64)
+    if logits:
+        e = np.exp(q - q.max(axis=1, keepdims=True))
+        x = e[:, k] / e.sum(axis=1)
+    elif renormalize:
+        x = q[:, k] / q.sum(axis=1)
+    else:
+        x = q[:, k].copy()
+    x[np.isnan(conf) | ~(x > above)] = np.nan
+    return (np.asarray(y) == k).astype(np.uint8), x
     if p.ndim == 2:
         n = p.shape[0]
         conf = np.empty(n, np.float64)

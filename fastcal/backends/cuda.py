@@ -522,10 +522,11 @@ def fill_parts(acc, batch, row0, filled):
 def ranked(batch, pair):
     """The ranked pair on the host. Logits and K classes in GPU memory are ranked
     on the GPU (the values its fill bucketed: libdevice's exp may differ from the
-    host's by an ulp) and only the pair is copied; other data is ranked on the
-    host, as the CPU ranks it."""
+    host's by an ulp) and only the pair is copied; other data, and a class
+    column (TACE), is ranked on the host, as the CPU ranks it."""
     y, p = batch.y, batch.p
-    if is_device_array(p) and (pair["logits"] or p.ndim == 2):
+    if pair.get("column") is None and is_device_array(p) and batch.kind in ("logits",
+                                                                            "multiclass"):
         ry, rx = (a.copy_to_host() for a in ranking_pair(
             y, p, logits=pair["logits"], renormalize=pair["renormalize"]))
         return v.as_labels_1d(ry), rx
@@ -537,7 +538,9 @@ def gather(batch, pair):
     """The equal-mass gather of boundary rows on the GPU for data in GPU memory
     (None for host data: the host parts gather it)."""
     y, p = batch.y, batch.p
-    if not is_device_array(p) and (pair["logits"] or p.ndim != 1):
+    if pair.get("column") is not None:  # a class column (TACE): ranked on the host
+        return None
+    if not is_device_array(p) and batch.kind in ("logits", "multiclass"):
         return None
 
     def run(omit, slot, cap_start):

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fastcal.reports import measures as _measures
 from fastcal.reports._json import clean as _clean
 from fastcal.reports.report import CalibrationReport
 
@@ -39,6 +40,17 @@ class MulticlassReport(CalibrationReport):
     classes : dict of arrays, length K
         ``class, support`` (rows with that label), ``mean_prob`` (mean p_k),
         ``frequency`` (support / n), ``ece, esce, mce`` of the class.
+    classwise_ece_debiased : float
+        The debiased L2 error of Kumar et al. (2019), marginal over classes
+        (uncertainty-calibration's ``mode="marginal"``): the root of the mean
+        over classes of max(0, debiased squared error of column k).
+    sce : float
+        Static Calibration Error (Nixon et al., 2019): class-wise ECE over the
+        equal-width bins, (1/K) sum_k sum_m |B_mk|/n |freq - conf|; the same
+        number as ``classwise_ece``.
+    tace : float
+        Thresholded Adaptive Calibration Error (Nixon et al., 2019); NaN unless
+        asked for (``metrics=("tace",)``).
     class_bins : dict of (K, n_bins) arrays
         ``count`` (rows whose p_k is in the bin), ``n_true`` (of those, label
         k), ``conf`` (mean p_k), ``frequency`` (n_true / count); plus
@@ -58,10 +70,16 @@ class MulticlassReport(CalibrationReport):
     classwise_ece: float = float("nan")
     classes: dict = field(default_factory=dict, repr=False)
     class_bins: dict = field(default_factory=dict, repr=False)
+    classwise_ece_debiased: float = float("nan")
+    sce: float = float("nan")
+    tace: float = float("nan")
 
     @classmethod
     def from_multiclass_state(cls, counts, sums, totals, per_class, per_bin, *, n_classes,
-                              edges, closed, n_omitted, strategy="uniform", eps=0.0):
+                              edges, closed, n_omitted, strategy="uniform", eps=0.0,
+                              class_state=None):
+        """``class_state``: (class_counts, class_sums) of the class-wise state, for the
+        class-wise Brier decomposition and debiased error (NaN without it)."""
         rep = CalibrationReport.from_state.__func__(
             cls, counts, sums, totals, edges=edges, closed=closed, n_omitted=n_omitted,
             observed="accuracy", strategy=strategy, eps=eps)
@@ -70,6 +88,18 @@ class MulticlassReport(CalibrationReport):
         rep.class_bins = per_bin or {}
         if per_class and rep.n > 0:
             rep.classwise_ece = float(np.mean(per_class["ece"]))
+            rep.sce = rep.classwise_ece
+        # the top-label state has no sum of confidence**2: the decomposition is class-wise
+        parts = dict.fromkeys(_measures.BRIER_PARTS, float("nan"))
+        if class_state is not None and rep.n > 0:
+            ccounts, csums = class_state
+            got = _measures.binned(np.ascontiguousarray(ccounts, np.int64), 1, 1,
+                                   np.ascontiguousarray(csums, np.float64)[:, :, None], 0,
+                                   float(totals[5]), float(totals[6]))
+            parts = {name: got[name] for name in _measures.BRIER_PARTS}
+            rep.classwise_ece_debiased = got["debiased"]
+        for name, x in parts.items():
+            setattr(rep, name, x)
         return rep
 
     def to_dict(self):
@@ -79,6 +109,8 @@ class MulticlassReport(CalibrationReport):
         out = super().to_dict()
         out["n_classes"] = self.n_classes
         out["classwise_ece"] = _clean(self.classwise_ece)
+        for name in ("classwise_ece_debiased", "sce", "tace"):
+            out[name] = _clean(getattr(self, name))
         out["classes"] = [
             {col: _clean(self.classes[col][k]) for col in CLASS_COLUMNS}
             for k in range(len(self.classes.get("class", ())))
@@ -110,7 +142,10 @@ class MulticlassReport(CalibrationReport):
                     cell(self.classes["esce"][k]), cell(self.classes["mce"][k])]
             rows.append("| " + " | ".join(vals) + " |")
         return (f"Confidence (top-label) bins, K = {self.n_classes} classes:\n\n{top}\n\n"
-                f"Per class (class-wise ECE = {cell(self.classwise_ece)}):\n\n" + "\n".join(rows))
+                f"Per class (class-wise ECE = SCE = {cell(self.classwise_ece)}, debiased L2 = "
+                f"{cell(self.classwise_ece_debiased) or 'n/a'}"
+                f"{', TACE = ' + cell(self.tace) if not math.isnan(self.tace) else ''}):\n\n"
+                + "\n".join(rows))
 
     def __str__(self):
         return self.to_markdown()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.reports import measures as _measures
 from fastcal.reports import stats as _stats
 from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 from fastcal.reports.provenance import HasProvenance
@@ -15,6 +16,8 @@ from fastcal.reports.provenance import HasProvenance
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
                "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
+# The measures of issue 27, in report and JSON order (ece_sweep: only when asked for).
+MEASURES = ("ece_l2", "ece_debiased", *_measures.BRIER_PARTS, "ece_sweep", "ece_sweep_bins")
 
 
 def count_certain_wrong(y, p, start=0):
@@ -91,6 +94,23 @@ class CalibrationReport(HasProvenance):
         Metric name -> (lo, hi) for ece, esce, mce (Poisson bootstrap) and
         ecd, brier, nll (t-intervals), each clipped to its metric's range;
         empty when none were asked for.
+    ece_l2 : float
+        Root-mean-square calibration error over the bins,
+        sqrt(sum_m |B_m|/n (observed - conf)**2) (torchmetrics' norm="l2").
+    ece_debiased : float
+        The debiased L2 estimate of Kumar, Liang and Ma (2019): the root of
+        max(0, sum_m |B_m|/n [(observed - conf)**2 - observed (1 - observed) /
+        (|B_m| - 1)]), bins of fewer than 2 rows adding 0.
+    brier_reliability, brier_resolution, brier_uncertainty : float
+        Murphy's (1973) decomposition of the Brier score over the bins (K
+        classes: class-wise, summed over classes; NaN without class-wise state).
+    brier_within_variance, brier_within_covariance : float
+        The within-bin terms of Stephenson, Coelho and Jolliffe (2008):
+        reliability - resolution + uncertainty + within_variance -
+        within_covariance = brier.
+    ece_sweep, ece_sweep_bins : float, int
+        ECE-sweep (Roelofs et al., 2022) and its bin count; NaN / None unless
+        asked for (``metrics=("ece_sweep",)``).
     n_certain_wrong, first_certain_wrong_row : int or None
         Rows predicted with certainty and wrong (p exactly 0 with y = 1, or
         exactly 1 with y = 0), which make ECD, NLL and z +inf, and the
@@ -133,6 +153,15 @@ class CalibrationReport(HasProvenance):
     intervals: dict = field(default_factory=dict)
     n_certain_wrong: object = None
     first_certain_wrong_row: object = None
+    ece_l2: float = float("nan")
+    ece_debiased: float = float("nan")
+    brier_reliability: float = float("nan")
+    brier_resolution: float = float("nan")
+    brier_uncertainty: float = float("nan")
+    brier_within_variance: float = float("nan")
+    brier_within_covariance: float = float("nan")
+    ece_sweep: float = float("nan")
+    ece_sweep_bins: object = None
     smece: float = float("nan")
     smece_sigma: float = float("nan")
     smooth_grid: object = field(default=None, repr=False, compare=False)
@@ -141,7 +170,7 @@ class CalibrationReport(HasProvenance):
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
                    strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan"),
                    n_certain_wrong=None, first_certain_wrong_row=None):
-        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (5,).
+        """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (7,).
 
         ``n_certain_wrong`` / ``first_certain_wrong_row``: the accumulator's count of
         rows with p exactly 1 - y in {0, 1} and the global row of the first (-1 or
@@ -202,6 +231,14 @@ class CalibrationReport(HasProvenance):
             "sum_brier_sq": float(totals[3]),
             "sum_nll_sq": float(totals[4]),
         }
+        raw["sum_p2"] = float(totals[5])
+        raw["sum_py"] = float(totals[6])
+        extra = _measures.binned(np.ascontiguousarray(counts, np.int64)[None],
+                                 1 if observed == "frac_pos" else 2, 1,
+                                 np.ascontiguousarray(sums, np.float64)[None], 0,
+                                 raw["sum_p2"], raw["sum_py"])
+        extra["ece_l2"] = extra.pop("l2")
+        extra["ece_debiased"] = extra.pop("debiased")
         return cls(n=n, n_omitted=int(n_omitted), ece=ece, esce=esce, mce=mce, ace=float(ace),
                    ecd=ecd, brier=brier, nll=nll, ecd_var=raw["sum_ecd_var"], bins=bins,
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
@@ -209,7 +246,7 @@ class CalibrationReport(HasProvenance):
                    n_certain_wrong=None if n_certain_wrong is None else int(n_certain_wrong),
                    first_certain_wrong_row=(None if first_certain_wrong_row is None
                                             or first_certain_wrong_row < 0
-                                            else int(first_certain_wrong_row)))
+                                            else int(first_certain_wrong_row)), **extra)
 
     # -- certain and wrong predictions ---------------------------------------
 
@@ -356,7 +393,7 @@ class CalibrationReport(HasProvenance):
         line naming the bins and their rows, ``ecd_test.verdict`` the net
         test alone and ``bin_test`` the per-bin test.
         """
-        out = {name: _clean(getattr(self, name)) for name in SCALARS}
+        out = {name: _clean(getattr(self, name)) for name in SCALARS + MEASURES}
         out.update({
             "ecd_var": _clean(self.ecd_var),
             "n_bins": self.n_bins,
@@ -433,6 +470,7 @@ class CalibrationReport(HasProvenance):
         if self.smooth_grid is not None:
             tail += (f"\nSmooth ECE = {cell(self.smece) or 'n/a'} "
                      f"(bandwidth sigma = {cell(self.smece_sigma) or 'n/a'})")
+        tail += self._measures_lines(cell)
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")
@@ -450,6 +488,20 @@ class CalibrationReport(HasProvenance):
                      f"{cell(b) or 'n/a'}]" for name, (a, b) in self.intervals.items()]
             tail += f"\n{lvl} intervals: " + ", ".join(parts)
         return "\n".join(rows) + "\n" + tail
+
+    def _measures_lines(self, cell):
+        """The text lines of the L2, debiased, sweep and Brier-decomposition fields."""
+        out = (f"\nL2 ECE = {cell(self.ece_l2) or 'n/a'}, debiased L2 ECE = "
+               f"{cell(self.ece_debiased) or 'n/a'}")
+        if self.ece_sweep_bins is not None:
+            out += f", ECE-sweep = {cell(self.ece_sweep)} ({self.ece_sweep_bins} bins)"
+        if not math.isnan(self.brier_reliability):
+            out += (f"\nBrier decomposition (REL - RES + UNC + WBV - WBC = Brier): reliability "
+                    f"{cell(self.brier_reliability)}, resolution {cell(self.brier_resolution)}, "
+                    f"uncertainty {cell(self.brier_uncertainty)}, within-bin variance "
+                    f"{cell(self.brier_within_variance)}, within-bin covariance "
+                    f"{cell(self.brier_within_covariance)}")
+        return out
 
     def __str__(self):
         return self.to_markdown()

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
 
@@ -111,7 +111,8 @@ class _FileParts:
                 p, y = _chunk_arrays(chunk, self.n_prob)
                 if self.transform is not None:
                     p = self.transform(p)
-                y, x = em.ranking_pair(*_checked(y, p), **self.options)
+                batch = resolve(y, p)  # the gate checks the chunk as the first pass did
+                y, x = em.ranking_pair(batch.y, batch.p, **self.options)
                 r = fn(y, x, *common, *(per_part[k] if per_part else ()))
                 if combine is None:
                     results.append(r)
@@ -141,14 +142,6 @@ def _chunk_arrays(chunk, n_prob):
     column); labels (rows, K) for K label-distribution columns (soft labels)."""
     cols = chunk.columns
     return stack_columns(cols[:n_prob]), stack_columns(cols[n_prob:])
-
-
-def _checked(y, p):
-    if y.ndim == 2:
-        return v.check_soft_pair(y, p, False)
-    if p.ndim == 2:
-        return v.check_class_pair(y, p, False)
-    return v.check_pair(y, p)
 
 
 def _prob_columns(path, prob, label, available, name="prob"):
