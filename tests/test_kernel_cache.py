@@ -139,3 +139,28 @@ def test_warmup_command_prints_each_signature_and_the_cache(capsys, monkeypatch)
     assert out[0].startswith("binary, float64 p, integer or bool y: ") and out[0].endswith(" s")
     assert out[1].startswith("done in ") and "cache: " in out[1]
     assert warmup.cache_dir() is None or warmup.cache_dir() in out[1]
+
+
+def test_a_changed_kernel_module_recompiles_kernels_of_the_others(tmp_path):
+    # numba stamps a cache with the kernel's own file: a kernel calling another module's
+    # function loaded stale code after that module changed (a new total read back as 0.0)
+    pkg = tmp_path / "pkg"
+    shutil.copytree(ROOT / "fastcal", pkg / "fastcal",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(pkg))
+    code = ("from fastcal._kernels.mathfn import log64\n"
+            "log64(3.0)\n"
+            "s = log64.stats\n"
+            "print(sum(s.cache_hits.values()), sum(s.cache_misses.values()))\n")
+
+    def hits_misses():
+        res = _run(["-c", code], env, cwd=tmp_path)  # not the checkout's own fastcal
+        assert res.returncode == 0, res.stderr
+        return res.stdout.split()
+
+    assert hits_misses() == ["0", "1"]  # compiled and saved
+    assert hits_misses() == ["1", "0"]  # loaded
+    other = pkg / "fastcal" / "_kernels" / "binary.py"
+    other.write_text(other.read_text() + "\n# changed\n")
+    assert hits_misses() == ["0", "1"]  # another kernel module changed: compiled again
+    assert hits_misses() == ["1", "0"]

@@ -14,6 +14,7 @@ to the source, ``~/.cache/numba``), with two differences:
 Notes are :class:`CacheWarning` warnings, at most one of each kind per process.
 """
 
+import functools
 import hashlib
 import os
 import pickle
@@ -114,13 +115,30 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
             f.write(_digest(data) + data)
 
 
+@functools.cache
+def _kernels_stamp():
+    """(name, mtime, size) of every module of fastcal._kernels. Numba stamps a
+    kernel's cache with its own source file only, so a kernel that calls (or
+    inlines) a function of another module would load stale machine code after
+    that module changed (a new total in binary._terms, read by a kernel of
+    equal_mass.py, came back as 0.0); with this stamp any kernel module that
+    changes recompiles them all."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            st = os.stat(os.path.join(here, name))
+            out.append((name, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 class _CheckedCache(caching.FunctionCache):
     """Numba's per-function cache over checked files; a file that fails is recompiled."""
 
     def __init__(self, py_func):
         super().__init__(py_func)
-        self._cache_file = _CheckedCacheFile(self._cache_path, self._impl.filename_base,
-                                             self._impl.locator.get_source_stamp())
+        stamp = (self._impl.locator.get_source_stamp(), _kernels_stamp())
+        self._cache_file = _CheckedCacheFile(self._cache_path, self._impl.filename_base, stamp)
 
     def load_overload(self, sig, target_context):
         target_context.refresh()

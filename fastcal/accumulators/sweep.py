@@ -19,7 +19,7 @@ this cap, not a monotonicity failure.
 import numpy as np
 
 from fastcal.accumulators import equal_mass as em
-from fastcal.accumulators.binary import fill
+from fastcal.backends.cpu import fill_binary as fill
 from fastcal.inputs.binning import kernel_edges
 from fastcal._kernels import binary as kb
 
