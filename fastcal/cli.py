@@ -98,7 +98,13 @@ def _parser():
                     "files of any size, read out of core.")
     ap.add_argument("--version", action="version", version=f"fastcal {_version()}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for add in (_add_score, _add_recalibrate, _add_simulate, _add_warmup):
+        add(sub)
+    return ap
 
+
+def _add_score(sub):
+    """The ``fastcal score`` parser."""
     sc = sub.add_parser(
         "score", help="score a prediction file (Parquet, Feather/Arrow, NPY, CSV)",
         description="Score a file of predicted probabilities and 0/1 labels, chunk by chunk, "
@@ -187,6 +193,9 @@ def _parser():
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sc.set_defaults(func=_cmd_score)
 
+
+def _add_recalibrate(sub):
+    """The ``fastcal recalibrate`` parser."""
     rc = sub.add_parser(
         "recalibrate", help="fit a recalibration map on a prediction file, out of core",
         description="Fit temperature scaling, Platt scaling, isotonic regression or histogram "
@@ -227,6 +236,9 @@ def _parser():
                     help="show the traceback of an error (also FASTCAL_DEBUG=1)")
     rc.set_defaults(func=_cmd_recalibrate)
 
+
+def _add_simulate(sub):
+    """The ``fastcal simulate`` parser."""
     sm = sub.add_parser(
         "simulate", help="write the paper's simulated predictions (eq. 16-19) to a file",
         description="Write N rows of the paper's simulation as columns p (probability) and "
@@ -253,6 +265,9 @@ def _parser():
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     sm.set_defaults(func=_cmd_simulate)
 
+
+def _add_warmup(sub):
+    """The ``fastcal warmup`` parser."""
     wu = sub.add_parser(
         "warmup", help="compile the kernels of the common input dtypes into the cache",
         description="Compile the kernels of a default report for the common input dtypes "
@@ -261,8 +276,6 @@ def _parser():
     wu.add_argument("--debug", action="store_true",
                     help="show tracebacks (also FASTCAL_DEBUG=1)")
     wu.set_defaults(func=_cmd_warmup)
-    return ap
-
 
 def _check_range(option, value, lo, hi, why=""):
     if value is None:
