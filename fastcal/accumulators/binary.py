@@ -14,7 +14,7 @@ from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets, check_start
 from fastcal.accumulators.equal_mass import ranking_pair
 from fastcal._kernels import binary as kb
-from fastcal._kernels import multiclass as km
+from fastcal._kernels import logits as kl
 
 # Below this many rows one thread is faster than starting the thread pool.
 _PARALLEL_MIN_ROWS = 200_000
@@ -147,7 +147,7 @@ class BinaryLogitAccumulator(BinaryAccumulator):
         counts, sums, totals, checks = kb.new_state(self.n_bins)
         kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
                           kb.CHECK_OMITTED], np.int64)
-        km.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, self.closed == "right",
+        kl.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, self.closed == "right",
                                     self.eps, counts, sums, totals, checks, kinds)
         ck.raise_for(self.checks, checks, self.nan_policy, row0)
         self._add_parts(y, z, row0)

@@ -12,7 +12,7 @@ from fastcal.inputs.batch import resolve
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
 from fastcal._kernels import _config
-from fastcal._kernels import multiclass as km
+from fastcal._kernels import soft as ks
 
 _PARALLEL_MIN_ELEMENTS = 1_000_000
 
@@ -32,7 +32,7 @@ class SoftLabelAccumulator(Mergeable):
         self.threads = threads if threads is None else v.check_threads(threads)
         self.n_classes = v.check_n_classes(n_classes)
         self.checks = ck.multiclass_table(self.logits, self.renormalize, soft=True)
-        self.totals = np.zeros(km.N_SOFT, np.float64)
+        self.totals = np.zeros(ks.N_SOFT, np.float64)
         self.n_rows = 0
         self.n_omitted = 0
 
@@ -106,9 +106,9 @@ def fill(t, p, eps, logits, renormalize, threads):
     n_threads = v.check_threads(threads)
     tol = _config.SUM_TOL
     if n * k < _PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
-        totals = np.zeros(km.N_SOFT, np.float64)
-        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
-        checks[: km.N_CHECK_KINDS] = 0
-        km.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
+        totals = np.zeros(ks.N_SOFT, np.float64)
+        checks = np.full(2 * ks.N_CHECK_KINDS, -1, np.int64)
+        checks[: ks.N_CHECK_KINDS] = 0
+        ks.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
         return totals, checks
-    return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
+    return ks.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
