@@ -40,7 +40,7 @@ from ._cache import njit
 from ._threads import merge_checks, run_threads, thread_range
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair
-from .rows import bin_near_edge, bin_search, binary_terms
+from .rows import bin_near_edge, bin_search, binary_terms, note_pair
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -411,26 +411,9 @@ def _record_checks(p, y, bstart, m, omit, checks):
         i = bstart + j
         pj = np.float64(p[i])
         yj = np.float64(y[i])
-        nan_p = pj != pj
-        nan_y = yj != yj
-        if nan_p or nan_y:
-            _note(checks, CHECK_OMITTED, i)
-        if nan_p:
-            _note(checks, CHECK_NAN_P, i)
-        elif not (pj >= 0.0 and pj <= 1.0):
-            _note(checks, CHECK_RANGE_P, i)
-        if nan_y:
-            _note(checks, CHECK_NAN_Y, i)
-        elif not (yj == 0.0 or yj == 1.0):
-            _note(checks, CHECK_BAD_Y, i)
-
-
-@njit(inline="always", cache=True)
-def _note(checks, kind, i):
-    checks[kind] += 1
-    first = checks[N_CHECK_KINDS + kind]
-    if first < 0 or i < first:
-        checks[N_CHECK_KINDS + kind] = i
+        note_pair(checks, N_CHECK_KINDS, i, pj, (pj >= 0.0) & (pj <= 1.0), yj,
+                  (yj == 0.0) | (yj == 1.0), CHECK_NAN_P, CHECK_RANGE_P, CHECK_OMITTED,
+                  CHECK_NAN_Y, CHECK_BAD_Y)
 
 
 def new_state(n_bins):

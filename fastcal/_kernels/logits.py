@@ -7,8 +7,8 @@ import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH
-from .mathfn import exp64, isnan, log64
-from .rows import bin_edges, binary_terms, log_sigmoid
+from .mathfn import exp64, log64
+from .rows import bin_edges, binary_terms, log_sigmoid, note_pair
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -31,21 +31,11 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
     for i in range(start, stop):
         zi = np.float64(z[i])
         yi = np.float64(y[i])
-        nan_z = isnan(zi)
-        nan_y = isnan(yi)
         fin = (zi > -np.inf) & (zi < np.inf)
         y_ok = (yi == 0.0) | (yi == 1.0)
         if not (fin and y_ok):
-            if nan_z or nan_y:
-                _note_k(checks, nk, bin_checks[4], i)
-            if nan_z:
-                _note_k(checks, nk, bin_checks[0], i)
-            elif not fin:
-                _note_k(checks, nk, bin_checks[1], i)
-            if nan_y:
-                _note_k(checks, nk, bin_checks[3], i)
-            elif not y_ok:
-                _note_k(checks, nk, bin_checks[2], i)
+            note_pair(checks, nk, i, zi, fin, yi, y_ok, bin_checks[0], bin_checks[1],
+                      bin_checks[4], bin_checks[3], bin_checks[2])
             continue
         lp = log_sigmoid(zi, log64)
         lq = log_sigmoid(-zi, log64)
@@ -74,11 +64,3 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
         totals[2] += e * e
         totals[3] += br * br
         totals[4] += nll * nll
-
-
-@njit(inline="always", cache=True)
-def _note_k(checks, nk, kind, i):
-    checks[kind] += 1
-    first = checks[nk + kind]
-    if first < 0 or i < first:
-        checks[nk + kind] = i

@@ -40,8 +40,8 @@ from ._cache import njit
 from ._threads import merge_checks, run_threads, thread_range
 from ._config import COPIES, FASTMATH
 from .mathfn import exp64, isnan, log64
-from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, row_clip,
-                   row_entropy, row_load, row_probs, row_status)
+from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, note_row,
+                   row_load, row_probs, row_status, row_terms)
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -60,11 +60,10 @@ N_CHECK_KINDS = 8
 ROWWISE_K = 64  # from this many classes on, the row-at-a-time kernel is used (faster there)
 _FEW_BINS = 16  # class-wise state: compare-and-add per bin up to this many bins, else scatter
 @njit(inline="always", cache=True)
-def note(checks, kind, i):
-    checks[kind] += 1
-    first = checks[N_CHECK_KINDS + kind]
-    if first < 0 or i < first:
-        checks[N_CHECK_KINDS + kind] = i
+def note(checks, i, status, nan_y, y_ok, bad_label):
+    """Count the faults of row i (``rows.note_row`` with this module's kinds)."""
+    note_row(checks, N_CHECK_KINDS, i, status, status == CHECK_NAN_P, nan_y, y_ok, CHECK_OMITTED,
+             CHECK_NAN_Y, bad_label)
 
 
 @njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -110,29 +109,12 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         nan_y = isnan(yi)
         y_ok = label_ok(yi, kf)
         if status >= 0 or not y_ok:
-            if status == CHECK_NAN_P or nan_y:
-                note(checks, CHECK_OMITTED, i)
-            if status >= 0:
-                note(checks, status, i)
-            if nan_y:
-                note(checks, CHECK_NAN_Y, i)
-            elif not y_ok:
-                note(checks, CHECK_BAD_Y, i)
+            note(checks, i, status, nan_y, y_ok, CHECK_BAD_Y)
             continue
         yk = np.int64(yi)
-        # Entropy term H, Brier sum_k p_k^2 and the variance of the ECD term.
-        if with_logs:
-            if eps > 0.0:
-                row_clip(qv, ev, lv, K, lo, hi, log64)
-            h, sq, var = row_entropy(qv, ev, lv, K, eps > 0.0)
-        else:
-            h, sq, var = 0.0, 0.0, 0.0
-            for k in range(K):
-                q = qv[k]
-                sq += q * q
-                lv[k] = 0.0
+        # NLL, ECD (H - log p_y), Brier and the variance of the ECD term.
+        nll, ecd, brier, var = row_terms(qv, ev, lv, K, yk, with_logs, lo, hi, True, log64)
         qy = qv[yk]
-        nll, ecd, brier = class_terms(h, sq, lv[yk], qy)
         conf = qv[am]
         b = bin_edges(conf, edges, nb, nbf, uniform, right)
         ok = np.int64(am == yk)
@@ -285,14 +267,7 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
             nan_y = isnan(yi)
             y_ok = label_ok(yi, kf)
             if status >= 0 or not y_ok:
-                if status == CHECK_NAN_P or nan_y:
-                    note(checks, CHECK_OMITTED, i)
-                if status >= 0:
-                    note(checks, status, i)
-                if nan_y:
-                    note(checks, CHECK_NAN_Y, i)
-                elif not y_ok:
-                    note(checks, CHECK_BAD_Y, i)
+                note(checks, i, status, nan_y, y_ok, CHECK_BAD_Y)
                 fill = 0.0 if logits else uni
                 for k in range(K):
                     T[k, j] = fill

@@ -26,8 +26,9 @@ What stays apart, and why:
   (``_cuda.bins_add``, ``group_sum``, ``reduce_*``), the one integer atomic of
   the equal-mass gather, thread-local arrays of compile-time size (one kernel
   per K or d), and the simulator's stand-ins for warp intrinsics;
-- the invalid-row bookkeeping (counts and first indices) and its order, which
-  follows each kernel's loop (per block on the CPU, per thread on the GPU);
+- where the invalid rows are looked for: the CPU's binary kernel scans again
+  only the blocks that hold some, the GPU notes them while filling (both call
+  ``note_row``);
 - the Gaussian NEES (``gaussian.nees_one`` and ``cuda_gaussian``): not shared
   yet; the CPU's Cholesky and substitution are separate ``nogil`` kernels
   (not inlined), which a CUDA kernel cannot call without a GPU to compile.
@@ -40,6 +41,53 @@ import numpy as np
 
 from ._cache import njit
 from .mathfn import exp64, floor64, search_sorted
+
+
+# -- invalid rows ------------------------------------------------------------------
+
+@njit(inline="always", cache=True)
+def note_check(checks, nk, kind, i):
+    """Count row i as invalid of this kind in checks (nk counts, then nk first
+    indices, -1 for none); the first index kept is the smallest."""
+    checks[kind] += 1
+    first = checks[nk + kind]
+    if first < 0 or i < first:
+        checks[nk + kind] = i
+
+
+@njit(inline="always", cache=True)
+def note_row(checks, nk, i, p_kind, p_nan, nan_y, y_ok, omitted, nan_label, bad_label):
+    """Count the faults of row i: its prediction's kind p_kind (-1: none), and
+    omitted when the prediction (p_nan) or the label is NaN, and nan_label or
+    bad_label (y_ok False) for the label."""
+    if p_nan or nan_y:
+        note_check(checks, nk, omitted, i)
+    if p_kind >= 0:
+        note_check(checks, nk, p_kind, i)
+    if nan_y:
+        note_check(checks, nk, nan_label, i)
+    elif not y_ok:
+        note_check(checks, nk, bad_label, i)
+
+
+@njit(inline="always", cache=True)
+def note_pair(checks, nk, i, x, x_ok, y, y_ok, nan_x, bad_x, omitted, nan_label, bad_label):
+    """Count the faults of a row (x, y) of binary input: nan_x or bad_x (x_ok False)
+    for the prediction x, nan_label or bad_label (y_ok False) for the label y,
+    and omitted when either is NaN. The kinds are the caller's constants, so a
+    CUDA kernel keeps its counts in registers."""
+    x_nan = x != x
+    y_nan = y != y
+    if x_nan or y_nan:
+        note_check(checks, nk, omitted, i)
+    if x_nan:
+        note_check(checks, nk, nan_x, i)
+    elif not x_ok:
+        note_check(checks, nk, bad_x, i)
+    if y_nan:
+        note_check(checks, nk, nan_label, i)
+    elif not y_ok:
+        note_check(checks, nk, bad_label, i)
 
 
 # -- bins ------------------------------------------------------------------------
@@ -327,6 +375,27 @@ def class_terms(h, sq, ly, qy):
     """(NLL, ECD term, Brier term) of a row of K classes with label y: -log q_y,
     H - log q_y (eq. 12), sum_k q_k**2 - 2 q_y + 1."""
     return -ly, h - ly, sq - 2.0 * qy + 1.0
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def row_terms(qv, ev, lv, K, yk, with_logs, lo, hi, zero_logs, log):
+    """(NLL, ECD term, Brier term, variance) of a valid row of K probabilities qv
+    with logs lv and label yk. eps = lo > 0 clips the row into ev first
+    (``row_clip``). Without logs (binned metrics only) H and the variance are
+    0, and lv is zeroed when zero_logs (else the logits' log-softmax stays)."""
+    if with_logs:
+        if lo > 0.0:
+            row_clip(qv, ev, lv, K, lo, hi, log)
+        h, sq, var = row_entropy(qv, ev, lv, K, lo > 0.0)
+    else:
+        h, sq, var = 0.0, 0.0, 0.0
+        for k in range(K):
+            q = qv[k]
+            sq += q * q
+            if zero_logs:
+                lv[k] = 0.0
+    nll, ecd, brier = class_terms(h, sq, lv[yk], qv[yk])
+    return nll, ecd, brier, var
 
 
 @njit(inline="always", error_model="numpy", cache=True)

@@ -12,8 +12,7 @@ from ._cache import njit
 from ._config import FASTMATH
 from ._threads import merge_checks, run_threads, thread_range
 from .mathfn import isnan, log64
-from .multiclass import (CHECK_BAD_T, CHECK_NAN_P, CHECK_NAN_Y, CHECK_OMITTED, N_CHECK_KINDS,
-                         load_row, note)
+from .multiclass import CHECK_BAD_T, N_CHECK_KINDS, load_row, note
 from .rows import row_clip
 
 N_SOFT = 9
@@ -43,14 +42,7 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
         t_nan = isnan(st)
         t_ok = (st > -np.inf) & (st < np.inf) & (tmn >= 0.0) & (abs(st - 1.0) <= tol)
         if status >= 0 or not t_ok:
-            if status == CHECK_NAN_P or t_nan:
-                note(checks, CHECK_OMITTED, i)
-            if status >= 0:
-                note(checks, status, i)
-            if t_nan:
-                note(checks, CHECK_NAN_Y, i)
-            elif not t_ok:
-                note(checks, CHECK_BAD_T, i)
+            note(checks, i, status, t_nan, t_ok, CHECK_BAD_T)
             continue
         if eps > 0.0:
             row_clip(qv, ev, lv, K, lo, hi, log64)
