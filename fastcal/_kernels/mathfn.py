@@ -66,27 +66,19 @@ _A9 = 2.0 / 19.0
 
 
 @intrinsic
-def _f64_bits(typingctx, x):
-    """The bits of the float64 x as an int64 (LLVM ``bitcast``)."""
-    if x != types.float64:
+def _bitcast(typingctx, x):
+    """The 64 bits of x as the other of float64 and int64 (LLVM ``bitcast``)."""
+    if x == types.float64:
+        out = types.int64
+    elif x == types.int64:
+        out = types.float64
+    else:
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(64))
+        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
 
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def _i64_float(typingctx, i):
-    """The float64 whose bits are the int64 i (LLVM ``bitcast``)."""
-    if i != types.int64:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
+    return out(x), codegen
 
 
 @intrinsic
@@ -105,13 +97,13 @@ def _floor(typingctx, x):
 @njit(inline="always", cache=True)
 def as_bits(x):
     """The bits of the float64 x as an int64, on the CPU and in CUDA kernels."""
-    return _f64_bits(np.float64(x))
+    return _bitcast(np.float64(x))
 
 
 @njit(inline="always", cache=True)
 def from_bits(i):
     """The float64 whose bits are the int64 i, on the CPU and in CUDA kernels."""
-    return _i64_float(np.int64(i))
+    return _bitcast(np.int64(i))
 
 
 @njit(inline="always", cache=True)

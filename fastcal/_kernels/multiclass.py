@@ -160,28 +160,6 @@ def block_rows(n_classes):
     return max(4, min(128, 2048 // n_classes))
 
 
-@njit(nogil=True, error_model="numpy", cache=True)
-def _bad_row(P, i, K, logits):
-    """Kind of a row whose sum is not finite (slow path): NaN, inf, or -1 if the
-    row is valid (logits with some -inf but a finite max)."""
-    has_nan = False
-    has_pinf = False
-    mx = -np.inf
-    for k in range(K):
-        v = np.float64(P[i, k])
-        if v != v:
-            has_nan = True
-        elif v == np.inf:
-            has_pinf = True
-        elif v > mx:
-            mx = v
-    if has_nan:
-        return CHECK_NAN_P
-    if not logits or has_pinf or mx == -np.inf:
-        return CHECK_INF_P
-    return -1
-
-
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
                counts, sums, totals, ccounts, csums, checks, with_logs=True):
@@ -252,17 +230,8 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
         for j in range(m):
             i = b0 + j
             sj = s[j]
-            status = -1
-            if not ((sj > -np.inf) & (sj < np.inf)):
-                status = _bad_row(P, i, K, logits)
-            elif not logits:
-                if mn[j] < 0.0:
-                    status = CHECK_NEG_P
-                elif renorm:
-                    if not (sj > 0.0):
-                        status = CHECK_SUM_P
-                elif abs(sj - 1.0) > tol:
-                    status = CHECK_SUM_P
+            status, _ = row_status(T[:, j], K, logits, renorm, tol, sj, mx[j], mn[j], CHECK_NAN_P,
+                                   CHECK_INF_P, CHECK_NEG_P, CHECK_SUM_P)
             yi = np.float64(y[i])
             nan_y = isnan(yi)
             y_ok = label_ok(yi, kf)
