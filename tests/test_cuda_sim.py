@@ -62,6 +62,7 @@ if CASES:
     from fastcal.backends import cpu as mc
     from fastcal._kernels import binary as kb
     from fastcal._kernels import gaussian as kg
+    from fastcal._kernels import logits as kl
     from fastcal._kernels import multiclass as km
     from fastcal.accumulators.calibration import CalibrationAccumulator
     from fastcal.accumulators import checks as ck
@@ -176,7 +177,7 @@ if CASES:
             for right in (False, True):
                 for eps in (0.0, 1e-7):
                     cpu = kb.new_state(n_bins)
-                    km.fill_binary_logits_range(z, y, 0, 400, edges, True, right, eps, *cpu, kinds)
+                    kl.fill_binary_logits_range(z, y, 0, 400, edges, True, right, eps, *cpu, kinds)
                     gpu = fc.fill_binary_logits(y, z, edges, True, right, eps)
                     _same(gpu, cpu)
 
@@ -194,7 +195,7 @@ if CASES:
         edges = kernel_edges(10, "<f8")
         for eps in (0.0, 1e-9, 1e-7, 1e-4):
             cpu = kb.new_state(10)
-            km.fill_binary_logits_range(z, y, 0, 600, edges, True, False, eps, *cpu, kinds)
+            kl.fill_binary_logits_range(z, y, 0, 600, edges, True, False, eps, *cpu, kinds)
             # squared ECD and NLL terms of 1e300 are inf; the simulator's threads do not
             # see this thread's np.errstate, so the (numpy scalar) warning is filtered
             with warnings.catch_warnings():
@@ -310,7 +311,7 @@ if CASES:
         # differently on the GPU (libdevice's log, see docs/guide/gpu.md)
         z = rng.normal(scale=3, size=n)
         cpu = kb.new_state(n_bins)
-        km.fill_binary_logits_range(z, y, 0, n, kernel_edges(n_bins, "<f8"), True, False, 0.0,
+        kl.fill_binary_logits_range(z, y, 0, n, kernel_edges(n_bins, "<f8"), True, False, 0.0,
                                     *cpu, np.arange(5, dtype=np.int64))
         _same(fc.fill_binary_logits(y, z, kernel_edges(n_bins, "<f8"), True, False, 0.0), cpu)
         P = rng.dirichlet(np.ones(3), size=n)

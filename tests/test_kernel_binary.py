@@ -384,3 +384,20 @@ def test_search_sorted_matches_numpy():
         want = np.searchsorted(edges, xs, side="right" if right else "left")
         got = [search_sorted(edges, float(x), right) for x in xs]
         assert got == want.tolist()
+
+
+def test_bit_casts_and_floor_match_numpy():
+    # mathfn's LLVM intrinsics, which the CPU and the CUDA kernels share (numpy's
+    # scalar .view does not compile for CUDA)
+    from numba import njit
+
+    from fastcal._kernels.mathfn import as_bits, floor64, from_bits
+
+    x = np.array([0.0, -0.0, 1.0, -2.5, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+                  np.inf, -np.inf, np.nan, 0.3, -0.7, 2.0**52 + 0.5, -(2.0**60)])
+    bits = njit(lambda a: np.array([as_bits(v) for v in a]))(x)
+    np.testing.assert_array_equal(bits, x.view(np.int64))
+    back = njit(lambda b: np.array([from_bits(v) for v in b]))(bits)
+    np.testing.assert_array_equal(back.view(np.int64), bits)
+    fl = njit(lambda a: np.array([floor64(v) for v in a]))(x)
+    np.testing.assert_array_equal(fl, np.floor(x))

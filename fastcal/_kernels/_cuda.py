@@ -1,4 +1,4 @@
-"""The one place that imports Numba's CUDA target, and helpers shared by the GPU kernels.
+"""The one place that imports Numba's CUDA target, and the GPU kernels' own helpers.
 
 Importing this module imports ``numba.cuda`` (the ``numba-cuda`` package, or
 Numba's built-in simulator when ``NUMBA_ENABLE_CUDASIM=1``). Nothing in
@@ -8,9 +8,12 @@ numba-cuda 0.30.x registers an overload for ``np.row_stack`` when it is
 imported; numpy 2.5 removed that name, so the import fails there. The name is
 restored as ``np.vstack`` (what it always was) before the import, and only
 if it is missing.
-"""
 
-import math
+The per-row arithmetic (bins, logs, terms) is not here: the kernels call the
+CPU kernels' own functions in ``rows.py`` and ``mathfn.py``. What is here is
+what only a GPU has: per-thread and per-warp state, warp votes and block
+reductions.
+"""
 
 import numpy as np
 
@@ -36,22 +39,16 @@ F64 = np.dtype(np.float64) if SIMULATOR else np.float64
 I64 = np.dtype(np.int64) if SIMULATOR else np.int64
 
 if SIMULATOR:
-    # The simulator runs kernels as Python: libdevice's bit casts are stubs there.
-    def as_bits(x):
-        return np.float64(x).view(np.int64)
-
-    def from_bits(i):
-        return np.int64(i).view(np.float64)
+    # The simulator runs kernels as Python, and calls the shared row maths
+    # (rows.py, mathfn.py) compiled for the CPU, which take NumPy arrays only.
+    def plain(a):
+        """The NumPy array behind a simulated device array."""
+        return getattr(a, "_ary", a)
 else:
-    from numba.cuda import libdevice
-
     @cuda.jit(device=True, inline=True)
-    def as_bits(x):
-        return libdevice.double_as_longlong(x)
-
-    @cuda.jit(device=True, inline=True)
-    def from_bits(i):
-        return libdevice.longlong_as_double(i)
+    def plain(a):
+        """The array itself (under the simulator: the NumPy array behind it)."""
+        return a
 
 
 @cuda.jit(device=True, inline=True)
@@ -60,124 +57,6 @@ def unpack(v):
     c = np.int64(v)
     a = c >> 17
     return c & 131071, a & 131071, a >> 17
-
-
-@cuda.jit(device=True, inline=True)
-def note(chk, kind, nk, i):
-    """Count one invalid row of this kind; the first (smallest) index is kept.
-
-    ``chk`` is a thread's local array of nk counts then nk first indices;
-    rows are visited in increasing order, so the first one seen is the smallest.
-    """
-    chk[kind] += 1
-    if chk[nk + kind] < 0:
-        chk[nk + kind] = i
-
-
-@cuda.jit(device=True, inline=True)
-def search_bin(edges, nb, x, right):
-    """Bin of x in [0, 1] for sorted edges: numpy's searchsorted rules as on the CPU.
-
-    right: (a, b] bins, searchsorted(edges, x, 'left') - 1, at least 0;
-    left: [a, b) bins, searchsorted(edges, x, 'right') - 1, at most nb - 1.
-    """
-    lo = 0
-    hi = nb + 1
-    if right:
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if edges[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-    else:
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if edges[mid] <= x:
-                lo = mid + 1
-            else:
-                hi = mid
-    return min(max(lo - 1, 0), nb - 1)
-
-
-@cuda.jit(device=True, inline=True)
-def uniform_bin(x, nbf, top, invn, right, is32):
-    """Uniform-edge bin of x in [0, 1], exact at every edge (the CPU's ``_bin_near_edge``).
-
-    Only the edge E_k nearest to x * n can be on the wrong side of a naive
-    floor; it is recomputed exactly as ``binning.kernel_edges`` stores it
-    (k / n correctly rounded, then rounded to float32 for float32 data) and
-    compared with x.
-    """
-    k = np.int64(x * nbf + 0.5)
-    kf = np.float64(k)
-    if is32:
-        e = np.float64(np.float32(kf * invn))
-    else:
-        e = kf / nbf
-    b = k - 1 + np.int64(x > e) + np.int64((x == e) and not right)
-    return min(max(b, np.int64(0)), top)
-
-
-@cuda.jit(device=True, inline=True)
-def mc_uniform_bin(x, nb, nbf, right, f32):
-    """The multi-class kernel's uniform bin (``_kernels.multiclass._bin_u``), same edges."""
-    b = min(max(np.int64(x * nbf), np.int64(0)), nb - 1)
-    bf = np.float64(b)
-    lo = bf / nbf
-    hi = (bf + 1.0) / nbf
-    if f32:
-        lo = np.float64(np.float32(lo))
-        hi = np.float64(np.float32(hi))
-    if right:
-        b = b - np.int64((b > 0) and (x <= lo))
-        b = b + np.int64((b < nb - 1) and (x > hi))
-    else:
-        b = b - np.int64((b > 0) and (x < lo))
-        b = b + np.int64((b < nb - 1) and (x >= hi))
-    return b
-
-
-_LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-
-
-@cuda.jit(device=True, inline=True)
-def exp64(x):
-    """exp(x) for x <= 0: the CPU kernel's ``exp64``, step for step (same roundings)."""
-    xc = max(x, -708.0)
-    n = np.float64(math.floor(xc * _LOG2E + 0.5))
-    r = (xc - n * _LN2_HI) - n * _LN2_LO
-    e = 1.0 / 6227020800.0
-    e = 1.0 / 479001600.0 + r * e
-    e = 1.0 / 39916800.0 + r * e
-    e = 1.0 / 3628800.0 + r * e
-    e = 1.0 / 362880.0 + r * e
-    e = 1.0 / 40320.0 + r * e
-    e = 1.0 / 5040.0 + r * e
-    e = 1.0 / 720.0 + r * e
-    e = 1.0 / 120.0 + r * e
-    e = 1.0 / 24.0 + r * e
-    e = 1.0 / 6.0 + r * e
-    e = 0.5 + r * e
-    e = 1.0 + r * e
-    e = 1.0 + r * e
-    out = e * from_bits((np.int64(n) + 1023) << 52)
-    return 0.0 if x < -708.0 else out
-
-
-@cuda.jit(device=True, inline=True)
-def log0(x):
-    """log(x) for x >= 0 with log(0) = -inf (the simulator's math.log raises at 0)."""
-    return math.log(x) if x > 0.0 else -math.inf
-
-
-@cuda.jit(device=True, inline=True)
-def log1m(q):
-    """log(1 - q) for q <= 1, accurate for small q; log(0) = -inf."""
-    return math.log1p(-q) if q < 1.0 else -math.inf
-
 
 
 # -- warp-private bins --------------------------------------------------------
@@ -521,22 +400,6 @@ def totals_add_within(tot, p2, py):
     the global sums of the Brier decomposition's within-bin terms."""
     tot[5] += p2
     tot[6] += py
-
-
-@cuda.jit(device=True, inline=True)
-def edges_bin(x, edges, nb, nbf, uniform, right):
-    """Bin of x in [0, 1] by the stored edges: uniform ones by floor(x * n) moved by
-    one where an edge says so (``bootstrap._bin_of``), others by search_bin."""
-    if not uniform:
-        return search_bin(edges, nb, x, right)
-    b = min(max(np.int64(x * nbf), np.int64(0)), nb - 1)
-    if right:
-        b = b - np.int64((b > 0) and (x <= edges[b]))
-        b = b + np.int64((b < nb - 1) and (x > edges[b + 1]))
-    else:
-        b = b - np.int64((b > 0) and (x < edges[b]))
-        b = b + np.int64((b < nb - 1) and (x >= edges[b + 1]))
-    return b
 
 
 @cuda.jit(device=True, inline=True)

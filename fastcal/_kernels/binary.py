@@ -40,7 +40,8 @@ import numpy as np
 from ._cache import njit
 from ._threads import merge_checks, run_threads, thread_range
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
-from .mathfn import log_pair, search_sorted
+from .mathfn import log_pair
+from .rows import bin_near_edge, bin_search, binary_terms, note_pair
 
 N_COUNTS = 3
 N_SUMS = 3
@@ -61,37 +62,9 @@ _FIELD = (1 << 21) - 1
 DIRECT_MIN = 1 << 12  # more bins than this: no interleaved copies (see _scatter_direct)
 
 
-@njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
-def _bin_near_edge(pj, nbf, top, invn, right, is32):
-    """Bin of pj for uniform edges, exact at every edge, without memory reads.
-
-    Only the edge nearest to pj * n can be on the wrong side of a naive
-    floor(pj * n) (0.3 * 10 = 2.9999999999999996), so that edge E_k =
-    k / n, rounded to pj's own dtype, is recomputed here and compared with
-    pj. For float32 data E_k = float32(k * (1 / n)): the float64 product is
-    within 2 ulp of k / n, far closer than any float32 rounding boundary, so
-    it rounds to the same float32 as k / n (checked for the whole table
-    before this is used). For float64 data E_k is the correctly rounded
-    division. Values outside [0, 1] and NaN are binned as 0.5; the caller
-    sends their rows to the trash row.
-    """
-    pc = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
-    k = np.int64(pc * nbf + 0.5)
-    kf = np.float64(k)
-    if is32:
-        e = np.float64(np.float32(kf * invn))
-    else:
-        e = kf / nbf
-    # (a, b] (right) with p = 0 in the first bin, or [a, b) with p = 1 in the
-    # last bin: the same but one bin up when p == e. Arithmetic rather than a
-    # branch, so that one compiled loop serves both sides.
-    b = k - 1 + np.int64(pc > e) + np.int64((pc == e) & (not right))
-    return min(max(b, 0), top)
-
-
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def _uniform_ok(edges, is32):
-    """True if _bin_near_edge's edge formula reproduces every stored edge."""
+    """True if rows.bin_near_edge's edge formula reproduces every stored edge."""
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
     invn = 1.0 / nbf
@@ -105,23 +78,20 @@ def _uniform_ok(edges, is32):
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def _bins_uniform(p, edges, nb, right, bi):
-    """Bins of the block p for uniform edges (vectorised, see _bin_near_edge)."""
+    """Bins of the block p for uniform edges (vectorised, see rows.bin_near_edge)."""
     nbf = np.float64(nb)
     invn = 1.0 / nbf
     top = nb - 1
     is32 = p.itemsize == 4  # a constant to LLVM: the other branch is dropped
     for j in range(p.shape[0]):
-        bi[j] = _bin_near_edge(np.float64(p[j]), nbf, top, invn, right, is32)
+        bi[j] = bin_near_edge(_valid(np.float64(p[j])), nbf, top, invn, right, is32)
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
 def _bins_search(p, edges, nb, right, bi):
     """Bins of the block p for arbitrary sorted edges spanning [0, 1]."""
     for j in range(p.shape[0]):
-        pj = np.float64(p[j])
-        pc = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
-        b = search_sorted(edges, pc, not right) - 1  # (a, b] searches from the left
-        bi[j] = max(b, 0) if right else min(b, nb - 1)
+        bi[j] = bin_search(edges, nb, _valid(np.float64(p[j])), right)
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
@@ -136,10 +106,15 @@ def _logs(p, lo, hi, lp, lq):
 
 
 @njit(inline="always", error_model="numpy", cache=True)
+def _valid(pj):
+    """pj, or 0.5 if pj is NaN or outside [0, 1] (its row goes to the trash row)."""
+    return pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
+
+
+@njit(inline="always", error_model="numpy", cache=True)
 def _clip_valid(pj, lo, hi):
     """pj clipped to [lo, hi]; 0.5 if pj is NaN or outside [0, 1]."""
-    ps = pj if (pj >= 0.0) & (pj <= 1.0) else 0.5
-    return min(max(ps, lo), hi)
+    return min(max(_valid(pj), lo), hi)
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
@@ -173,15 +148,7 @@ def _terms(p, y, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, tot):
             q = min(max(ps, lo), hi)
             lp = lpv[j] if good else _LOG_HALF
             lq = lqv[j] if good else _LOG_HALF
-            logit = lp - lq
-            d = q - ys
-            # Limits: (p - y) logit(p) -> 0 when p == y in {0, 1}.
-            e = 0.0 if d == 0.0 else d * logit
-            pq = q * (1.0 - q)
-            v = 0.0 if pq == 0.0 else pq * logit * logit
-            nll = -lp if pos else -lq
-            db = ps - ys
-            br = db * db
+            e, v, nll, br = binary_terms(q, ps, ys, lp, lq)
             ev[j] = e
             vv[j] = v
             s_brier += br if good else 0.0
@@ -227,7 +194,7 @@ def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
     is32 = p.itemsize == 4  # a constant to LLVM: the other branch is dropped
     for j in range(p.shape[0]):
         pj = np.float64(p[j])
-        bi[j] = _bin_near_edge(pj, nbf, top, invn, right, is32)
+        bi[j] = bin_near_edge(_valid(pj), nbf, top, invn, right, is32)
         lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
@@ -462,26 +429,9 @@ def _record_checks(p, y, bstart, m, omit, checks):
         i = bstart + j
         pj = np.float64(p[i])
         yj = np.float64(y[i])
-        nan_p = pj != pj
-        nan_y = yj != yj
-        if nan_p or nan_y:
-            _note(checks, CHECK_OMITTED, i)
-        if nan_p:
-            _note(checks, CHECK_NAN_P, i)
-        elif not (pj >= 0.0 and pj <= 1.0):
-            _note(checks, CHECK_RANGE_P, i)
-        if nan_y:
-            _note(checks, CHECK_NAN_Y, i)
-        elif not (yj == 0.0 or yj == 1.0):
-            _note(checks, CHECK_BAD_Y, i)
-
-
-@njit(inline="always", cache=True)
-def _note(checks, kind, i):
-    checks[kind] += 1
-    first = checks[N_CHECK_KINDS + kind]
-    if first < 0 or i < first:
-        checks[N_CHECK_KINDS + kind] = i
+        note_pair(checks, N_CHECK_KINDS, i, pj, (pj >= 0.0) & (pj <= 1.0), yj,
+                  (yj == 0.0) | (yj == 1.0), CHECK_NAN_P, CHECK_RANGE_P, CHECK_OMITTED,
+                  CHECK_NAN_Y, CHECK_BAD_Y)
 
 
 def new_state(n_bins):

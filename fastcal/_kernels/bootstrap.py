@@ -32,7 +32,8 @@ import numpy as np
 from ._cache import njit
 from ._threads import run_threads, thread_range
 from ._config import BLOCK, COPIES
-from .mathfn import log1m, log64, search_sorted
+from .mathfn import log1m, log64
+from .rows import bin_edges
 
 _G = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -101,26 +102,6 @@ def uniform01(h):
 
 
 @njit(inline="always", error_model="numpy", cache=True)
-def _bin_of(p, edges, nb, nbf, uniform, right):
-    """Bin of p in [0, 1], the same rule as the fill kernel (edges exact)."""
-    if uniform:
-        b = min(np.int64(p * nbf), nb - 1)
-        if right:
-            if b > 0 and p <= edges[b]:
-                b -= 1
-            if b < nb - 1 and p > edges[b + 1]:
-                b += 1
-        else:
-            if p < edges[b]:
-                b -= 1
-            if b < nb - 1 and p >= edges[b + 1]:
-                b += 1
-        return b
-    b = search_sorted(edges, p, not right) - 1  # (a, b] searches from the left
-    return max(b, 0) if right else min(b, nb - 1)
-
-
-@njit(inline="always", error_model="numpy", cache=True)
 def _stage(p, y, bstart, m, row0, skey, edges, nb, nbf, uniform, right, pv, yv, bi, keys):
     """Load one block: values, bins (-1 for NaN rows, which carry no weight), row keys."""
     for j in range(m):
@@ -128,7 +109,7 @@ def _stage(p, y, bstart, m, row0, skey, edges, nb, nbf, uniform, right, pv, yv, 
         yj = np.float64(y[bstart + j])
         good = (pj == pj) & (yj == yj)
         ps = pj if good else 0.5
-        bi[j] = _bin_of(ps, edges, nb, nbf, uniform, right) if good else -1
+        bi[j] = bin_edges(ps, edges, nb, nbf, uniform, right) if good else -1
         pv[j] = ps
         yv[j] = yj if good else 0.0
         keys[j] = row_key(skey, row0 + bstart + j)

@@ -18,20 +18,21 @@ Design (one pass over the data, a persistent grid-stride loop):
 * At the end each block reduces its threads' bins in a fixed order and
   writes one partial row per block; the host adds the rows. Float sums are
   float64 whatever the input dtype; counts are exact integers.
-* Bins use the CPU kernel's edge arithmetic (``_cuda.uniform_bin``), so a p
-  on an edge goes to the same side for float32 and float64 and either
-  ``closed``. Invalid rows (NaN, p outside [0, 1], labels other than 0/1)
-  go to the trash bin nb with the CPU's neutral values and are counted,
-  with their first index, while filling.
+* Bins, logarithms and per-row terms are the CPU kernels' own functions
+  (``rows.py``, ``mathfn.py``), so a p on an edge goes to the same side for
+  float32 and float64 and either ``closed``. Invalid rows (NaN, p outside
+  [0, 1], labels other than 0/1) go to the trash bin nb with neutral values
+  (p = 0.5, y = 0) and are counted, with their first index, while filling.
 """
 
 import math
 
 import numpy as np
 
-from ._cuda import (F64, I64, WARP, bins_add, bins_finish, bins_start, cuda, edges_bin, exp64,
-                    log0, log1m, note, search_bin, totals_add, totals_add_within,
-                    totals_start, uniform_bin)
+from ._cuda import (F64, I64, WARP, bins_add, bins_finish, bins_start, cuda, plain, totals_add,
+                    totals_add_within, totals_start)
+from .mathfn import exp64, log_inline, log_pair
+from .rows import bin_edges, bin_near_edge, bin_search, binary_terms, log_sigmoid, note_pair
 
 N_TOT = 7
 N_KINDS = 5        # binary.CHECK_* kinds
@@ -47,7 +48,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
     """Binary probabilities: one partial state per block (see the module docstring).
 
     ``is32`` says the edges are float32-rounded (float32 p): it selects the
-    edge formula, exactly as on the CPU. ``warp_bins``/``wglobal``/``gw``:
+    edge formula. ``warp_bins``/``wglobal``/``gw``:
     where the bins live (``_cuda.plan_launch``).
     """
     sh = cuda.shared.array(0, F64)
@@ -55,6 +56,7 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
     tid = cuda.threadIdx.x
     lane = tid % WARP
     n = p.shape[0]
+    edges = plain(edges)
     nb = edges.shape[0] - 1
     nb1 = nb + 1
     nbf = np.float64(nb)
@@ -77,45 +79,26 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
         ps = pj if good else 0.5
         ys = yj if good else 0.0
         if not good:
-            nan_p = pj != pj
-            nan_y = yj != yj
-            if nan_p or nan_y:
-                note(chk, _OMIT, N_KINDS, i)
-            if nan_p:
-                note(chk, _NAN_P, N_KINDS, i)
-            elif not (pj >= 0.0 and pj <= 1.0):
-                note(chk, _RANGE_P, N_KINDS, i)
-            if nan_y:
-                note(chk, _NAN_Y, N_KINDS, i)
-            elif not (yj == 0.0 or yj == 1.0):
-                note(chk, _BAD_Y, N_KINDS, i)
+            note_pair(chk, N_KINDS, i, pj, (pj >= 0.0) and (pj <= 1.0), yj,
+                      (yj == 0.0) or (yj == 1.0), _NAN_P, _RANGE_P, _OMIT, _NAN_Y, _BAD_Y)
         if not good:
             b = nb
         elif uniform:
-            b = uniform_bin(ps, nbf, top, invn, right, is32)
+            b = bin_near_edge(ps, nbf, top, invn, right, is32)
         else:
-            b = search_bin(edges, nb, ps, right)
+            b = bin_search(edges, nb, ps, right)
         pos = ys == 1.0
         ok = (ps > 0.5) == pos
         ev = 0.0
         vv = 0.0
         if with_logs:
             q = min(max(ps, lo), hi)
+            lp = _LOG_HALF
+            lq = _LOG_HALF
             if good:
-                lp = log0(q)
-                lq = log1m(q)
-            else:
-                lp = _LOG_HALF
-                lq = _LOG_HALF
-            logit = lp - lq
-            d = q - ys
-            ev = 0.0 if d == 0.0 else d * logit
-            pq = q * (1.0 - q)
-            vv = 0.0 if pq == 0.0 else pq * logit * logit
+                lp, lq = log_pair(q)
+            ev, vv, nll, br = binary_terms(q, ps, ys, lp, lq)
             if good and live:
-                nll = -lp if pos else -lq
-                db = ps - ys
-                br = db * db
                 totals_add(tot, br, nll, ev)
                 totals_add_within(tot, ps * ps, ps * ys)
         bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, live, b, pos, ok, ps, ev, vv)
@@ -123,29 +106,20 @@ def fill_prob(p, y, edges, uniform, right, is32, lo, hi, with_logs, warp_bins, w
                 part_f, part_t, part_c)
 
 
-@cuda.jit(device=True, inline=True)
-def _log_sigmoid(z):
-    """log(1 / (1 + exp(-z))) for finite z, as the CPU kernel computes it."""
-    a = -abs(z)
-    e = exp64(a)
-    u = 1.0 + e
-    l1p = math.log(u) - ((u - 1.0) - e) / u if e > 0.0 else 0.0
-    return min(z, 0.0) - l1p
-
-
 @cuda.jit
 def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal, gw,
                part_i, part_f, part_t, part_c):
-    """Binary logits (``multiclass.fill_binary_logits_range``): p = sigmoid(z) never stored.
+    """Binary logits (``logits.fill_binary_logits_range``): p = sigmoid(z) never stored.
 
-    Invalid rows are skipped (not binned), as on the CPU; the check kinds
-    are binary.CHECK_*, "p out of range" meaning an infinite logit.
+    Invalid rows are skipped (not binned); the check kinds are
+    binary.CHECK_*, "p out of range" meaning an infinite logit.
     """
     sh = cuda.shared.array(0, F64)
     T = cuda.blockDim.x
     tid = cuda.threadIdx.x
     lane = tid % WARP
     n = z.shape[0]
+    edges = plain(edges)
     nb = edges.shape[0] - 1
     nb1 = nb + 1
     store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, wglobal)
@@ -165,18 +139,7 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
         y_ok = (yi == 0.0) or (yi == 1.0)
         use = live and fin and y_ok
         if not (fin and y_ok):
-            nan_z = zi != zi
-            nan_y = yi != yi
-            if nan_z or nan_y:
-                note(chk, _OMIT, N_KINDS, i)
-            if nan_z:
-                note(chk, _NAN_P, N_KINDS, i)
-            elif not fin:
-                note(chk, _RANGE_P, N_KINDS, i)
-            if nan_y:
-                note(chk, _NAN_Y, N_KINDS, i)
-            elif not y_ok:
-                note(chk, _BAD_Y, N_KINDS, i)
+            note_pair(chk, N_KINDS, i, zi, fin, yi, y_ok, _NAN_P, _RANGE_P, _OMIT, _NAN_Y, _BAD_Y)
         p = 0.0
         e = 0.0
         v = 0.0
@@ -184,26 +147,19 @@ def fill_logit(z, y, edges, uniform, right, lo, hi, eps_pos, warp_bins, wglobal,
         ok = False
         b = np.int64(-1)
         if use:
-            lp = _log_sigmoid(zi)
-            lq = _log_sigmoid(-zi)
+            lp = log_sigmoid(zi, log_inline)
+            lq = log_sigmoid(-zi, log_inline)
             p = exp64(lp)
             pe = p
             if eps_pos:
                 pe = min(max(p, lo), hi)
                 if pe != p:
-                    # clipped: logs of the clipped value; unclipped rows keep lp, lq
-                    # from z, as on the CPU
-                    lp = math.log(pe)
-                    lq = math.log(1.0 - pe)
-            logit = lp - lq
-            e = (pe - yi) * logit
-            pq = pe * (1.0 - pe)
-            v = 0.0 if pq == 0.0 else pq * logit * logit  # limit 0, no 0 * inf
+                    # clipped: logs of the clipped value; unclipped rows keep lp, lq from z
+                    lp = log_inline(pe)
+                    lq = log_inline(1.0 - pe)
+            e, v, nll, br = binary_terms(pe, p, yi, lp, lq)
             pos = yi == 1.0
-            nll = -lp if pos else -lq
-            db = p - yi
-            br = db * db
-            b = edges_bin(p, edges, nb, nbf, uniform, right)  # float64 edges: p is float64
+            b = bin_edges(p, edges, nb, nbf, uniform, right)  # float64 edges: p is float64
             ok = (p > 0.5) == pos
             totals_add(tot, br, nll, e)
             totals_add_within(tot, p * p, p * yi)

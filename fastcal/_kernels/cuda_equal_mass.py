@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ._cuda import as_bits, cuda
+from ._cuda import cuda
+from .mathfn import as_bits
 
 
 @cuda.jit

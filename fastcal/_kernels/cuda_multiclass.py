@@ -4,10 +4,9 @@ class-wise and the eq.-12 ECD sums, probabilities or logits (softmax in the kern
 One thread per row (grid-stride, the same number of rounds for every thread
 of a block). The row's K probabilities and logs live in thread-local arrays
 of compile-time size, so one kernel is compiled per K (``kernel(K)``). Row
-status, argmax, softmax, clipping, entropy, variance and bins follow the
-CPU's row-at-a-time kernel (``multiclass.fill_rows``) step for step;
-``exp64`` is the CPU's own series, the logarithms are libdevice's (both
-within an ulp or two of the CPU's, far inside 1e-12).
+status, argmax, softmax, clipping, entropy, variance, terms and bins are the
+functions of ``rows.py`` that the CPU's row-at-a-time kernel
+(``multiclass.fill_rows``) calls, with the same ``exp64`` and logarithm.
 
 State: top-label bins as in the binary kernel (private per thread up to 47
 bins, else per warp). The class-wise K x n_bins state is private per warp
@@ -24,8 +23,11 @@ import math
 import numpy as np
 
 from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, SLOTS_PER_BIN, WARP, bins_add,
-                    bins_finish, bins_start, classes_add_warp, cuda, exp64, log0, mc_uniform_bin,
-                    note, search_bin, totals_add, totals_add_within, totals_start)
+                    bins_finish, bins_start, classes_add_warp, cuda, plain, totals_add,
+                    totals_add_within, totals_start)
+from .mathfn import log_inline
+from .rows import (bin_search, bin_uniform, label_ok, note_row, row_load, row_probs, row_status,
+                   row_terms)
 
 ROWWISE_K = 64  # multiclass.ROWWISE_K
 N_TOT = 7
@@ -55,73 +57,12 @@ def _cached(what, K, make):
 
 
 @cuda.jit(device=True, inline=True)
-def row_status(P, i, K, logits, renorm, tol, qv):
-    """Row i of P loaded into qv (float64): (status, sum, max), status -1 when
-    the row is valid, else the CPU's check kind (``multiclass._load_row``)."""
-    s = 0.0
-    mx = -math.inf
-    mn = math.inf
-    for k in range(K):
-        v = np.float64(P[i, k])
-        qv[k] = v
-        s += v
-        mx = v if v > mx else mx
-        mn = v if v < mn else mn
-    status = -1
-    if not ((s > -math.inf) and (s < math.inf)):
-        has_nan = False
-        has_pinf = False
-        mx = -math.inf
-        for k in range(K):
-            v = qv[k]
-            if v != v:
-                has_nan = True
-            elif v == math.inf:
-                has_pinf = True
-            elif v > mx:
-                mx = v
-        if has_nan:
-            status = NAN_P
-        elif (not logits) or has_pinf or mx == -math.inf:
-            status = INF_P
-    if status < 0 and not logits:
-        if mn < 0.0:
-            status = NEG_P
-        elif renorm:
-            if not (s > 0.0):
-                status = SUM_P
-        elif abs(s - 1.0) > tol:
-            status = SUM_P
+def load(P, i, K, logits, renorm, tol, qv):
+    """Row i of P into qv: (status, sum, max), status -1 when the row is valid,
+    else its ``multiclass.CHECK_*`` kind."""
+    s, mx, mn = row_load(P, i, K, qv)
+    status, mx = row_status(qv, K, logits, renorm, tol, s, mx, mn, NAN_P, INF_P, NEG_P, SUM_P)
     return status, s, mx
-
-
-@cuda.jit(device=True, inline=True)
-def row_probs(qv, lv, K, logits, renorm, s, mx):
-    """The argmax of a valid row; qv becomes its probabilities (the softmax of
-    logits, whose log-softmax goes to lv; or renormalised by the sum s)."""
-    am = 0
-    for k in range(K):
-        if qv[k] == mx:
-            am = k
-            break
-    if logits:
-        t = 0.0
-        for k in range(K):
-            d = qv[k] - mx
-            lv[k] = d
-            e = exp64(d)
-            qv[k] = e
-            t += e
-        lt = math.log(t)
-        inv = 1.0 / t
-        for k in range(K):
-            qv[k] = qv[k] * inv
-            lv[k] = lv[k] - lt
-    elif renorm:
-        inv = 1.0 / s
-        for k in range(K):
-            qv[k] = qv[k] * inv
-    return am
 
 
 def _make_confidence(K):
@@ -133,15 +74,15 @@ def _make_confidence(K):
         that are invalid (``multiclass.confidence``)."""
         qv = cuda.local.array(K, F64)
         lv = cuda.local.array(K, F64)
+        P = plain(P)
         for i in range(cuda.grid(1), P.shape[0], cuda.gridsize(1)):
-            status, s, mx = row_status(P, i, K, logits, renorm, tol, qv)
+            status, s, mx = load(P, i, K, logits, renorm, tol, qv)
             yi = np.float64(y[i])
-            y_ok = (yi >= 0.0) and (yi < kf) and (yi == math.floor(yi))
-            if status >= 0 or not y_ok:
+            if status >= 0 or not label_ok(yi, kf):
                 conf[i] = math.nan
                 correct[i] = 0
             else:
-                am = row_probs(qv, lv, K, logits, renorm, s, mx)
+                am = row_probs(qv, lv, K, logits, renorm, s, mx, log_inline)
                 conf[i] = qv[am]
                 correct[i] = 1 if am == np.int64(yi) else 0
 
@@ -164,6 +105,8 @@ def _make(K):
         blk = cuda.blockIdx.x
         lane = tid % WARP
         nw = T // WARP
+        P = plain(P)
+        edges = plain(edges)
         n = P.shape[0]
         nb = edges.shape[0] - 1
         nb1 = nb + 1
@@ -207,84 +150,30 @@ def _make(K):
             yk = np.int64(-1)
             ok = False
             if use:
-                status, s, mx = row_status(P, i, K, logits, renorm, tol, qv)
+                status, s, mx = load(P, i, K, logits, renorm, tol, qv)
                 yi = np.float64(y[i])
                 nan_y = yi != yi
-                y_ok = (yi >= 0.0) and (yi < kf) and (yi == math.floor(yi))
+                y_ok = label_ok(yi, kf)
                 if status >= 0 or not y_ok:
-                    if status == NAN_P or nan_y:
-                        note(chk, OMIT, N_KINDS, i)
-                    if status >= 0:
-                        note(chk, status, N_KINDS, i)
-                    if nan_y:
-                        note(chk, NAN_Y, N_KINDS, i)
-                    elif not y_ok:
-                        note(chk, BAD_Y, N_KINDS, i)
+                    note_row(chk, N_KINDS, i, status, status == NAN_P, nan_y, y_ok, OMIT, NAN_Y,
+                             BAD_Y)
                     use = False
             if use:
-                am = row_probs(qv, lv, K, logits, renorm, s, mx)
+                am = row_probs(qv, lv, K, logits, renorm, s, mx, log_inline)
                 if with_logs and not logits:
                     for k in range(K):
-                        lv[k] = log0(qv[k])
+                        lv[k] = log_inline(qv[k])
                 yk = np.int64(yi)
-                # -- entropy term, Brier sum of squares, variance (multiclass.fill_rows) --
-                h = 0.0
-                sq = 0.0
-                var = 0.0
-                if not with_logs:
-                    for k in range(K):
-                        q = qv[k]
-                        sq += q * q
-                        if zero_logit_logs or not logits:
-                            lv[k] = 0.0
-                elif eps > 0.0:
-                    sc = 0.0
-                    for k in range(K):
-                        qe = min(max(qv[k], lo), hi)
-                        ev[k] = qe
-                        sc += qe
-                    inv = 1.0 / sc
-                    for k in range(K):
-                        qe = ev[k] * inv
-                        ev[k] = qe
-                        lv[k] = math.log(qe)
-                    lmn, lmx = math.inf, -math.inf
-                    for k in range(K):
-                        q = qv[k]
-                        sq += q * q
-                        h += ev[k] * lv[k]
-                        lmn = min(lmn, lv[k])
-                        lmx = max(lmx, lv[k])
-                    h = lmx if lmn == lmx else h  # multiclass._flat_h
-                    for k in range(K):
-                        d = lv[k] - h
-                        var += ev[k] * d * d
-                else:
-                    lmn, lmx = math.inf, -math.inf
-                    for k in range(K):
-                        q = qv[k]
-                        sq += q * q
-                        h += 0.0 if q == 0.0 else q * lv[k]
-                        lmn = min(lmn, math.inf if q == 0.0 else lv[k])
-                        lmx = max(lmx, -math.inf if q == 0.0 else lv[k])
-                    h = lmx if lmn == lmx else h  # multiclass._flat_h
-                    for k in range(K):
-                        q = qv[k]
-                        d = lv[k] - h
-                        var += 0.0 if q == 0.0 else q * d * d
-                ly = lv[yk]
-                nll = -ly
-                ecd = h - ly
-                qy = qv[yk]
-                brier = sq - 2.0 * qy + 1.0
+                nll, ecd, brier, var, sq = row_terms(qv, ev, lv, K, yk, with_logs, lo, hi,
+                                                     zero_logit_logs or not logits, log_inline)
                 conf = qv[am]
                 if uniform:
-                    b = mc_uniform_bin(conf, nb, nbf, right, f32)
+                    b = bin_uniform(conf, nb, nbf, right, f32)
                 else:
-                    b = search_bin(edges, nb, conf, right)
+                    b = bin_search(edges, nb, conf, right)
                 ok = am == yk
                 totals_add(tot, brier, nll, ecd)
-                totals_add_within(tot, sq, qy)
+                totals_add_within(tot, sq, qv[yk])
             bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, ok, ok, conf, ecd,
                      var)
             if classwise:
@@ -294,9 +183,9 @@ def _make(K):
                     if use:
                         q = qv[k]
                         if uniform:
-                            key = k * nb + mc_uniform_bin(q, nb, nbf, right, f32)
+                            key = k * nb + bin_uniform(q, nb, nbf, right, f32)
                         else:
-                            key = k * nb + search_bin(edges, nb, q, right)
+                            key = k * nb + bin_search(edges, nb, q, right)
                     classes_add_warp(cstore, cbase, knb, key, lane, k == yk, q)
         cuda.syncthreads()
         if classwise:

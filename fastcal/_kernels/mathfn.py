@@ -24,21 +24,34 @@ kernel's two logarithms per sample affordable.
 All functions here rely on exact float identities (Sterbenz subtractions, the
 order of the final sum) and are compiled with ``FASTMATH_EXACT`` (no
 reassociation). ``log64`` and ``log1m`` are small enough for LLVM to inline
-them into any loop with their own flags. ``log_pair`` is inlined by Numba
-(``inline="always"``), which gives its body the caller's flags: call it only
-from loops compiled with ``FASTMATH_EXACT``.
+them into any loop with their own flags. ``log_pair`` and ``log_inline`` are
+inlined by Numba (``inline="always"``), which gives their body the caller's
+flags: call them only from loops compiled with ``FASTMATH_EXACT`` or from CUDA
+kernels (compiled without fastmath).
+
+The CPU kernels and the CUDA kernels call the same functions here (see
+``rows.py``): a CUDA kernel takes a Numba function only when it is inlined
+(``inline="always"``; a separate device function needs a GPU to compile), and
+not numpy's scalar bit cast (``np.float64(x).view(np.int64)``), so the bit
+casts and ``floor64`` are written as LLVM intrinsics, which both targets lower
+the same way (a ``bitcast``, ``llvm.floor``).
 """
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core.extending import intrinsic
 
 from ._cache import njit
-from ._config import FASTMATH_EXACT
+from ._config import FASTMATH, FASTMATH_EXACT
 
 _LN2_HI = 6.93147180369123816490e-01  # upper bits of ln 2 (exact times small ints)
 _LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
 _TINY = 2.2250738585072014e-308  # smallest normal float64
 _TWO54 = 18014398509481984.0
 _SQRTH_BITS = 0x3FE6A09E667F3BCD  # bits of sqrt(1/2)
+
+_LOG2E = 1.4426950408889634
 
 # 2 / (2k + 1), k = 1..9
 _A1 = 2.0 / 3.0
@@ -52,13 +65,60 @@ _A8 = 2.0 / 17.0
 _A9 = 2.0 / 19.0
 
 
+@intrinsic
+def _bitcast(typingctx, x):
+    """The 64 bits of x as the other of float64 and int64 (LLVM ``bitcast``)."""
+    if x == types.float64:
+        out = types.int64
+    elif x == types.int64:
+        out = types.float64
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+
+    return out(x), codegen
+
+
+@intrinsic
+def _floor(typingctx, x):
+    """floor(x) of a float64 as a float64 (``llvm.floor``; numba-cuda has no np.floor)."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic("llvm.floor", [ir.DoubleType()])
+        return builder.call(fn, args)
+
+    return types.float64(types.float64), codegen
+
+
+@njit(inline="always", cache=True)
+def as_bits(x):
+    """The bits of the float64 x as an int64, on the CPU and in CUDA kernels."""
+    return _bitcast(np.float64(x))
+
+
+@njit(inline="always", cache=True)
+def from_bits(i):
+    """The float64 whose bits are the int64 i, on the CPU and in CUDA kernels."""
+    return _bitcast(np.int64(i))
+
+
+@njit(inline="always", cache=True)
+def floor64(x):
+    """floor(x) as a float64, on the CPU and in CUDA kernels."""
+    return _floor(np.float64(x))
+
+
 @njit(inline="always", fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
 def _reduce(x):
     """(e, m - 1) with x = 2**e * m, m in [sqrt(1/2), sqrt(2)); x positive and normal."""
-    bits = np.float64(x).view(np.int64)
+    bits = as_bits(x)
     # m >= sqrt(2) exactly when the mantissa bits reach those of sqrt(2).
     e = (bits - _SQRTH_BITS) >> 52
-    m = np.int64(bits - (e << 52)).view(np.float64)
+    m = from_bits(bits - (e << 52))
     return e, m - 1.0
 
 
@@ -89,9 +149,9 @@ def _one_minus(p):
     return q, d * (1.0 + t * (1.0 + t))
 
 
-@njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
-def log64(x):
-    """Natural log of x (float64): log(0) = -inf, log(inf) = inf, NaN and x < 0 give NaN."""
+@njit(inline="always", fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
+def log_inline(x):
+    """``log64`` inlined into the caller (see the module docstring for where)."""
     small = x < _TINY
     xs = x * _TWO54 if small else x
     xs = xs if (xs > 0.0) & (xs < np.inf) else 1.0  # special values are set below
@@ -102,6 +162,12 @@ def log64(x):
     out = x if not (x < np.inf) else out  # inf and NaN pass through
     out = np.nan if x < 0.0 else out
     return out
+
+
+@njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
+def log64(x):
+    """Natural log of x (float64): log(0) = -inf, log(inf) = inf, NaN and x < 0 give NaN."""
+    return log_inline(x)
 
 
 @njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
@@ -139,6 +205,43 @@ def log_pair(q):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
+def isnan(x):
+    """NaN test compiled without fastmath: under fastmath flags LLVM may fold
+    ``x != x`` to False, so every NaN test in a fastmath CPU kernel calls this."""
+    return x != x
+
+
+@njit(inline="always", fastmath=FASTMATH, cache=True, error_model="numpy")
+def exp64(x):
+    """exp(x) for x <= 0 (float64), branch-free so loops over it vectorise.
+
+    x = n ln 2 + r with |r| <= ln 2 / 2, exp(r) by its Taylor series to r**13
+    (truncation below 2e-16 relative), times 2**n built from the exponent
+    bits. Results below the smallest normal float64 (x < -708.39) are 0.
+    """
+    xc = max(x, -708.0)
+    n = floor64(xc * _LOG2E + 0.5)
+    r = (xc - n * _LN2_HI) - n * _LN2_LO
+    # Horner form of sum_{j=0}^{13} r**j / j!
+    e = 1.0 / 6227020800.0
+    e = 1.0 / 479001600.0 + r * e
+    e = 1.0 / 39916800.0 + r * e
+    e = 1.0 / 3628800.0 + r * e
+    e = 1.0 / 362880.0 + r * e
+    e = 1.0 / 40320.0 + r * e
+    e = 1.0 / 5040.0 + r * e
+    e = 1.0 / 720.0 + r * e
+    e = 1.0 / 120.0 + r * e
+    e = 1.0 / 24.0 + r * e
+    e = 1.0 / 6.0 + r * e
+    e = 0.5 + r * e
+    e = 1.0 + r * e
+    e = 1.0 + r * e
+    out = e * from_bits((np.int64(n) + 1023) << 52)
+    return 0.0 if x < -708.0 else out
+
+
+@njit(inline="always", cache=True, error_model="numpy")
 def search_sorted(a, x, right):
     """``np.searchsorted(a, x, side="right" if right else "left")`` for x and a
     without NaN: the first i with a[i] > x (right) or a[i] >= x (left).

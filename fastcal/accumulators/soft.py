@@ -13,7 +13,7 @@ from fastcal.inputs.batch import resolve
 from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
-from fastcal._kernels import multiclass as km
+from fastcal._kernels import soft as ks
 
 
 class SoftLabelAccumulator(Mergeable):
@@ -31,7 +31,7 @@ class SoftLabelAccumulator(Mergeable):
         self.threads = threads if threads is None else v.check_threads(threads)
         self.n_classes = v.check_n_classes(n_classes)
         self.checks = ck.multiclass_table(self.logits, self.renormalize, soft=True)
-        self.totals = np.zeros(km.N_SOFT, np.float64)
+        self.totals = np.zeros(ks.N_SOFT, np.float64)
         self.n_rows = 0
         self.n_omitted = 0
 

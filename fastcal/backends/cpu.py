@@ -13,7 +13,9 @@ from fastcal.inputs import validation as v
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import gaussian as kg
+from fastcal._kernels import logits as kl
 from fastcal._kernels import multiclass as km
+from fastcal._kernels import soft as ks
 
 # Below these sizes one thread is faster than starting the thread pool.
 PARALLEL_MIN_ROWS = 200_000          # binary rows
@@ -134,7 +136,7 @@ def fill_binary_logits(y, z, edges, uniform, right, eps):
     counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
     kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
                       kb.CHECK_OMITTED], np.int64)
-    km.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, right, eps, counts, sums,
+    kl.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, right, eps, counts, sums,
                                 totals, checks, kinds)
     return counts, sums, totals, checks
 
@@ -163,12 +165,12 @@ def fill_soft(t, p, eps, logits, renormalize, threads):
     n_threads = v.check_threads(threads)
     tol = _config.SUM_TOL
     if n * k < PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
-        totals = np.zeros(km.N_SOFT, np.float64)
-        checks = np.full(2 * km.N_CHECK_KINDS, -1, np.int64)
-        checks[: km.N_CHECK_KINDS] = 0
-        km.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
+        totals = np.zeros(ks.N_SOFT, np.float64)
+        checks = np.full(2 * ks.N_CHECK_KINDS, -1, np.int64)
+        checks[: ks.N_CHECK_KINDS] = 0
+        ks.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
         return totals, checks
-    return km.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
+    return ks.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
 
 
 def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False, column=None,

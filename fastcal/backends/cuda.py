@@ -217,7 +217,7 @@ def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows
 
 
 def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROWS):
-    """GPU version of ``_kernels.multiclass.fill_binary_logits_range`` on all rows.
+    """GPU version of ``_kernels.logits.fill_binary_logits_range`` on all rows.
 
     Returns (counts, sums, totals, checks) in the binary layout; check kinds
     are binary.CHECK_*, with CHECK_RANGE_P counting infinite logits.
