@@ -1,19 +1,42 @@
-"""Every Python example of the README and the docs site runs, and its shown output is checked.
+"""Every example of the README and the docs site runs, and its shown output is checked.
 
-Each ```python block of a page runs in order, in one namespace per page. A block whose lines
-start with ``>>>`` is a doctest (ELLIPSIS, NORMALIZE_WHITESPACE); any other block is executed
-and, when the next block is ```text title="output", what it prints must equal that block.
-A block after a line ``<!-- skip: REASON -->`` is not run; it becomes a skipped test that says
-why. The site itself is built with ``mkdocs build --strict`` (no broken link, no missing
+Each ```python and ```sh block of a page runs in order, in one temporary directory per page
+(a file a Python example writes is there for the next shell line). Python blocks share one
+namespace per page. A block whose lines start with ``>>>`` is a doctest (ELLIPSIS,
+NORMALIZE_WHITESPACE); any other block is executed and, when the next block is
+```text title="output", what it prints must equal that block.
+
+Each line of a ```sh block is one command (what follows `` #`` is a comment), run in this
+process through the commands' own entry points (``fastcal.cli.main``, ``tracking.cli.main``,
+an ``examples/`` script as ``__main__``): it must exit 0; a ``--json`` line must print one
+JSON object; the files it names with ``--plot`` / ``--out`` (and ``fastcal simulate``'s
+output) must be written by it; a command that writes no file must print something. Any other
+program (``make``, ``pip``) fails the test unless a marker skips it.
+
+Markers, each an HTML comment on its own line before a block (the site does not show them):
+
+- ``<!-- skip: REASON -->``: the block is not run; it becomes a skipped test that says why.
+- ``<!-- skip-lines: PREFIX[, PREFIX...]: REASON -->``: the lines of the next ```sh block
+  that start with one of the prefixes are not run, each a skipped test with the reason;
+  a prefix that matches no line fails.
+- ``<!-- setup: COMMAND -->``: a shell command the page does not show, run at that point
+  (a small input for a block that scores a file the page never writes).
+- ``<!-- json-keys PATH: KEY, KEY... -->``: each ``--json`` line of the next ```sh block
+  prints an object with these keys at PATH (dotted, ``*`` for every value; no PATH: the top).
+
+The site itself is built with ``mkdocs build --strict`` (no broken link, no missing
 reference), and every exported name has its entry in the API reference.
 """
-
 import contextlib
 import doctest
+import functools
 import importlib.util
 import io
+import json
 import os
 import re
+import runpy
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -24,7 +47,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\S*)(.*)$")
-SKIP = re.compile(r"^<!-- skip: (.+) -->$")
+MARK = re.compile(r"^<!-- (skip|skip-lines|setup|json-keys)(?: (\S+))?: (.+) -->$")
+
+
+def _where(page, line):
+    page = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+    return f"{page}:{line}"
 
 
 class Block:
@@ -33,22 +61,44 @@ class Block:
 
     @property
     def where(self):
-        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
-        return f"{page}:{self.line}"
+        return _where(self.page, self.line)
+
+
+class Command:
+    """One line of a ```sh block (or a hidden ``setup`` marker): run, or skipped with a reason."""
+
+    def __init__(self, page, line, text, skip=None, keys=(), setup=False):
+        self.page, self.line, self.text, self.skip, self.keys, self.setup = page, line, text, skip, keys, setup
+
+    @property
+    def where(self):
+        return _where(self.page, self.line)
 
 
 def blocks(page):
-    """The ```python blocks of one page, with the output shown after each and any skip reason."""
+    """The examples of one page in order: a Block per ```python block (with the output shown
+    after it and any skip reason) and a Command per line of a ```sh block or setup marker."""
     lines = page.read_text(encoding="utf-8").splitlines()
-    found, i, skip = [], 0, None
+    found, i = [], 0
+    skip, skip_lines, keys = None, [], []
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
-            s = SKIP.match(lines[i].strip())
-            if s:
-                skip = s.group(1)
+            mark = MARK.match(lines[i].strip())
+            if mark:
+                kind, path, text = mark.groups()
+                if kind == "skip":
+                    skip = text
+                elif kind == "setup":
+                    found.append(Command(page, i + 1, text, setup=True))
+                elif kind == "json-keys":
+                    keys.append((path or "", [k.strip() for k in text.split(",")]))
+                else:
+                    prefixes, sep, reason = text.partition(": ")
+                    assert sep and reason, f"{_where(page, i + 1)}: skip-lines needs 'PREFIX[, PREFIX]: REASON'"
+                    skip_lines.append(([p.strip() for p in prefixes.split(", ")], reason, i + 1))
             elif lines[i].strip():
-                skip = None
+                skip, skip_lines, keys = None, [], []
             i += 1
             continue
         lang, rest, start = m.group(1), m.group(2), i + 1
@@ -58,11 +108,32 @@ def blocks(page):
         body = "\n".join(lines[start:j]) + "\n"
         if lang == "python":
             found.append(Block(page, start, body, skip=skip))
-        elif lang == "text" and 'title="output"' in rest and found and found[-1].line == _prev_end(lines, i):
+        elif lang == "text" and 'title="output"' in rest and found and isinstance(found[-1], Block) \
+                and found[-1].line == _prev_end(lines, i):
             found[-1].expected = body
-        skip = None
+        elif lang == "sh":
+            found.extend(_commands(page, lines, start, j, skip, skip_lines, keys))
+        skip, skip_lines, keys = None, [], []
         i = j + 1
     return found
+
+
+def _commands(page, lines, start, end, skip, skip_lines, keys):
+    commands, used = [], set()
+    for k in range(start, end):
+        text = lines[k].strip()
+        if not text or text.startswith("#"):
+            continue
+        reason = skip
+        for n, (prefixes, why, _) in enumerate(skip_lines):
+            if reason is None and any(text.startswith(p) for p in prefixes):
+                reason = why
+                used.update((n, p) for p in prefixes if text.startswith(p))
+        commands.append(Command(page, k + 1, text, skip=reason, keys=keys))
+    for n, (prefixes, _, line) in enumerate(skip_lines):
+        for p in prefixes:
+            assert (n, p) in used, f"{_where(page, line)}: skip-lines prefix {p!r} matches no line of the next block"
+    return commands
 
 
 def _prev_end(lines, i):
@@ -97,6 +168,83 @@ def _run(block, namespace):
         assert got == want, f"{block.where}: printed\n" + "\n".join(got) + "\nexpected\n" + "\n".join(want)
 
 
+def _entry(argv):
+    """The entry point a command line names, as a function of its arguments."""
+    if argv[0] == "fastcal":
+        from fastcal.cli import main
+        return main, argv[1:]
+    if argv[0] == "tracking":
+        from tracking.cli import main
+        return main, argv[1:]
+    if argv[0] == "python" and len(argv) > 1 and argv[1].startswith("examples/"):
+        return functools.partial(_script, ROOT / argv[1]), argv[2:]
+    return None, argv
+
+
+def _script(path, args):
+    """Run an examples/ script as ``python path args`` would (its folder first on sys.path)."""
+    saved = sys.argv[:], sys.path[:]
+    sys.argv, sys.path = [str(path), *args], [str(path.parent), *sys.path]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv, sys.path = saved
+    return 0
+
+
+def _written(argv):
+    """The files a command line says it writes."""
+    files = [argv[k + 1] for k, a in enumerate(argv[:-1]) if a in ("--plot", "--out")]
+    if argv[:2] == ["fastcal", "simulate"] and len(argv) > 2:
+        files.append(argv[2])
+    return files
+
+
+def _stamp(path):
+    st = os.stat(path) if os.path.exists(path) else None
+    return st and (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _at(obj, path):
+    """The objects at a dotted path of a JSON object (``*``: every value)."""
+    objs = [obj]
+    for part in filter(None, path.split(".")):
+        objs = [v for o in objs for v in (o.values() if part == "*" else [o[part]])]
+    return objs
+
+
+def _shell(command):
+    """Run one command line; it must exit 0 and leave what it says it makes."""
+    argv = shlex.split(command.text, comments=True)
+    main, args = _entry(argv)
+    assert main is not None, (f"{command.where}: no runner for {argv[0]!r}; mark the line "
+                              "<!-- skip-lines: PREFIX: REASON --> or the block <!-- skip: REASON -->")
+    files = _written(argv)
+    before = {f: _stamp(f) for f in files}
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(args)
+        except SystemExit as e:
+            status = e.code
+    printed = out.buffer.getvalue().decode("utf-8")
+    assert status in (0, None), f"{command.where}: `{command.text}` exited {status}:\n{err.getvalue()[-2000:]}"
+    for f in files:
+        assert _stamp(f) not in (None, before[f]), f"{command.where}: `{command.text}` did not write {f}"
+        assert os.path.getsize(f) > 0, f"{command.where}: {f} is empty"
+        if f.endswith(".json"):
+            json.loads(Path(f).read_text(encoding="utf-8"))
+    if "--json" in argv:
+        got = json.loads(printed)
+        assert isinstance(got, dict), f"{command.where}: --json printed {type(got).__name__}, not an object"
+        for path, keys in command.keys:
+            for obj in _at(got, path) or [{}]:
+                missing = [k for k in keys if k not in obj]
+                assert not missing, f"{command.where}: --json lacks {missing} at {path or 'the top'}"
+    elif not files:
+        assert printed.strip(), f"{command.where}: `{command.text}` printed nothing"
+
+
 RUNNABLE = [p for p in PAGES if any(not b.skip for b in blocks(p))]
 SKIPPED = [b for p in PAGES for b in blocks(p) if b.skip]
 
@@ -108,12 +256,16 @@ def test_page_examples(page, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace = {"__name__": "__docs__"}
     for block in runnable:
-        _run(block, namespace)
+        if isinstance(block, Command):
+            _shell(block)
+        else:
+            _run(block, namespace)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
 def test_skipped_examples_say_why(block):
-    pytest.skip(f"{block.where} not run: {block.skip}")
+    what = f" `{block.text}`" if isinstance(block, Command) else ""
+    pytest.skip(f"{block.where}{what} not run: {block.skip}")
 
 
 def test_runner_checks_output(tmp_path):
