@@ -17,8 +17,9 @@ Markers, each an HTML comment on its own line before a block (the site does not 
 
 - ``<!-- skip: REASON -->``: the block is not run; it becomes a skipped test that says why.
 - ``<!-- skip-lines: PREFIX[, PREFIX...]: REASON -->``: the lines of the next ```sh block
-  that start with one of the prefixes are not run, each a skipped test with the reason;
-  a prefix that matches no line fails.
+  that start with one of the prefixes (comment dropped; ``$`` at the end: the whole command)
+  are not run, each a skipped test with the reason; a prefix that names no line fails.
+- ``<!-- prints: PREFIX[, PREFIX...]: TEXT -->``: what those lines print holds TEXT.
 - ``<!-- setup: COMMAND -->``: a shell command the page does not show, run at that point
   (a small input for a block that scores a file the page never writes).
 - ``<!-- json-keys PATH: KEY, KEY... -->``: each ``--json`` line of the next ```sh block
@@ -47,7 +48,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\S*)(.*)$")
-MARK = re.compile(r"^<!-- (skip|skip-lines|setup|json-keys)(?: (\S+))?: (.+) -->$")
+MARK = re.compile(r"^<!-- (skip|skip-lines|prints|setup|json-keys)(?: (\S+))?: (.+) -->$")
 
 
 def _where(page, line):
@@ -67,8 +68,9 @@ class Block:
 class Command:
     """One line of a ```sh block (or a hidden ``setup`` marker): run, or skipped with a reason."""
 
-    def __init__(self, page, line, text, skip=None, keys=(), setup=False):
-        self.page, self.line, self.text, self.skip, self.keys, self.setup = page, line, text, skip, keys, setup
+    def __init__(self, page, line, text, skip=None, keys=(), prints=(), setup=False):
+        self.page, self.line, self.text, self.skip = page, line, text, skip
+        self.keys, self.prints, self.setup = list(keys), list(prints), setup
 
     @property
     def where(self):
@@ -80,7 +82,7 @@ def blocks(page):
     after it and any skip reason) and a Command per line of a ```sh block or setup marker."""
     lines = page.read_text(encoding="utf-8").splitlines()
     found, i = [], 0
-    skip, skip_lines, keys = None, [], []
+    skip, rules, keys = None, [], []
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
@@ -93,12 +95,14 @@ def blocks(page):
                     found.append(Command(page, i + 1, text, setup=True))
                 elif kind == "json-keys":
                     keys.append((path or "", [k.strip() for k in text.split(",")]))
-                else:
-                    prefixes, sep, reason = text.partition(": ")
-                    assert sep and reason, f"{_where(page, i + 1)}: skip-lines needs 'PREFIX[, PREFIX]: REASON'"
-                    skip_lines.append(([p.strip() for p in prefixes.split(", ")], reason, i + 1))
+                else:                      # skip-lines / prints: PREFIX[, PREFIX]: TEXT
+                    prefixes, sep, said = text.partition(": ")
+                    if not (sep and said):
+                        msg = f"{_where(page, i + 1)}: {kind} needs 'PREFIX[, PREFIX]: TEXT'"
+                        raise ValueError(msg)
+                    rules.append((kind, [p.strip() for p in prefixes.split(", ")], said, i + 1))
             elif lines[i].strip():
-                skip, skip_lines, keys = None, [], []
+                skip, rules, keys = None, [], []
             i += 1
             continue
         lang, rest, start = m.group(1), m.group(2), i + 1
@@ -112,27 +116,39 @@ def blocks(page):
                 and found[-1].line == _prev_end(lines, i):
             found[-1].expected = body
         elif lang == "sh":
-            found.extend(_commands(page, lines, start, j, skip, skip_lines, keys))
-        skip, skip_lines, keys = None, [], []
+            found.extend(_commands(page, lines, start, j, skip, rules, keys))
+        skip, rules, keys = None, [], []
         i = j + 1
     return found
 
 
-def _commands(page, lines, start, end, skip, skip_lines, keys):
+def _matches(prefix, text):
+    """Whether a marker's PREFIX names a command line: the command (comment dropped, words as
+    the shell splits them) starts with it; a PREFIX ending in ``$`` must be the whole command."""
+    command = shlex.join(shlex.split(text, comments=True))
+    return command == prefix[:-1] if prefix.endswith("$") else command.startswith(prefix)
+
+
+def _commands(page, lines, start, end, skip, rules, keys):
     commands, used = [], set()
     for k in range(start, end):
         text = lines[k].strip()
         if not text or text.startswith("#"):
             continue
-        reason = skip
-        for n, (prefixes, why, _) in enumerate(skip_lines):
-            if reason is None and any(text.startswith(p) for p in prefixes):
-                reason = why
-                used.update((n, p) for p in prefixes if text.startswith(p))
-        commands.append(Command(page, k + 1, text, skip=reason, keys=keys))
-    for n, (prefixes, _, line) in enumerate(skip_lines):
+        command = Command(page, k + 1, text, skip=skip, keys=keys)
+        for n, (kind, prefixes, said, _) in enumerate(rules):
+            hit = [p for p in prefixes if _matches(p, text)]
+            used.update((n, p) for p in hit)
+            if hit and kind == "skip-lines":
+                command.skip = command.skip or said
+            elif hit:
+                command.prints.append(said)
+        commands.append(command)
+    for n, (kind, prefixes, _, line) in enumerate(rules):
         for p in prefixes:
-            assert (n, p) in used, f"{_where(page, line)}: skip-lines prefix {p!r} matches no line of the next block"
+            if (n, p) not in used:
+                msg = f"{_where(page, line)}: {kind} prefix {p!r} names no line of the next ```sh block"
+                raise ValueError(msg)
     return commands
 
 
@@ -205,11 +221,15 @@ def _stamp(path):
     return st and (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _at(obj, path):
-    """The objects at a dotted path of a JSON object (``*``: every value)."""
+def _at(obj, path, where):
+    """The objects at a dotted path of a JSON object (``*``: every value or item)."""
     objs = [obj]
     for part in filter(None, path.split(".")):
-        objs = [v for o in objs for v in (o.values() if part == "*" else [o[part]])]
+        if part == "*":
+            objs = [v for o in objs for v in (o.values() if isinstance(o, dict) else o)]
+        else:
+            assert all(isinstance(o, dict) and part in o for o in objs), f"{where}: --json has no {path}"
+            objs = [o[part] for o in objs]
     return objs
 
 
@@ -238,11 +258,13 @@ def _shell(command):
         got = json.loads(printed)
         assert isinstance(got, dict), f"{command.where}: --json printed {type(got).__name__}, not an object"
         for path, keys in command.keys:
-            for obj in _at(got, path) or [{}]:
+            for obj in _at(got, path, command.where) or [{}]:
                 missing = [k for k in keys if k not in obj]
                 assert not missing, f"{command.where}: --json lacks {missing} at {path or 'the top'}"
     elif not files:
         assert printed.strip(), f"{command.where}: `{command.text}` printed nothing"
+    for said in command.prints:
+        assert said in printed, f"{command.where}: `{command.text}` did not print {said!r}:\n{printed[-2000:]}"
 
 
 RUNNABLE = [p for p in PAGES if any(not b.skip for b in blocks(p))]
@@ -353,3 +375,43 @@ def test_site_builds_strict(tmp_path):
     for command in ("fastcal", "tracking"):
         for name, _ in hook.subcommands(hook.build_parser(command)):
             assert f"{command} {name}" in cli
+
+
+def test_runner_runs_shell_lines(tmp_path, monkeypatch):
+    # the shell runner itself: set-up, skipped lines, prints and json-keys markers are read;
+    # a failing command, a missing key or text, an unknown program and a stale prefix all fail
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent("""\
+        <!-- setup: fastcal simulate preds.parquet --n 2000 --seed 1 -->
+        <!-- skip-lines: make, fastcal simulate big.parquet: set-up commands -->
+        <!-- prints: fastcal score preds.parquet --prob p --label y$: | bin | range | count | -->
+        <!-- json-keys: n, ece -->
+        <!-- json-keys bins.*: count -->
+        ```sh
+        make demo        # builds .venv
+        fastcal simulate big.parquet --n 1000000000
+        fastcal score preds.parquet --prob p --label y
+        fastcal score 'preds.parquet' --prob p --label y --json   # one JSON object
+        ```
+        """))
+    found = blocks(page)
+    assert [c.line for c in found] == [1, 7, 8, 9, 10]
+    assert [c.skip for c in found] == [None, "set-up commands", "set-up commands", None, None]
+    assert found[0].setup and found[3].prints == ["| bin | range | count |"] and found[4].prints == []
+    assert found[4].keys == [("", ["n", "ece"]), ("bins.*", ["count"])]
+    monkeypatch.chdir(tmp_path)
+    for command in (found[0], found[3], found[4]):
+        _shell(command)
+    assert os.path.getsize("preds.parquet") > 0
+
+    def fails(text, match, **kw):
+        with pytest.raises(AssertionError, match=match):
+            _shell(Command(page, 1, text, **kw))
+
+    fails("fastcal score preds.parquet --prob q --label y", "exited 2")
+    fails("fastcal score preds.parquet --prob p --label y --json", "lacks", keys=[("bins.*", ["nope"])])
+    fails("fastcal score preds.parquet --prob p --label y", "did not print", prints=["no such text"])
+    fails("make demo", "no runner for 'make'")
+    page.write_text("<!-- skip-lines: fastcal warmup: stale -->\n```sh\nfastcal score x\n```\n")
+    with pytest.raises(ValueError, match="'fastcal warmup' names no line"):
+        blocks(page)
