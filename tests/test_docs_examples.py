@@ -11,7 +11,8 @@ process through the commands' own entry points (``fastcal.cli.main``, ``tracking
 an ``examples/`` script as ``__main__``): it must exit 0; a ``--json`` line must print one
 JSON object; the files it names with ``--plot`` / ``--out`` (and ``fastcal simulate``'s
 output) must be written by it; a command that writes no file must print something. Any other
-program (``make``, ``pip``) fails the test unless a marker skips it.
+program (``make``, ``pip``) fails the test unless a marker skips it. A block in another
+language (```bash, ```console), or an output block after no Python block, fails too.
 
 Markers, each an HTML comment on its own line before a block (the site does not show them):
 
@@ -228,7 +229,8 @@ def _at(obj, path, where):
         if part == "*":
             objs = [v for o in objs for v in (o.values() if isinstance(o, dict) else o)]
         else:
-            assert all(isinstance(o, dict) and part in o for o in objs), f"{where}: --json has no {path}"
+            found = all(isinstance(o, dict) and part in o for o in objs)
+            assert found, f"{where}: --json has no {path}"
             objs = [o[part] for o in objs]
     return objs
 
@@ -248,23 +250,27 @@ def _shell(command):
         except SystemExit as e:
             status = e.code
     printed = out.buffer.getvalue().decode("utf-8")
-    assert status in (0, None), f"{command.where}: `{command.text}` exited {status}:\n{err.getvalue()[-2000:]}"
+    said = f"{command.where}: `{command.text}`"
+    assert status in (0, None), f"{said} exited {status}:\n{err.getvalue()[-2000:]}"
     for f in files:
-        assert _stamp(f) not in (None, before[f]), f"{command.where}: `{command.text}` did not write {f}"
+        assert _stamp(f) not in (None, before[f]), f"{said} did not write {f}"
         assert os.path.getsize(f) > 0, f"{command.where}: {f} is empty"
         if f.endswith(".json"):
             json.loads(Path(f).read_text(encoding="utf-8"))
     if "--json" in argv:
-        got = json.loads(printed)
-        assert isinstance(got, dict), f"{command.where}: --json printed {type(got).__name__}, not an object"
+        try:
+            got = json.loads(printed)
+        except ValueError as e:
+            raise AssertionError(f"{said} printed no JSON ({e}):\n{printed[:2000]}") from None
+        assert isinstance(got, dict), f"{said} printed {type(got).__name__}, not an object"
         for path, keys in command.keys:
             for obj in _at(got, path, command.where) or [{}]:
                 missing = [k for k in keys if k not in obj]
                 assert not missing, f"{command.where}: --json lacks {missing} at {path or 'the top'}"
     elif not files:
-        assert printed.strip(), f"{command.where}: `{command.text}` printed nothing"
-    for said in command.prints:
-        assert said in printed, f"{command.where}: `{command.text}` did not print {said!r}:\n{printed[-2000:]}"
+        assert printed.strip(), f"{said} printed nothing"
+    for text in command.prints:
+        assert text in printed, f"{said} did not print {text!r}:\n{printed[-2000:]}"
 
 
 RUNNABLE = [p for p in PAGES if any(not b.skip for b in blocks(p))]
@@ -288,6 +294,32 @@ def test_page_examples(page, tmp_path, monkeypatch):
 def test_skipped_examples_say_why(block):
     what = f" `{block.text}`" if isinstance(block, Command) else ""
     pytest.skip(f"{block.where}{what} not run: {block.skip}")
+
+
+def _fences(page):
+    """(line, language, rest) of every fenced block that a page opens."""
+    lines, found, i = page.read_text(encoding="utf-8").splitlines(), [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if m:
+            found.append((i + 1, m.group(1), m.group(2).strip()))
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                i += 1
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_block_is_run_or_text(page):
+    # a block in a language the runner does not know (```bash, ```console) or an output block
+    # that follows no Python block would be left unchecked without a word
+    fences = _fences(page)
+    unknown = [f"{_where(page, line)}: ```{lang}" for line, lang, _ in fences if lang not in ("python", "sh", "text", "")]
+    assert unknown == [], "no runner for these blocks (write them as ```python or ```sh)"
+    shown = sum(1 for _, lang, rest in fences if lang == "text" and 'title="output"' in rest)
+    checked = sum(1 for b in blocks(page) if isinstance(b, Block) and b.expected is not None)
+    assert shown == checked, f"{page.name}: {shown - checked} output block(s) follow no ```python block"
 
 
 def test_runner_checks_output(tmp_path):
