@@ -1,19 +1,44 @@
-"""Every Python example of the README and the docs site runs, and its shown output is checked.
+"""Every example of the README and the docs site runs, and its shown output is checked.
 
-Each ```python block of a page runs in order, in one namespace per page. A block whose lines
-start with ``>>>`` is a doctest (ELLIPSIS, NORMALIZE_WHITESPACE); any other block is executed
-and, when the next block is ```text title="output", what it prints must equal that block.
-A block after a line ``<!-- skip: REASON -->`` is not run; it becomes a skipped test that says
-why. The site itself is built with ``mkdocs build --strict`` (no broken link, no missing
+Each ```python and ```sh block of a page runs in order, in one temporary directory per page
+(a file a Python example writes is there for the next shell line). Python blocks share one
+namespace per page. A block whose lines start with ``>>>`` is a doctest (ELLIPSIS,
+NORMALIZE_WHITESPACE); any other block is executed and, when the next block is
+```text title="output", what it prints must equal that block.
+
+Each line of a ```sh block is one command (what follows `` #`` is a comment), run in this
+process through the commands' own entry points (``fastcal.cli.main``, ``tracking.cli.main``,
+an ``examples/`` script as ``__main__``): it must exit 0; a ``--json`` line must print one
+JSON object; the files it names with ``--plot`` / ``--out`` (and ``fastcal simulate``'s
+output) must be written by it; a command that writes no file must print something. Any other
+program (``make``, ``pip``) fails the test unless a marker skips it. A block in another
+language (```bash, ```console), or an output block after no Python block, fails too.
+
+Markers, each an HTML comment on its own line before a block (the site does not show them):
+
+- ``<!-- skip: REASON -->``: the block is not run; it becomes a skipped test that says why.
+- ``<!-- skip-lines: PREFIX[, PREFIX...]: REASON -->``: the lines of the next ```sh block
+  that start with one of the prefixes (comment dropped; ``$`` at the end: the whole command)
+  are not run, each a skipped test with the reason; a prefix that names no line fails.
+- ``<!-- prints: PREFIX[, PREFIX...]: TEXT -->``: what those lines print holds TEXT.
+- ``<!-- setup: COMMAND -->``: a shell command the page does not show, run at that point
+  (a small input for a block that scores a file the page never writes).
+- ``<!-- json-keys PATH: KEY, KEY... -->``: each ``--json`` line of the next ```sh block
+  prints an object with these keys at PATH (dotted, ``*`` for every value; no PATH: the top).
+
+The site itself is built with ``mkdocs build --strict`` (no broken link, no missing
 reference), and every exported name has its entry in the API reference.
 """
-
 import contextlib
 import doctest
+import functools
 import importlib.util
 import io
+import json
 import os
 import re
+import runpy
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -24,7 +49,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\S*)(.*)$")
-SKIP = re.compile(r"^<!-- skip: (.+) -->$")
+MARK = re.compile(r"^<!-- (skip|skip-lines|prints|setup|json-keys)(?: (\S+))?: (.+) -->$")
+
+
+def _where(page, line):
+    page = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+    return f"{page}:{line}"
 
 
 class Block:
@@ -33,22 +63,47 @@ class Block:
 
     @property
     def where(self):
-        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
-        return f"{page}:{self.line}"
+        return _where(self.page, self.line)
+
+
+class Command:
+    """One line of a ```sh block (or a hidden ``setup`` marker): run, or skipped with a reason."""
+
+    def __init__(self, page, line, text, skip=None, keys=(), prints=(), setup=False):
+        self.page, self.line, self.text, self.skip = page, line, text, skip
+        self.keys, self.prints, self.setup = list(keys), list(prints), setup
+
+    @property
+    def where(self):
+        return _where(self.page, self.line)
 
 
 def blocks(page):
-    """The ```python blocks of one page, with the output shown after each and any skip reason."""
+    """The examples of one page in order: a Block per ```python block (with the output shown
+    after it and any skip reason) and a Command per line of a ```sh block or setup marker."""
     lines = page.read_text(encoding="utf-8").splitlines()
-    found, i, skip = [], 0, None
+    found, i = [], 0
+    skip, rules, keys = None, [], []
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
-            s = SKIP.match(lines[i].strip())
-            if s:
-                skip = s.group(1)
+            mark = MARK.match(lines[i].strip())
+            if mark:
+                kind, path, text = mark.groups()
+                if kind == "skip":
+                    skip = text
+                elif kind == "setup":
+                    found.append(Command(page, i + 1, text, setup=True))
+                elif kind == "json-keys":
+                    keys.append((path or "", [k.strip() for k in text.split(",")]))
+                else:                      # skip-lines / prints: PREFIX[, PREFIX]: TEXT
+                    prefixes, sep, said = text.partition(": ")
+                    if not (sep and said):
+                        msg = f"{_where(page, i + 1)}: {kind} needs 'PREFIX[, PREFIX]: TEXT'"
+                        raise ValueError(msg)
+                    rules.append((kind, [p.strip() for p in prefixes.split(", ")], said, i + 1))
             elif lines[i].strip():
-                skip = None
+                skip, rules, keys = None, [], []
             i += 1
             continue
         lang, rest, start = m.group(1), m.group(2), i + 1
@@ -58,11 +113,44 @@ def blocks(page):
         body = "\n".join(lines[start:j]) + "\n"
         if lang == "python":
             found.append(Block(page, start, body, skip=skip))
-        elif lang == "text" and 'title="output"' in rest and found and found[-1].line == _prev_end(lines, i):
+        elif lang == "text" and 'title="output"' in rest and found and isinstance(found[-1], Block) \
+                and found[-1].line == _prev_end(lines, i):
             found[-1].expected = body
-        skip = None
+        elif lang == "sh":
+            found.extend(_commands(page, lines, start, j, skip, rules, keys))
+        skip, rules, keys = None, [], []
         i = j + 1
     return found
+
+
+def _matches(prefix, text):
+    """Whether a marker's PREFIX names a command line: the command (comment dropped, words as
+    the shell splits them) starts with it; a PREFIX ending in ``$`` must be the whole command."""
+    command = shlex.join(shlex.split(text, comments=True))
+    return command == prefix[:-1] if prefix.endswith("$") else command.startswith(prefix)
+
+
+def _commands(page, lines, start, end, skip, rules, keys):
+    commands, used = [], set()
+    for k in range(start, end):
+        text = lines[k].strip()
+        if not text or text.startswith("#"):
+            continue
+        command = Command(page, k + 1, text, skip=skip, keys=keys)
+        for n, (kind, prefixes, said, _) in enumerate(rules):
+            hit = [p for p in prefixes if _matches(p, text)]
+            used.update((n, p) for p in hit)
+            if hit and kind == "skip-lines":
+                command.skip = command.skip or said
+            elif hit:
+                command.prints.append(said)
+        commands.append(command)
+    for n, (kind, prefixes, _, line) in enumerate(rules):
+        for p in prefixes:
+            if (n, p) not in used:
+                msg = f"{_where(page, line)}: {kind} prefix {p!r} names no line of the next ```sh block"
+                raise ValueError(msg)
+    return commands
 
 
 def _prev_end(lines, i):
@@ -97,6 +185,94 @@ def _run(block, namespace):
         assert got == want, f"{block.where}: printed\n" + "\n".join(got) + "\nexpected\n" + "\n".join(want)
 
 
+def _entry(argv):
+    """The entry point a command line names, as a function of its arguments."""
+    if argv[0] == "fastcal":
+        from fastcal.cli import main
+        return main, argv[1:]
+    if argv[0] == "tracking":
+        from tracking.cli import main
+        return main, argv[1:]
+    if argv[0] == "python" and len(argv) > 1 and argv[1].startswith("examples/"):
+        return functools.partial(_script, ROOT / argv[1]), argv[2:]
+    return None, argv
+
+
+def _script(path, args):
+    """Run an examples/ script as ``python path args`` would (its folder first on sys.path)."""
+    saved = sys.argv[:], sys.path[:]
+    sys.argv, sys.path = [str(path), *args], [str(path.parent), *sys.path]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv, sys.path = saved
+    return 0
+
+
+def _written(argv):
+    """The files a command line says it writes."""
+    files = [argv[k + 1] for k, a in enumerate(argv[:-1]) if a in ("--plot", "--out")]
+    if argv[:2] == ["fastcal", "simulate"] and len(argv) > 2:
+        files.append(argv[2])
+    return files
+
+
+def _stamp(path):
+    st = os.stat(path) if os.path.exists(path) else None
+    return st and (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _at(obj, path, where):
+    """The objects at a dotted path of a JSON object (``*``: every value or item)."""
+    objs = [obj]
+    for part in filter(None, path.split(".")):
+        if part == "*":
+            objs = [v for o in objs for v in (o.values() if isinstance(o, dict) else o)]
+        else:
+            found = all(isinstance(o, dict) and part in o for o in objs)
+            assert found, f"{where}: --json has no {path}"
+            objs = [o[part] for o in objs]
+    return objs
+
+
+def _shell(command):
+    """Run one command line; it must exit 0 and leave what it says it makes."""
+    argv = shlex.split(command.text, comments=True)
+    main, args = _entry(argv)
+    assert main is not None, (f"{command.where}: no runner for {argv[0]!r}; mark the line "
+                              "<!-- skip-lines: PREFIX: REASON --> or the block <!-- skip: REASON -->")
+    files = _written(argv)
+    before = {f: _stamp(f) for f in files}
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(args)
+        except SystemExit as e:
+            status = e.code
+    printed = out.buffer.getvalue().decode("utf-8")
+    said = f"{command.where}: `{command.text}`"
+    assert status in (0, None), f"{said} exited {status}:\n{err.getvalue()[-2000:]}"
+    for f in files:
+        assert _stamp(f) not in (None, before[f]), f"{said} did not write {f}"
+        assert os.path.getsize(f) > 0, f"{command.where}: {f} is empty"
+        if f.endswith(".json"):
+            json.loads(Path(f).read_text(encoding="utf-8"))
+    if "--json" in argv:
+        try:
+            got = json.loads(printed)
+        except ValueError as e:
+            raise AssertionError(f"{said} printed no JSON ({e}):\n{printed[:2000]}") from None
+        assert isinstance(got, dict), f"{said} printed {type(got).__name__}, not an object"
+        for path, keys in command.keys:
+            for obj in _at(got, path, command.where) or [{}]:
+                missing = [k for k in keys if k not in obj]
+                assert not missing, f"{command.where}: --json lacks {missing} at {path or 'the top'}"
+    elif not files:
+        assert printed.strip(), f"{said} printed nothing"
+    for text in command.prints:
+        assert text in printed, f"{said} did not print {text!r}:\n{printed[-2000:]}"
+
+
 RUNNABLE = [p for p in PAGES if any(not b.skip for b in blocks(p))]
 SKIPPED = [b for p in PAGES for b in blocks(p) if b.skip]
 
@@ -108,12 +284,42 @@ def test_page_examples(page, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace = {"__name__": "__docs__"}
     for block in runnable:
-        _run(block, namespace)
+        if isinstance(block, Command):
+            _shell(block)
+        else:
+            _run(block, namespace)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
 def test_skipped_examples_say_why(block):
-    pytest.skip(f"{block.where} not run: {block.skip}")
+    what = f" `{block.text}`" if isinstance(block, Command) else ""
+    pytest.skip(f"{block.where}{what} not run: {block.skip}")
+
+
+def _fences(page):
+    """(line, language, rest) of every fenced block that a page opens."""
+    lines, found, i = page.read_text(encoding="utf-8").splitlines(), [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if m:
+            found.append((i + 1, m.group(1), m.group(2).strip()))
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                i += 1
+        i += 1
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_block_is_run_or_text(page):
+    # a block in a language the runner does not know (```bash, ```console) or an output block
+    # that follows no Python block would be left unchecked without a word
+    fences = _fences(page)
+    unknown = [f"{_where(page, line)}: ```{lang}" for line, lang, _ in fences if lang not in ("python", "sh", "text", "")]
+    assert unknown == [], "no runner for these blocks (write them as ```python or ```sh)"
+    shown = sum(1 for _, lang, rest in fences if lang == "text" and 'title="output"' in rest)
+    checked = sum(1 for b in blocks(page) if isinstance(b, Block) and b.expected is not None)
+    assert shown == checked, f"{page.name}: {shown - checked} output block(s) follow no ```python block"
 
 
 def test_runner_checks_output(tmp_path):
@@ -201,3 +407,43 @@ def test_site_builds_strict(tmp_path):
     for command in ("fastcal", "tracking"):
         for name, _ in hook.subcommands(hook.build_parser(command)):
             assert f"{command} {name}" in cli
+
+
+def test_runner_runs_shell_lines(tmp_path, monkeypatch):
+    # the shell runner itself: set-up, skipped lines, prints and json-keys markers are read;
+    # a failing command, a missing key or text, an unknown program and a stale prefix all fail
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent("""\
+        <!-- setup: fastcal simulate preds.parquet --n 2000 --seed 1 -->
+        <!-- skip-lines: make, fastcal simulate big.parquet: set-up commands -->
+        <!-- prints: fastcal score preds.parquet --prob p --label y$: | bin | range | count | -->
+        <!-- json-keys: n, ece -->
+        <!-- json-keys bins.*: count -->
+        ```sh
+        make demo        # builds .venv
+        fastcal simulate big.parquet --n 1000000000
+        fastcal score preds.parquet --prob p --label y
+        fastcal score 'preds.parquet' --prob p --label y --json   # one JSON object
+        ```
+        """))
+    found = blocks(page)
+    assert [c.line for c in found] == [1, 7, 8, 9, 10]
+    assert [c.skip for c in found] == [None, "set-up commands", "set-up commands", None, None]
+    assert found[0].setup and found[3].prints == ["| bin | range | count |"] and found[4].prints == []
+    assert found[4].keys == [("", ["n", "ece"]), ("bins.*", ["count"])]
+    monkeypatch.chdir(tmp_path)
+    for command in (found[0], found[3], found[4]):
+        _shell(command)
+    assert os.path.getsize("preds.parquet") > 0
+
+    def fails(text, match, **kw):
+        with pytest.raises(AssertionError, match=match):
+            _shell(Command(page, 1, text, **kw))
+
+    fails("fastcal score preds.parquet --prob q --label y", "exited 2")
+    fails("fastcal score preds.parquet --prob p --label y --json", "lacks", keys=[("bins.*", ["nope"])])
+    fails("fastcal score preds.parquet --prob p --label y", "did not print", prints=["no such text"])
+    fails("make demo", "no runner for 'make'")
+    page.write_text("<!-- skip-lines: fastcal warmup: stale -->\n```sh\nfastcal score x\n```\n")
+    with pytest.raises(ValueError, match="'fastcal warmup' names no line"):
+        blocks(page)
