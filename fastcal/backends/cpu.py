@@ -219,19 +219,6 @@ def _column_pair(y, p, conf, k, above, logits, renormalize):
         x = q[:, k].copy()
     x[np.isnan(conf) | ~(x > above)] = np.nan
     return (np.asarray(y) == k).astype(np.uint8), x
-    if p.ndim == 2:
-        n = p.shape[0]
-        conf = np.empty(n, np.float64)
-        correct = np.empty(n, np.uint8)
-        km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
-                      conf, correct)
-        return correct, conf
-    if logits:
-        z = np.asarray(p, dtype=np.float64)
-        e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
-        x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-        return y, x
-    return y, p
 
 
 def nees_checked(errors, covs, nan_policy):
