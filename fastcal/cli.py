@@ -38,6 +38,7 @@ import time
 import warnings
 
 from fastcal import _atomic
+from fastcal.inputs.validation import check_eps, check_n_bins
 from fastcal.reports._json import json_text
 from fastcal.writers import SIM_CHUNK_ROWS, SIM_FORMATS, _one_line, simulate_file
 
@@ -288,8 +289,6 @@ def _check_range(option, value, lo, hi, why=""):
 
 def _check_bins(option, value):
     """A bin count, with the API's own check and message (one bound for both)."""
-    from fastcal.inputs.validation import check_n_bins
-
     try:
         check_n_bins(value)
     except ValueError as exc:
@@ -508,8 +507,6 @@ def _check_score_args(args):
     """Every check that needs no data: sizes, outputs, optional dependencies."""
     _check_bins("--bins", args.bins)
     _check_range("--chunk-rows", args.chunk_rows, 1, MAX_CHUNK_ROWS)
-    from fastcal.inputs.validation import check_eps
-
     try:  # the library's rule (0 <= eps < 0.5), in the CLI's words
         check_eps(args.eps)
     except ValueError as exc:

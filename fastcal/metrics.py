@@ -4,6 +4,7 @@ from fastcal._kernels import binary as kb
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import uniform_edges
 from fastcal.reports import measures
+from fastcal.reports.smooth import SmoothGrid, check_sigma
 from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
@@ -412,8 +413,6 @@ def smece(y_true, y_prob, sigma=None, *, nan_policy="raise", threads=None, logit
     >>> round(fastcal.smece(y, p, sigma=0.05), 4)
     0.007
     """
-    from fastcal.reports.smooth import SmoothGrid, check_sigma
-
     sigma = check_sigma(sigma)
     acc, _ = _arrays(y_true, y_prob, nan_policy=nan_policy, threads=threads, logits=logits,
                      renormalize=renormalize, classwise=False, with_logs=False, smooth=True)

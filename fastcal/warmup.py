@@ -10,6 +10,9 @@ import time
 
 import numpy as np
 
+from fastcal._kernels import binary
+from fastcal.metrics import calibration_report
+
 # (label, probabilities dtype, labels dtype, classes): labels are read as uint8
 # (integers of any width, bool) or float64 (fastcal.inputs.validation.as_labels_1d)
 SIGNATURES = (
@@ -23,8 +26,6 @@ SIGNATURES = (
 
 def cache_dir():
     """Directory of the compiled kernels, or None when they are compiled in memory only."""
-    from fastcal._kernels import binary
-
     return getattr(binary.fill_range._cache, "cache_path", None)
 
 
@@ -46,8 +47,6 @@ def warmup(*, on_step=None):
     >>> from fastcal.warmup import warmup
     >>> steps = warmup()  # doctest: +SKIP
     """
-    from fastcal.metrics import calibration_report
-
     rng = np.random.default_rng(0)
     steps = []
     for label, p_dtype, y_dtype, k in SIGNATURES:

@@ -13,6 +13,8 @@ import os
 import numpy as np
 
 from fastcal.gaussian import anees_bounds, ecd_bounds, nees
+from fastcal._atomic import write_atomically
+from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
 from tracking.inputs import open_input, resolve_columns
 
 __all__ = ["score_file", "format_score", "plot_score", "resolve_columns"]
@@ -423,7 +425,6 @@ def plot_score(rep, path=None, *, ax=None):
     if len(items) > 1:
         _legend_above(ax_runs)
     if path is not None:
-        from fastcal._atomic import write_atomically
         from tracking.compare import check_plot_path
 
         fmt = check_plot_path(path)
@@ -485,7 +486,6 @@ def run_score_cli(args):
     """``tracking score``: every output built in memory, then committed together."""
     import io
 
-    from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
     from tracking.compare import check_plot_path
 
     fmt = None

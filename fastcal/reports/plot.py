@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 
 from fastcal._atomic import write_atomically
+from fastcal.reports.smooth import SmoothGrid
 
 OVER_COLOUR = "#c0392b"   # ECD > 0: over-confident, flagged by the per-bin test
 UNDER_COLOUR = "#2471a3"  # ECD < 0: under-confident, flagged
@@ -374,8 +375,6 @@ def smooth_diagram(report, path=None, *, ax=None, title=None, figsize=(6.4, 6.4)
     >>> [ax.get_label() for ax in fig.axes]
     ['smooth']
     """
-    from fastcal.reports.smooth import SmoothGrid
-
     if getattr(report, "smooth_grid", None) is None:
         msg = ("report has no smooth ECE grid; score with smooth=True (CLI: --smece) to draw "
                "the smooth reliability diagram")

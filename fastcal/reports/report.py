@@ -11,6 +11,8 @@ from fastcal.reports import measures as _measures
 from fastcal.reports import stats as _stats
 from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
 from fastcal.reports.provenance import HasProvenance
+from fastcal.reports.smooth import SmoothGrid
+from fastcal.reports.plot import reliability_diagram, smooth_diagram
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
@@ -370,8 +372,6 @@ class CalibrationReport(HasProvenance):
 
     def set_smooth(self, mass, resid):
         """Smooth ECE at its fixed-point bandwidth from the grid sums (copied)."""
-        from fastcal.reports.smooth import SmoothGrid
-
         self.smooth_grid = (mass.copy(), resid.copy())
         self.smece, self.smece_sigma = SmoothGrid(mass, resid).fixed_point()
         return self
@@ -380,8 +380,6 @@ class CalibrationReport(HasProvenance):
         """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`.
         ``smooth=True``: the smooth reliability diagram of the smooth ECE grid instead
         (:func:`fastcal.reports.plot.smooth_diagram`)."""
-        from fastcal.reports.plot import reliability_diagram, smooth_diagram
-
         return (smooth_diagram if smooth else reliability_diagram)(self, path, **kwargs)
 
     # -- export ----------------------------------------------------------
