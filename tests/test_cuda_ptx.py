@@ -14,11 +14,11 @@ Like tests/test_cuda_sim.py, it runs in a subprocess: compiling imports
 
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+
+from tests import subsuites
 
 CHILD = os.environ.get("FASTCAL_PTX_CHILD") == "1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,17 +32,23 @@ def _missing():
     return None
 
 
+def suite_run():
+    """(env, timeout) of this file's compiling run, or None where it does not run
+    (tests/subsuites.py starts it early, beside the rest of the suite)."""
+    if CHILD or _missing():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(FASTCAL_PTX_CHILD="1", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
+    return env, 900
+
+
 def test_kernels_compile_in_subprocess():
     if CHILD:
         pytest.skip("already in the subprocess")
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(FASTCAL_PTX_CHILD="1", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.abspath(__file__)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subsuites.run(__file__, *suite_run())
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout
 

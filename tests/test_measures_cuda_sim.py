@@ -7,11 +7,12 @@ once per process); run the cases directly with NUMBA_ENABLE_CUDASIM=1.
 """
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tests import subsuites
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
@@ -20,15 +21,21 @@ FIELDS = ("brier", "ece_l2", "ece_debiased", "brier_reliability", "brier_resolut
           "brier_uncertainty", "brier_within_variance", "brier_within_covariance")
 
 
-def test_simulator_cases_in_subprocess():
+def suite_run():
+    """(env, timeout) of this file's run under the simulator, or None inside it
+    (tests/subsuites.py starts it early, beside the rest of the suite)."""
     if CASES:
-        pytest.skip("already running the cases (simulator or real GPU)")
+        return None
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.abspath(__file__)], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return env, 600
+
+
+def test_simulator_cases_in_subprocess():
+    if CASES:
+        pytest.skip("already running the cases (simulator or real GPU)")
+    proc = subsuites.run(__file__, *suite_run())
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout
 
