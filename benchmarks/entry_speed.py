@@ -1,0 +1,64 @@
+"""Speed of the default entry points once compiled, for before/after comparisons.
+
+Prints one line ``name seconds`` per figure (median of REPS calls after one
+warm-up call): the default binary report of N rows in memory, ``score_file``
+of the same rows from Parquet, ``score_dask`` of them in 4 chunks (Dask's
+threaded scheduler) and a 4-class report of N / 10 rows. Only API that every
+version since 0.1.0 has, so two checkouts can be timed in turns::
+
+    PYTHONPATH=/path/to/before python benchmarks/entry_speed.py 1e7
+    PYTHONPATH=. python benchmarks/entry_speed.py 1e7
+"""
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import fastcal
+
+REPS = 5
+
+
+def _median(call):
+    call()  # compile or load, and warm the page cache
+    times = []
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000
+    rng = np.random.default_rng(0)
+    p = rng.random(n).astype(np.float32)
+    y = (rng.random(n) < p).astype(np.uint8)
+    P = rng.dirichlet(np.ones(4), n // 10).astype(np.float32)
+    yk = rng.integers(0, 4, n // 10).astype(np.uint8)
+    path = os.path.join(tempfile.gettempdir(), f"fastcal-entry-speed-{n}.parquet")
+    if not os.path.exists(path):
+        pq.write_table(pa.table({"p": p, "y": y}), path, row_group_size=1 << 20)
+
+    import dask.array as da
+    from fastcal.distributed import score_dask
+
+    dy, dp = da.from_array(y, chunks=n // 4), da.from_array(p, chunks=n // 4)
+    figures = {
+        "report": lambda: fastcal.calibration_report(y, p, n_bins=15),
+        "score_file": lambda: fastcal.score_file(path, prob="p", label="y", n_bins=15),
+        "score_dask": lambda: score_dask(dy, dp, n_bins=15),
+        "multiclass": lambda: fastcal.calibration_report(yk, P, n_bins=15),
+    }
+    for name, call in figures.items():
+        print(f"{name} {_median(call):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
