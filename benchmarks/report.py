@@ -156,12 +156,12 @@ def summary(groups):
     if one_pass:
         frac = ref["mps"] / one_pass["mps"]
         lines.append(f"- the report with its defaults (ACE on) runs at {frac:.0%} of the ace=False "
-                     f"report ({fmt_mps(one_pass['mps'])} M/s) (issue 11 target 60%: "
+                     f"report ({fmt_mps(one_pass['mps'])} M/s) (target 60%: "
                      f"{'met' if frac >= 0.6 else 'not met'}).")
     numpy = by.get("numpy vectorised")
     if numpy:
         ratio = ref["mps"] / numpy["mps"]
-        lines.append(f"- the default report is {ratio:,.1f}x the numpy bincount contender (issue 11 "
+        lines.append(f"- the default report is {ratio:,.1f}x the numpy bincount contender ("
                      f"target 15x: {'met' if ratio >= 15 else 'not met'}).")
     floor = by.get("read floor")
     if floor:
@@ -272,7 +272,7 @@ def plot(groups, path):
 def gpu_section(summary_path):
     """RESULTS.md's GPU section: the summary a GPU run wrote (``gpu_run.sh``'s summary.md,
     kept as benchmarks/gpu_summary.md), or what is missing and how to measure it."""
-    lines = ["## GPU (issue 15)", ""]
+    lines = ["## GPU", ""]
     if summary_path.exists():
         text = summary_path.read_text().strip()
         return lines + [f"From `bash benchmarks/gpu_run.sh` (its summary.md, kept as "
@@ -288,7 +288,7 @@ def gpu_section(summary_path):
         "pytest-benchmark, run `bash benchmarks/gpu_run.sh tests` and "
         "`bash benchmarks/gpu_run.sh bench` (each within 10 minutes), copy its `summary.md` to "
         f"`benchmarks/{summary_path.name}` and run `make bench-report`; this section then shows "
-        "it. Targets (issue 15, H100): binary full report on 1e9 float32 predictions at least "
+        "it. Targets (H100): binary full report on 1e9 float32 predictions at least "
         "100 G predictions/s and 90x torchmetrics `binary_calibration_error`; K = 10 on 1e8 "
         "rows at least 20x torchmetrics `multiclass_calibration_error`; `score_file --device "
         "cuda` limited by reading.",
