@@ -91,7 +91,7 @@ class MulticlassReport(CalibrationReport):
             rep.sce = rep.classwise_ece
         # the top-label state has no sum of confidence**2: the decomposition is class-wise
         parts = dict.fromkeys(_measures.BRIER_PARTS, float("nan"))
-        if class_state is not None and rep.n > 0:
+        if class_state is not None and rep.n > 0 and len(totals) > 6:
             ccounts, csums = class_state
             got = _measures.binned(np.ascontiguousarray(ccounts, np.int64), 1, 1,
                                    np.ascontiguousarray(csums, np.float64)[:, :, None], 0,

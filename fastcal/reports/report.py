@@ -233,8 +233,11 @@ class CalibrationReport(HasProvenance):
             "sum_brier_sq": float(totals[3]),
             "sum_nll_sq": float(totals[4]),
         }
-        raw["sum_p2"] = float(totals[5])
-        raw["sum_py"] = float(totals[6])
+        # the within-bin sums of the Brier decomposition (totals of 7); state of 5 totals
+        # (made before they existed) leaves the two within-bin terms NaN
+        within = len(totals) > 6
+        raw["sum_p2"] = float(totals[5]) if within else float("nan")
+        raw["sum_py"] = float(totals[6]) if within else float("nan")
         extra = _measures.binned(np.ascontiguousarray(counts, np.int64)[None],
                                  1 if observed == "frac_pos" else 2, 1,
                                  np.ascontiguousarray(sums, np.float64)[None], 0,
