@@ -5,8 +5,9 @@ their point (``NUMBA_ENABLE_CUDASIM`` binds the CUDA simulator for a whole
 process; the PTX compiles import numba's CUDA target). Each takes minutes, and
 the main process compiles kernels on one core while the other waits. So
 ``conftest.py`` starts the collected ones at the end of collection, one after
-another on a background thread, and each file's test waits for its own run and
-asserts on it as it did on a run of its own (``run``). Without that start (a
+another on a background thread, and moves their tests to the end of the session:
+each waits for its own run and asserts on it as it did on a run of its own
+(``run``). Without that start (a
 file run alone with ``-k``, or collected out of this suite) ``run`` runs it then.
 """
 
