@@ -17,6 +17,9 @@ import sys
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# inside a simulator run (or a real-GPU run of the cases: tests/test_cuda_gpu.py)
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
 
 _runs = {}  # file -> _Run
 _lock = threading.Lock()
@@ -44,6 +47,16 @@ def _pytest(path, env, timeout):
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            os.path.abspath(path)], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def simulator_run():
+    """(env, timeout) of a simulator file's run (``NUMBA_ENABLE_CUDASIM=1``), or
+    None inside such a run: the ``suite_run`` of the simulator test files."""
+    if CASES:
+        return None
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env, 600
 
 
 def start(suites):

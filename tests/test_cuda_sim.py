@@ -21,20 +21,12 @@ import pytest
 
 from tests import subsuites
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+SIM = subsuites.SIM
 # tests/test_cuda_gpu.py runs the same cases on a real GPU with FASTCAL_CUDA_CASES=1
-CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
+CASES = subsuites.CASES
 
 
-def suite_run():
-    """(env, timeout) of this file's run under the simulator, or None inside it
-    (tests/subsuites.py starts it early, beside the rest of the suite)."""
-    if CASES:
-        return None
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    return env, 600
+suite_run = subsuites.simulator_run  # started early, beside the rest (tests/subsuites.py)
 
 
 def test_simulator_cases_in_subprocess():

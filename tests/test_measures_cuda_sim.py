@@ -6,7 +6,6 @@ A subprocess for the reason tests/test_cuda_sim.py gives (NUMBA_ENABLE_CUDASIM i
 once per process); run the cases directly with NUMBA_ENABLE_CUDASIM=1.
 """
 
-import os
 import sys
 
 import numpy as np
@@ -14,22 +13,14 @@ import pytest
 
 from tests import subsuites
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
+SIM = subsuites.SIM
+CASES = subsuites.CASES  # the simulator, or tests/test_cuda_gpu.py on a real GPU
 
 FIELDS = ("brier", "ece_l2", "ece_debiased", "brier_reliability", "brier_resolution",
           "brier_uncertainty", "brier_within_variance", "brier_within_covariance")
 
 
-def suite_run():
-    """(env, timeout) of this file's run under the simulator, or None inside it
-    (tests/subsuites.py starts it early, beside the rest of the suite)."""
-    if CASES:
-        return None
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    return env, 600
+suite_run = subsuites.simulator_run  # started early, beside the rest (tests/subsuites.py)
 
 
 def test_simulator_cases_in_subprocess():

@@ -6,7 +6,6 @@ imported, so in the main process one test runs this file again in a
 subprocess with ``NUMBA_ENABLE_CUDASIM=1``, where the cases run.
 """
 
-import os
 import sys
 
 import numpy as np
@@ -14,19 +13,11 @@ import pytest
 
 from tests import subsuites
 
-SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
+SIM = subsuites.SIM
+CASES = subsuites.CASES  # the simulator, or tests/test_cuda_gpu.py on a real GPU
 
 
-def suite_run():
-    """(env, timeout) of this file's run under the simulator, or None inside it
-    (tests/subsuites.py starts it early, beside the rest of the suite)."""
-    if CASES:
-        return None
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    return env, 600
+suite_run = subsuites.simulator_run  # started early, beside the rest (tests/subsuites.py)
 
 
 def test_simulator_cases_in_subprocess():
