@@ -1,6 +1,6 @@
 """Speed of the default entry points once compiled, for before/after comparisons.
 
-Prints one line ``name seconds`` per figure (median of REPS calls after one
+Prints one line ``name seconds`` per figure (median of 5 calls after one
 warm-up call): the default binary report of N rows in memory, ``score_file``
 of the same rows from Parquet, ``score_dask`` of them in 4 chunks (Dask's
 threaded scheduler) and a 4-class report of N / 10 rows. Only API that every
@@ -11,28 +11,16 @@ version since 0.1.0 has, so two checkouts can be timed in turns::
 """
 
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import fastcal
+from kernel_speed import _median  # benchmarks/ is on the path of a script run from it
 
-REPS = 5
-
-
-def _median(call):
-    call()  # compile or load, and warm the page cache
-    times = []
-    for _ in range(REPS):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main():

@@ -10,23 +10,12 @@ it adds to that fill and the ratio::
 float64 p and uint8 y (binary, n_rows), and a 4-class float64 report of n_rows // 10 rows.
 """
 
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import fastcal
-
-
-def _median(call, reps=5):
-    call()  # compile or load
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from kernel_speed import _median  # benchmarks/ is on the path of a script run from it
 
 
 def main():
