@@ -203,10 +203,7 @@ def score(source, options):
     if acc.n == 0:
         msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
-    if acc.kind == "soft":
-        rep, steps = _soft_report(source, acc, opts), [("fill", 1)]
-    else:
-        rep, steps = _binned_report(source, acc, opts)
+    rep, steps = REPORTS[acc.kind](source, acc, opts)
     rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
                                 pass_steps=[(what, k) for what, k in steps if k],
                                 **source.provenance)
@@ -249,7 +246,7 @@ def _binned_report(source, acc, opts):
 
 
 def _soft_report(source, acc, opts):
-    """Soft labels have no bins: no equal-mass bins, ACE or intervals."""
+    """Soft labels have no bins: no equal-mass bins, ACE or intervals; (report, steps)."""
     if opts.strategy == "quantile":
         msg = (f"{source.prefix}strategy='quantile' bins probabilities of one class; soft labels "
                "(a label distribution per row) have no bins")
@@ -261,7 +258,12 @@ def _soft_report(source, acc, opts):
         msg = (f"{source.prefix}smooth ECE takes hard labels (0/1, or a class per row); soft "
                "labels (a label distribution per row) have no smooth ECE grid")
         raise ValueError(msg)
-    return acc.report()
+    return acc.report(), [("fill", 1)]
+
+
+# The report of each kind of state (the gate's kind of its input) and the passes it took
+REPORTS = {"binary": _binned_report, "logits": _binned_report, "multiclass": _binned_report,
+           "soft": _soft_report}
 
 
 def _count_certain_wrong(source, acc, rep):

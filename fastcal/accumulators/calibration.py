@@ -13,8 +13,7 @@ kind of input; :func:`accumulator_for` makes one from a kind.
 import functools
 import inspect
 
-from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
+from fastcal.inputs.batch import declared_kind, resolve
 from fastcal.accumulators.base import Binned, Mergeable
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
@@ -154,9 +153,8 @@ class CalibrationAccumulator(Mergeable):
                              eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
                              renormalize=renormalize, n_classes=n_classes, classwise=classwise,
                              ace_buckets=ace_buckets, with_logs=with_logs, smooth=bool(smooth))
-        kind = "multiclass" if v.check_n_classes(n_classes) is not None else (
-            "logits" if logits else "binary")
-        self._state = accumulator_for(kind, **self._options)
+        self._state = accumulator_for(declared_kind(logits=logits, n_classes=n_classes),
+                                      **self._options)
         self._options["renormalize"] = bool(renormalize)
 
     @property

@@ -36,11 +36,11 @@ class _Data:
     @classmethod
     def arrays(cls, y_true, y_prob, *, logits, nan_policy, threads=None):
         d = cls(ArraySource(y_true, y_prob), logits=logits, nan_policy=nan_policy)
-        d.batch = resolve(y_true, y_prob, logits=logits)
+        d.batch = resolve(y_true, y_prob, logits=logits, soft=False)  # a map fits hard labels
         if d.batch.n == 0:
             raise ValueError(ArraySource.empty)
         d.threads = v.check_threads(threads)
-        d._n_classes = d.batch.p.shape[1] if d.batch.p.ndim == 2 else None
+        d._n_classes = d.batch.p.shape[1] if d.batch.kind == "multiclass" else None
         return d
 
     @classmethod
@@ -111,5 +111,4 @@ def fit_dask(model, y_true, y_prob, *, client=None, split_every=8):
     """Fit ``model`` from dask arrays, one task per block and pass (on ``client``'s
     cluster, or Dask's default scheduler). Returns the model."""
     source = DaskSource(_array_source(y_true, y_prob), _Runner(client), split_every)
-    k = int(y_prob.shape[1]) if y_prob.ndim == 2 else None
-    return model.fit_source(source, n_classes=k)
+    return model.fit_source(source)
