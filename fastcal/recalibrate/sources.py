@@ -6,6 +6,7 @@ A source other than arrays answers two questions before it is read:
 columns or a fixed-size-list column, -1 for K classes of unknown K, None for
 one value per row)."""
 
+from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
@@ -57,7 +58,7 @@ class _Data:
         pair = dict(logits=self.logits, renormalize=False, eps=None, raw=raw)
         batch = self.batch
         if batch is not None:
-            y, x = em.ranking_pair(batch.y, batch.p, **pair)
+            y, x = backends.of(batch).ranked(batch, pair)
             return em.ArrayParts(y, x, self.threads)
         return self.source.parts(pair)
 

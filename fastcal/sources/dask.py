@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs.batch import lazy_kind, resolve
 from fastcal.sources.files import _reword, resolve_columns, stack_columns
@@ -240,7 +241,7 @@ class _DaskParts:
         self.transform = transform
         self.source = source
         self.runner = runner
-        self.pair = pair  # options of em.ranking_pair
+        self.pair = pair  # options of the backend's ranked
         self.n_parts = len(source.parts)
         self.passes = 1
         self.gather = None  # the passes map over the parts
@@ -278,7 +279,7 @@ def _on_part(fn, common, extra, pair, transform, loader, *args):
     if transform is not None:
         p = transform(p)
     batch = resolve(y, p, logits=pair["logits"], soft=False)  # the passes rank hard labels
-    y, x = em.ranking_pair(batch.y, batch.p, **pair)
+    y, x = backends.of(batch).ranked(batch, pair)
     return fn(y, x, *common, *extra)
 
 

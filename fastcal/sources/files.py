@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from fastcal.accumulators import equal_mass as em
+from fastcal import backends
 from fastcal.inputs.batch import resolve
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
@@ -83,7 +83,7 @@ def _reword(exc, chunk, prob, label):
 class _FileParts:
     """The chunks of a file source as the parts of fastcal.accumulators.equal_mass:
     every pass reads the file again (with the reader thread), in the same chunks;
-    ``pair``: the options of ``em.ranking_pair``."""
+    ``pair``: the options of the backend's ``ranked``."""
 
     def __init__(self, source, pair):
         self.source = source
@@ -108,7 +108,7 @@ class _FileParts:
                     p = src.transform(p)
                 # the gate checks the chunk as the first pass did; the passes rank hard labels
                 batch = resolve(y, p, soft=False)
-                y, x = em.ranking_pair(batch.y, batch.p, **self.pair)
+                y, x = backends.of(batch).ranked(batch, self.pair)
                 r = fn(y, x, *common, *(per_part[k] if per_part else ()))
                 if combine is None:
                     results.append(r)
