@@ -89,7 +89,7 @@ def check_metrics(metrics):
 
 @dataclass(frozen=True)
 class Options:
-    """Every scoring option, checked once (``checked()``), the same for every entry point.
+    """Every scoring option, checked once when made, the same for every entry point.
 
     See :func:`fastcal.calibration_report` for their meaning. ``ace`` is
     True by default for arrays, False for files and Dask (one pass).
@@ -129,7 +129,9 @@ class Options:
     # TACE: the class probabilities ranked are those above this
     tace_threshold: float = 1e-3
 
-    def checked(self):
+    def __post_init__(self):
+        """Check the options once, where they are made: every layer below reads
+        this one object as it is."""
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
         v.check_choice("sweep", self.sweep, sweep.SWEEPS)
         v.check_choice("observed", self.observed, v.OBSERVED)
@@ -148,32 +150,36 @@ class Options:
             raise ValueError(msg)
         metrics = check_metrics(self.metrics) if self.metrics else ()
         smooth = bool(self.smooth) or "smece" in metrics
-        return replace(self, ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
+        checked = dict(ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace), smooth=smooth,
                        metrics=metrics, tace_threshold=tc.check_threshold(self.tace_threshold))
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)  # frozen: set once, here
+
+    def checked(self):
+        """These options (checked when they were made)."""
+        return self
 
     @property
     def equal_mass(self):
         return self.strategy == "quantile" or self.ace or (bool(self.metrics) and any(
             m in _RANKED for m in check_metrics(self.metrics)))
 
-    def accumulator(self, n_rows=None, **overrides):
+    def accumulator(self, n_rows=None):
         """A fresh accumulator for these options; ``n_rows``, when the source knows
-        it, sizes ACE's bucket statistics; ``overrides``: e.g. threads."""
+        it, sizes ACE's bucket statistics."""
         boot = self.ci is not None and self.strategy == "uniform" and self.n_boot > 0
         n_bins = v.check_n_bins(self.n_bins) if self.edges is None else len(self.edges) - 1
-        kwargs = dict(n_bins=self.n_bins, edges=self.edges, closed=self.closed,
-                      nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
-                      n_boot=self.n_boot if boot else 0, seed=self.seed,
-                      logits=self.logits and self.transform is None,
-                      renormalize=self.renormalize, classwise=self.classwise,
-                      ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
-                      with_logs=self.with_logs, smooth=self.smooth)
-        kwargs.update(overrides)
-        return CalibrationAccumulator(**kwargs)
+        return CalibrationAccumulator.of(dict(
+            n_bins=self.n_bins, edges=self.edges, closed=self.closed, nan_policy=self.nan_policy,
+            eps=self.eps, threads=self.threads, n_boot=self.n_boot if boot else 0,
+            seed=self.seed, logits=self.logits and self.transform is None,
+            renormalize=bool(self.renormalize), n_classes=None, classwise=self.classwise,
+            ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
+            with_logs=self.with_logs, smooth=bool(self.smooth)))
 
 
-def score(source, options):
+def score(source, opts):
     """The report of a source: one fill, then equal-mass bins if asked for.
 
     Returns a :class:`~fastcal.CalibrationReport` (a MulticlassReport for K
@@ -196,17 +202,13 @@ def score(source, options):
     >>> rep.n, rep.passes, rep.pass_steps
     (2000, 2, [('fill', 1), ('ACE', 1)])
     """
-    opts = options.checked()
     acc, n_rows = source.fill(opts)
     if n_rows == 0:
         raise ValueError(source.empty)
     if acc.n == 0:
         msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
-    if acc.kind == "soft":
-        rep, steps = _soft_report(source, acc, opts), [("fill", 1)]
-    else:
-        rep, steps = _binned_report(source, acc, opts)
+    rep, steps = REPORTS[acc.kind](source, acc, opts)
     rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
                                 pass_steps=[(what, k) for what, k in steps if k],
                                 **source.provenance)
@@ -249,7 +251,7 @@ def _binned_report(source, acc, opts):
 
 
 def _soft_report(source, acc, opts):
-    """Soft labels have no bins: no equal-mass bins, ACE or intervals."""
+    """Soft labels have no bins: no equal-mass bins, ACE or intervals; (report, steps)."""
     if opts.strategy == "quantile":
         msg = (f"{source.prefix}strategy='quantile' bins probabilities of one class; soft labels "
                "(a label distribution per row) have no bins")
@@ -261,7 +263,12 @@ def _soft_report(source, acc, opts):
         msg = (f"{source.prefix}smooth ECE takes hard labels (0/1, or a class per row); soft "
                "labels (a label distribution per row) have no smooth ECE grid")
         raise ValueError(msg)
-    return acc.report()
+    return acc.report(), [("fill", 1)]
+
+
+# The report of each kind of state (the gate's kind of its input) and the passes it took
+REPORTS = {"binary": _binned_report, "logits": _binned_report, "multiclass": _binned_report,
+           "soft": _soft_report}
 
 
 def _count_certain_wrong(source, acc, rep):
@@ -301,7 +308,7 @@ def fill_arrays(y_true, y_prob, options):
     functions that read the state directly (ece, the tests of calibration);
     ``batch.host()`` gives the rows on the host (a copy of GPU data)."""
     source = ArraySource(y_true, y_prob)
-    acc, n_rows = source.fill(options.checked())
+    acc, n_rows = source.fill(options)
     if acc.n == 0:
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)

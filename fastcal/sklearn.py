@@ -27,6 +27,7 @@ import numpy as np
 from sklearn.metrics import make_scorer
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve_predictions
 from fastcal.metrics import ecd, ece
 
 __all__ = ["abs_ecd", "ece_score", "make_ecd_scorer", "make_ece_scorer", "ecd_scorer",
@@ -35,11 +36,12 @@ __all__ = ["abs_ecd", "ece_score", "make_ecd_scorer", "make_ece_scorer", "ecd_sc
 
 def _encode(y_true, y_prob, labels):
     y = v.to_array("y_true", y_true)
-    p = v.to_array("y_prob", y_prob)
     if labels is None:
-        return y, p
+        return y, v.to_array("y_prob", y_prob)
+    batch = resolve_predictions(y_prob)
+    p = batch.p
     labels = np.asarray(labels)
-    k = p.shape[1] if p.ndim == 2 else 2
+    k = p.shape[1] if batch.kind == "multiclass" else 2
     if labels.shape != (k,):
         msg = f"labels must list the {k} classes in column order; got shape {labels.shape}"
         raise ValueError(msg)

@@ -22,10 +22,6 @@ gives every measure below (:func:`soft_label_report`):
   expectation under the soft label; equal to eq. 12 for one-hot y_i.
 """
 
-import numpy as np
-
-from fastcal.inputs import validation as v
-from fastcal.inputs.batch import is_soft
 from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
@@ -82,88 +78,43 @@ def soft_label_report(y_true, y_prob, *, eps=None, logits=False, renormalize=Fal
     """
     opts = Options(eps=eps, logits=logits, renormalize=renormalize, nan_policy=nan_policy,
                    threads=threads, ace=False)
-    if not is_soft(y_true):
-        shape = np.shape(v.to_array("y_true", y_true))
-        msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
-               f"got shape {shape}")
-        raise ValueError(msg)
-    return score(ArraySource(y_true, y_prob), opts)
+    return score(ArraySource(y_true, y_prob, soft=True), opts)
 
 
-def entce(y_true, y_prob, **kwargs):
-    """Mean |EntCE| = 1/n sum_i |H(y_i) - H(p_i)| (natural log); options as in
-    :func:`soft_label_report`.
+def _measure(name, field, summary, example, shown):
+    """The function ``name(y_true, y_prob, **options)``: ``field`` of
+    :func:`soft_label_report`, documented by ``summary`` and a worked ``example``."""
+    def measure(y_true, y_prob, **kwargs):
+        return getattr(soft_label_report(y_true, y_prob, **kwargs), field)
 
-    Examples
-    --------
-    >>> from fastcal.soft import entce
-    >>> round(entce([[0.5, 0.5]], [[0.9, 0.1]]), 4)
-    0.3681
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).entce
-
-
-def rankcs(y_true, y_prob, **kwargs):
-    """RankCS: fraction of samples with argsort(p_i) == argsort(y_i) (stable sorts).
-
-    Examples
-    --------
-    >>> from fastcal.soft import rankcs
-    >>> rankcs([[0.6, 0.4], [0.3, 0.7]], [[0.9, 0.1], [0.8, 0.2]])
-    0.5
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).rankcs
+    measure.__name__ = measure.__qualname__ = name
+    measure.__doc__ = (f"{summary}\n\nOptions as in :func:`soft_label_report`.\n\n"
+                       f"Examples\n--------\n>>> from fastcal.soft import {name}\n"
+                       f">>> {example}\n{shown}\n")
+    return measure
 
 
-def distce(y_true, y_prob, **kwargs):
-    """Mean DistCE: 1/n sum_i 1/2 sum_k |p_ik - y_ik| (total variation distance).
+# One function per measure of the report: name -> (report field, summary, example, its output)
+MEASURES = {
+    "entce": ("entce", "Mean |EntCE| = 1/n sum_i |H(y_i) - H(p_i)| (natural log).",
+              "round(entce([[0.5, 0.5]], [[0.9, 0.1]]), 4)", "0.3681"),
+    "rankcs": ("rankcs", "RankCS: fraction of samples with argsort(p_i) == argsort(y_i) "
+               "(stable sorts).",
+               "rankcs([[0.6, 0.4], [0.3, 0.7]], [[0.9, 0.1], [0.8, 0.2]])", "0.5"),
+    "distce": ("distce", "Mean DistCE: 1/n sum_i 1/2 sum_k |p_ik - y_ik| (total variation "
+               "distance).", "round(distce([[0.6, 0.4]], [[0.9, 0.1]]), 3)", "0.3"),
+    "soft_brier_score": ("brier", "Soft-label Brier score 1/n sum_i sum_k (p_ik - y_ik)^2.",
+                         "round(soft_brier_score([[0.6, 0.4]], [[0.9, 0.1]]), 3)", "0.18"),
+    "soft_log_loss": ("nll", "Cross-entropy -1/n sum_i sum_k y_ik log p_ik (natural log).",
+                      "round(soft_log_loss([[0.5, 0.5]], [[0.5, 0.5]]), 4)", "0.6931"),
+    "soft_ecd": ("ecd", "Soft-label ECD: 1/n sum_i [sum_k p_ik log p_ik - sum_k y_ik log p_ik]."
+                 "\n\nExpected log-likelihood under the model minus the observed one under "
+                 "the soft label (eq. 12 with log p_y replaced by its soft-label expectation).",
+                 "soft_ecd([[0.5, 0.5]], [[0.5, 0.5]])", "0.0"),
+}
 
-    Examples
-    --------
-    >>> from fastcal.soft import distce
-    >>> round(distce([[0.6, 0.4]], [[0.9, 0.1]]), 3)
-    0.3
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).distce
-
-
-def soft_brier_score(y_true, y_prob, **kwargs):
-    """Soft-label Brier score 1/n sum_i sum_k (p_ik - y_ik)^2.
-
-    Examples
-    --------
-    >>> from fastcal.soft import soft_brier_score
-    >>> round(soft_brier_score([[0.6, 0.4]], [[0.9, 0.1]]), 3)
-    0.18
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).brier
-
-
-def soft_log_loss(y_true, y_prob, **kwargs):
-    """Cross-entropy -1/n sum_i sum_k y_ik log p_ik (natural log).
-
-    Examples
-    --------
-    >>> from fastcal.soft import soft_log_loss
-    >>> round(soft_log_loss([[0.5, 0.5]], [[0.5, 0.5]]), 4)
-    0.6931
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).nll
-
-
-def soft_ecd(y_true, y_prob, **kwargs):
-    """Soft-label ECD: 1/n sum_i [sum_k p_ik log p_ik - sum_k y_ik log p_ik].
-
-    Expected log-likelihood under the model minus the observed one under the
-    soft label (eq. 12 with log p_y replaced by its soft-label expectation).
-
-    Examples
-    --------
-    >>> from fastcal.soft import soft_ecd
-    >>> soft_ecd([[0.5, 0.5]], [[0.5, 0.5]])
-    0.0
-    """
-    return soft_label_report(y_true, y_prob, **kwargs).ecd
+entce, rankcs, distce, soft_brier_score, soft_log_loss, soft_ecd = (
+    _measure(name, *spec) for name, spec in MEASURES.items())
 
 
 __all__ = ["SoftLabelReport", "distce", "entce", "rankcs", "soft_brier_score", "soft_ecd",

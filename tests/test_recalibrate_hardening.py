@@ -373,3 +373,12 @@ def test_fitted_maps_with_certain_rows_load_again(method, digits):
             mk = rc.make(method).fit(yk, pk)
         back = rc.from_dict(json.loads(mk.to_json()))
         np.testing.assert_array_equal(back.transform(pk), mk.transform(pk))
+
+
+@pytest.mark.parametrize("method", ["temperature", "isotonic"])
+def test_soft_labels_are_refused_at_the_gate_in_one_line(method):
+    # label distributions reached the fit's compiled passes (a Numba typing error)
+    P = np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    with pytest.raises(ValueError, match=r"^y_true must be 1-D with one class index per sample; "
+                                         r"got shape \(3, 2\) \(2-D y_true means soft labels"):
+        rc.make(method).fit(P, P)

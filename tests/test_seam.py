@@ -140,3 +140,64 @@ def test_gaussian_batches_go_through_the_backend():
     with pytest.raises(ValueError, match=r"dimension d=2 on its last axis; this accumulator "
                                          r"expects dim=3"):
         GaussianAccumulator(3, shape=(3,)).update_batch(batch)
+
+
+# -- the kind of input is decided at the gate only (issue 25) -------------------------
+
+# what asks "what kind of input is this" of arrays: their ndim, a 2-D test of a shape,
+# is_soft, or a logits flag choosing between binary kinds
+_KIND_QUESTION = (r"\b(?:p|q|y|dp|dy|y_prob|y_true|preds|target)\.ndim\b|np\.ndim\(|is_soft\("
+                  r"|len\(\w*shape\) [!=]= 2|\"logits\" if ")
+# the gate, its shape checks (messages), and what is left to the backends' owner: the
+# ranking rule of equal-mass passes (backends.cpu.ranking_pair and its CUDA twin) and
+# a reader's column count
+_KIND_ALLOWED = {"inputs/batch.py", "inputs/validation.py", "backends/cpu.py",
+                 "backends/cuda.py", "sources/readers/npy.py"}
+
+
+def test_only_the_gate_decides_the_kind_of_input():
+    import pathlib
+    import re
+
+    root = pathlib.Path(fastcal.__file__).parent
+    found = sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
+                   if "_kernels" not in f.parts
+                   and re.search(_KIND_QUESTION, f.read_text(encoding="utf-8")))
+    assert set(found) <= _KIND_ALLOWED, sorted(set(found) - _KIND_ALLOWED)
+
+
+def test_the_gate_insists_on_or_refuses_soft_labels():
+    from fastcal.inputs.batch import kind_of, lazy_kind, prediction_kind, resolve_predictions
+
+    P = np.array([[0.2, 0.8], [0.6, 0.4]])
+    y = np.array([1, 0])
+    assert resolve(P, P, soft=True).kind == "soft"
+    with pytest.raises(ValueError, match=r"^y_true must have shape \(n_samples, n_classes\) "
+                                         r"holding label distributions; got shape \(2,\)$"):
+        resolve(y, P, soft=True)
+    with pytest.raises(ValueError, match=r"^y_true must be 1-D with one class index per sample"):
+        resolve(P, P, soft=False)
+    assert resolve(y, P, soft=False).kind == "multiclass"
+    assert kind_of(P, P) == "soft" and kind_of(y, P) == "multiclass"
+    assert prediction_kind(P[:, 0], logits=True) == "logits"
+    assert resolve_predictions(P).kind == "multiclass"
+    with pytest.raises(ValueError, match=r"^y_prob must be 1-D or \(N, K\); got shape \(1, 2, 2\)$"):
+        prediction_kind(P[None])
+    assert lazy_kind(P, P) == "soft" and lazy_kind(y, P) == "multiclass"
+    with pytest.raises(ValueError, match=r"^y_true must be 1-D with one label per sample, or"):
+        lazy_kind(P, P[:, 0])
+
+
+def test_options_are_checked_when_made_and_carried_as_one_object():
+    from fastcal.score import Options
+
+    with pytest.raises(ValueError, match=r"^strategy must be one of"):
+        Options(strategy="equal")
+    opts = Options(n_bins=7, metrics="ece_sweep")
+    assert opts.checked() is opts and opts.metrics == ("ece_sweep",)
+    acc = opts.accumulator()
+    # the accumulator keeps the settings the options made, not a re-packed copy of them
+    assert acc.state.n_bins == 7 and acc._options["n_bins"] == 7
+    fresh = CalibrationAccumulator(**acc._options)
+    y, p = np.array([0, 1, 1]), np.array([0.2, 0.7, 0.9])
+    assert fresh.update(y, p).report().ece == acc.update(y, p).report().ece

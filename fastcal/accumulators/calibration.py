@@ -13,8 +13,7 @@ kind of input; :func:`accumulator_for` makes one from a kind.
 import functools
 import inspect
 
-from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
+from fastcal.inputs.batch import declared_kind, resolve
 from fastcal.accumulators.base import Binned, Mergeable
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
@@ -150,14 +149,24 @@ class CalibrationAccumulator(Mergeable):
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
-        self._options = dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy,
-                             eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
-                             renormalize=renormalize, n_classes=n_classes, classwise=classwise,
-                             ace_buckets=ace_buckets, with_logs=with_logs, smooth=bool(smooth))
-        kind = "multiclass" if v.check_n_classes(n_classes) is not None else (
-            "logits" if logits else "binary")
-        self._state = accumulator_for(kind, **self._options)
-        self._options["renormalize"] = bool(renormalize)
+        self._start(dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy,
+                         eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
+                         renormalize=bool(renormalize), n_classes=n_classes,
+                         classwise=classwise, ace_buckets=ace_buckets, with_logs=with_logs,
+                         smooth=bool(smooth)))
+
+    @classmethod
+    def of(cls, options):
+        """The accumulator of ``options``, a dict of every keyword of ``__init__``
+        (the driver's :meth:`fastcal.score.Options.accumulator`), kept as it is."""
+        out = cls.__new__(cls)
+        out._start(options)
+        return out
+
+    def _start(self, options):
+        self._options = options
+        self._state = accumulator_for(declared_kind(logits=options["logits"],
+                                                    n_classes=options["n_classes"]), **options)
 
     @property
     def state(self):

@@ -30,15 +30,44 @@ SOFT_ON_GPU = ("device='cuda': soft labels (a 2-D y_true, one label distribution
                "update() with host arrays)")
 
 
+@dataclass(kw_only=True)
+class OnDevice:
+    """What a batch of arrays filled on ``device`` shares: ``host()``, its arrays
+    on the host (themselves on the CPU; GPU data copied once). A subclass names
+    its array ``fields`` and the arguments they came from (``names``, for messages)."""
+
+    device: str = "cpu"
+    _host: tuple = field(default=None, repr=False)
+
+    fields = ()
+    names = ()
+
+    def host(self):
+        """The arrays of ``fields`` on the host: themselves on the CPU, a copy (made
+        once) of GPU data."""
+        arrays = tuple(getattr(self, f) for f in self.fields)
+        if self.device == "cpu":
+            return arrays
+        if self._host is None:
+            self._host = tuple(self.to_host(name, x) for name, x in zip(self.names, arrays))
+        return self._host
+
+    @staticmethod
+    def to_host(name, x):
+        return dev.to_host(name, x)
+
+
 @dataclass
-class Batch:
-    """Validated labels ``y`` and predictions ``p`` of one ``kind``, filled on ``device``."""
+class Batch(OnDevice):
+    """Validated labels ``y`` and predictions ``p`` of one ``kind``, filled on ``device``
+    (``y`` None for predictions alone: :func:`resolve_predictions`)."""
 
     kind: str
     y: object
     p: object
-    device: str = "cpu"
-    _host: tuple = field(default=None, repr=False)
+
+    fields = ("y", "p")
+    names = ("y_true", "y_prob")
 
     @property
     def n(self):
@@ -49,14 +78,6 @@ class Batch:
         """The numpy dtype of ``p`` (GPU arrays too)."""
         return dev.dtype_of(self.p)
 
-    def host(self):
-        """(y, p) as host arrays: themselves on the CPU, a copy (made once) of GPU data."""
-        if self.device == "cpu":
-            return self.y, self.p
-        if self._host is None:
-            self._host = (dev.to_host("y_true", self.y), dev.to_host("y_prob", self.p))
-        return self._host
-
     def context(self):
         """What error messages quote: the rows, on the host (GPU data: copied only
         when a message needs it)."""
@@ -66,17 +87,75 @@ class Batch:
                 "t": lambda: self.host()[0]}
 
 
-def is_soft(y_true):
-    """True if y_true is 2-D (one label distribution per row)."""
-    shape = getattr(y_true, "shape", None)
-    if shape is None:
-        shape = v.to_array("y_true", y_true).shape
-    return len(shape) == 2
+def kind_of(y, p, *, logits=False, multiclass=False, soft=None):
+    """The kind of input ("binary", "logits", "multiclass" or "soft") of y_true
+    and y_prob from their shapes alone (anything with ``.shape``: GPU and Dask
+    arrays too), with the messages of the checks of :mod:`fastcal.inputs.validation`
+    for shapes that fit none. ``multiclass`` insists on (n, K) class indices;
+    ``soft``: None reads a 2-D y_true as label distributions, True insists on
+    them, False refuses them (hard labels only)."""
+    ys, ps = tuple(y.shape), tuple(p.shape)
+    if soft:
+        v.check_soft_labels_shape(ys)
+    if soft or (soft is None and not multiclass and len(ys) == 2):
+        v.check_prob_2d_shape(ps, logits)
+        v.check_soft_shape(ys, ps)
+        return "soft"
+    if len(ps) == 2 or multiclass:
+        v.check_prob_2d_shape(ps, logits)
+        v.check_class_labels_shape(ys, ps[0])
+        return "multiclass"
+    v.check_labels_1d_shape(ys)
+    v.check_prob_1d_shape(ps)
+    v.check_lengths(ys, ps)
+    return "logits" if logits else "binary"
 
 
-def resolve(y_true, y_prob, *, logits=False, multiclass=False, device=None):
+def declared_kind(*, logits=False, n_classes=None):
+    """The kind an accumulator's options declare before any data: "multiclass"
+    with ``n_classes``, else "logits" or "binary" (a first batch of K classes or
+    soft labels replaces an empty binary state)."""
+    if v.check_n_classes(n_classes) is not None:
+        return "multiclass"
+    return "logits" if logits else "binary"
+
+
+def prediction_kind(p, *, logits=False):
+    """The kind of predictions alone (anything with ``.shape``): "binary" or
+    "logits" for one value per row, "multiclass" for (N, K)."""
+    if len(p.shape) not in (1, 2):
+        msg = f"y_prob must be 1-D or (N, K); got shape {p.shape}"
+        raise ValueError(msg)
+    if len(p.shape) == 2:
+        return "multiclass"
+    return "logits" if logits else "binary"
+
+
+def resolve_predictions(y_prob, *, logits=False):
+    """The batch of predictions without labels (``y`` None), on the host: what
+    a fitted recalibration map transforms. ``p`` is converted, not cast."""
+    p = v.to_array("y_prob", y_prob)
+    return Batch(prediction_kind(p, logits=logits), None, p)
+
+
+def lazy_kind(y_true, y_prob, *, logits=False):
+    """The kind of lazy arrays (Dask) from their shapes, before any block is
+    computed: 1-D labels with 1-D or (N, K) predictions, or (N, K) label
+    distributions with (N, K) predictions."""
+    kind = prediction_kind(y_prob, logits=logits)
+    if y_true.ndim == 2 and kind == "multiclass":  # label distributions, one per row
+        return "soft"
+    if y_true.ndim != 1:
+        msg = (f"y_true must be 1-D with one label per sample, or (N, K) label distributions "
+               f"with an (N, K) y_prob; got shapes {y_true.shape} and {y_prob.shape}")
+        raise ValueError(msg)
+    return kind
+
+
+def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device=None):
     """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)
-    class indices. A 2-D ``y_true`` holds soft labels (kind "soft").
+    class indices. A 2-D ``y_true`` holds soft labels (kind "soft"); ``soft``
+    True insists on them, False refuses them (a pass that ranks hard labels).
 
     ``device``: None fills where ``y_prob`` is (arrays in GPU memory on the
     GPU; soft labels, which have no GPU kernel, on the host); "cpu" copies GPU
@@ -84,16 +163,18 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False, device=None):
     """
     if device is not None:
         v.check_choice("device", device, DEVICES)
+    if soft:
+        v.check_soft_labels_shape(_shape_of("y_true", y_true))
     on_gpu = dev.is_device_array(y_prob)
     if device == "cuda" or (device is None and on_gpu
-                            and (multiclass or not is_soft(y_true))):
-        return _resolve_cuda(y_true, y_prob, logits=logits, multiclass=multiclass)
+                            and (multiclass or soft is False or not is_soft(y_true))):
+        return _resolve_cuda(y_true, y_prob, logits=logits, multiclass=multiclass, soft=soft)
     if on_gpu:
         y_prob = dev.to_host("y_prob", y_prob)
     if dev.is_device_array(y_true):
         y_true = dev.to_host("y_true", y_true)
     p = v.to_array("y_prob", y_prob)
-    if not multiclass and is_soft(y_true):
+    if soft or (soft is None and not multiclass and is_soft(y_true)):
         t, p = v.check_soft_pair(y_true, p, logits)
         return Batch("soft", t, p)
     if p.ndim == 2 or multiclass:
@@ -103,7 +184,17 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False, device=None):
     return Batch("logits" if logits else "binary", y, p)
 
 
-def _resolve_cuda(y_true, y_prob, *, logits, multiclass):
+def _shape_of(name, x):
+    shape = getattr(x, "shape", None)
+    return tuple(v.to_array(name, x).shape if shape is None else shape)
+
+
+def is_soft(y_true):
+    """True if y_true is 2-D (one label distribution per row)."""
+    return len(_shape_of("y_true", y_true)) == 2
+
+
+def _resolve_cuda(y_true, y_prob, *, logits, multiclass, soft=None):
     """The batch of a fill on the GPU: the same shape and dtype checks and
     messages as on the host, without reading the data. Arrays in GPU memory
     become Numba device views, cast there only where the kernels need another
@@ -114,7 +205,7 @@ def _resolve_cuda(y_true, y_prob, *, logits, multiclass):
         return dev.as_device_array(name, x) if dev.is_device_array(x) else v.to_array(name, x)
 
     y, p = get("y_true", y_true), get("y_prob", y_prob)
-    kind = v.input_kind(y, p, logits=logits, multiclass=multiclass)
+    kind = kind_of(y, p, logits=logits, multiclass=multiclass, soft=soft)
     if kind == "soft":
         raise ValueError(SOFT_ON_GPU)
     y_dtype = v.class_label_dtype(y.dtype) if kind == "multiclass" else v.label_dtype(y.dtype)
@@ -124,7 +215,8 @@ def _resolve_cuda(y_true, y_prob, *, logits, multiclass):
     def typed(x, dtype):
         return dev.as_dtype(x, dtype) if dev.is_device_array(x) else v.as_dtype(x, dtype)
 
-    return Batch(kind, typed(y, y_dtype), typed(p, v.prob_dtype("y_prob", p.dtype)), "cuda")
+    return Batch(kind, typed(y, y_dtype), typed(p, v.prob_dtype("y_prob", p.dtype)),
+                 device="cuda")
 
 
-__all__ = ["Batch", "DEVICES", "KINDS", "resolve"]
+__all__ = ["Batch", "DEVICES", "KINDS", "OnDevice", "kind_of", "resolve", "resolve_predictions"]

@@ -6,31 +6,28 @@ arrays in GPU memory become Numba device views (filled by the GPU backend),
 anything else float64 host arrays.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from fastcal.inputs import device as dev
+from fastcal.inputs.batch import OnDevice
 
 
 @dataclass
-class GaussianBatch:
-    """Checked ``errors`` and ``covs`` of dimension ``d``, filled on ``device``."""
+class GaussianBatch(OnDevice):
+    """Checked ``errors`` and ``covs`` of dimension ``d``, filled on ``device``;
+    ``host()``: (errors, covs) as float64 host arrays (GPU data: copied, once)."""
 
     errors: object
     covs: object
     d: int
-    device: str = "cpu"
-    _host: tuple = field(default=None, repr=False)
 
-    def host(self):
-        """(errors, covs) as float64 host arrays (GPU data: copied, once)."""
-        if self.device == "cpu":
-            return self.errors, self.covs
-        if self._host is None:
-            self._host = tuple(as_float_array(name, dev.to_host(name, x))
-                               for name, x in (("errors", self.errors), ("covs", self.covs)))
-        return self._host
+    fields = names = ("errors", "covs")
+
+    @staticmethod
+    def to_host(name, x):
+        return as_float_array(name, dev.to_host(name, x))
 
 
 def resolve_gaussian(errors, covs, group_shape=(), *, device=None):
@@ -42,8 +39,8 @@ def resolve_gaussian(errors, covs, group_shape=(), *, device=None):
     if on_gpu and device != "cpu":
         errors, covs = _device_pair(errors, covs)
         d = check_shapes(_Shape(errors), _Shape(covs), group_shape)
-        return GaussianBatch(errors, covs, d, "cuda")
-    batch = GaussianBatch(errors, covs, 0, "cuda" if on_gpu else "cpu")
+        return GaussianBatch(errors, covs, d, device="cuda")
+    batch = GaussianBatch(errors, covs, 0, device="cuda" if on_gpu else "cpu")
     errors, covs = batch.host() if on_gpu else (as_float_array("errors", errors),
                                                  as_float_array("covs", covs))
     return GaussianBatch(errors, covs, check_shapes(errors, covs, group_shape))

@@ -161,26 +161,6 @@ def check_pair(y_true, y_prob):
     return y, p
 
 
-def input_kind(y, p, *, logits=False, multiclass=False):
-    """The kind of input ("binary", "logits", "multiclass" or "soft") of y_true
-    and y_prob from their shapes alone (anything with ``.shape``: GPU arrays
-    too), with the messages of the checks below for shapes that fit none;
-    ``multiclass`` insists on (n, K) class indices."""
-    ys, ps = tuple(y.shape), tuple(p.shape)
-    if not multiclass and len(ys) == 2:
-        check_prob_2d_shape(ps, logits)
-        check_soft_shape(ys, ps)
-        return "soft"
-    if len(ps) == 2 or multiclass:
-        check_prob_2d_shape(ps, logits)
-        check_class_labels_shape(ys, ps[0])
-        return "multiclass"
-    check_labels_1d_shape(ys)
-    check_prob_1d_shape(ps)
-    check_lengths(ys, ps)
-    return "logits" if logits else "binary"
-
-
 def prob_range_hint(p):
     """A hint for probabilities outside [0, 1], from the finite values of ``p`` (a
     host array; "" for anything else): in [0, 100] they look like percentages,
@@ -304,12 +284,17 @@ def check_soft_pair(y_true, y_prob, logits):
     return float_dtype("y_true", t), p
 
 
-def check_soft_shape(t_shape, p_shape):
-    t_shape, p_shape = tuple(t_shape), tuple(p_shape)
+def check_soft_labels_shape(t_shape):
+    t_shape = tuple(t_shape)
     if len(t_shape) != 2:
         msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
                f"got shape {t_shape}")
         raise ValueError(msg)
+
+
+def check_soft_shape(t_shape, p_shape):
+    t_shape, p_shape = tuple(t_shape), tuple(p_shape)
+    check_soft_labels_shape(t_shape)
     if t_shape != p_shape:
         msg = f"y_true and y_prob must have the same shape; got {t_shape} and {p_shape}"
         raise ValueError(msg)

@@ -6,7 +6,8 @@ import json
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal.recalibrate.passes import _sigmoid
+from fastcal.inputs.batch import resolve_predictions
+from fastcal.recalibrate.passes import PROBABILITIES
 from fastcal.recalibrate.sources import _Data
 from fastcal.sources.arrays import ArraySource
 
@@ -55,12 +56,12 @@ class _Recalibration:
         return self
 
     def _input(self, y_prob):
-        p = v.to_array("y_prob", y_prob)
-        if p.ndim not in (1, 2):
-            msg = f"y_prob must be 1-D or (N, K); got shape {p.shape}"
-            raise ValueError(msg)
+        """(kind, float64 values) of the predictions to transform, checked against
+        what the map was fitted on; the kind is the gate's."""
+        batch = resolve_predictions(y_prob, logits=self.logits)
+        p = batch.p
         multi = self.n_classes_ is not None
-        if (p.ndim == 2) != multi:
+        if (batch.kind == "multiclass") != multi:
             want = "(N, K) class probabilities" if multi else "one value per row"
             msg = (f"y_prob has shape {p.shape}; this {type(self).__name__} was fitted on "
                    f"{want}")
@@ -69,17 +70,11 @@ class _Recalibration:
             msg = (f"y_prob has {p.shape[1]} classes; this {type(self).__name__} was fitted on "
                    f"{self.n_classes_}")
             raise ValueError(msg)
-        return np.asarray(p, dtype=np.float64)
+        return batch.kind, np.asarray(p, dtype=np.float64)
 
-    def _probabilities(self, p):
-        """Probabilities (binary: of class 1; K: rows) of validated input."""
-        if p.ndim == 2:
-            if self.logits:
-                z = p - np.max(p, axis=1, keepdims=True)
-                e = np.exp(z)
-                return e / e.sum(axis=1, keepdims=True)
-            return p
-        return _sigmoid(p) if self.logits else p
+    def _probabilities(self, kind, p):
+        """Probabilities (binary: of class 1; K: rows) of validated input of ``kind``."""
+        return PROBABILITIES[kind](p, self.logits)
 
     def to_dict(self):
         """A JSON-able dict: method, options, fitted parameters."""

@@ -4,13 +4,28 @@ and the map of the value applied to binary or top-label probabilities."""
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal.recalibrate.base import _Recalibration
+from fastcal.recalibrate.base import _check_common, _Recalibration
+from fastcal.recalibrate.fields import _check_size
 from fastcal.recalibrate.passes import _edge_dtype, _pass_values
 
 
 class _Binned(_Recalibration):
     """Shared by isotonic regression and histogram binning: a map of the value
     (p, the sigmoid of the logit, or the top-label confidence)."""
+
+    size = None  # (the option that sizes the value bins, its largest value)
+
+    def _fit(self, data, in_memory):
+        self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
+        name, most = self.size
+        setattr(self, name, _check_size(name, getattr(self, name), most))
+        self.n_, self.n_omitted_ = self._fit_map(data, in_memory)
+        self.n_classes_ = data._n_classes
+        self.passes_ = data.passes
+
+    def _fit_map(self, data, in_memory):
+        """Fit the map; returns (rows fitted on, rows omitted)."""
+        raise NotImplementedError
 
     def _values(self, data, n_bins, report_edges=False):
         counts, positives, sum_x, bad = data.map(
@@ -36,8 +51,9 @@ class _Binned(_Recalibration):
         self._check_fitted()
         p = v.to_array("y_prob", y_prob)
         dtype = _edge_dtype(p, self.logits)
-        q = self._probabilities(self._input(p))
-        if q.ndim == 1:
+        kind, x = self._input(p)
+        q = self._probabilities(kind, x)
+        if kind != "multiclass":
             return self._map(q, dtype)
         k = np.argmax(q, axis=1)
         rows = np.arange(q.shape[0])

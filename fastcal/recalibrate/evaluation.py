@@ -103,7 +103,7 @@ def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False
     if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
         msg = f"cv must be an integer >= 2 (folds); got {cv!r}"
         raise ValueError(msg)
-    batch = resolve(y_true, y_prob, logits=logits)
+    batch = resolve(y_true, y_prob, logits=logits, soft=False)  # maps fit hard labels
     n = batch.n
     if n < cv:
         msg = f"y_prob has {n} rows; need at least cv={cv}"

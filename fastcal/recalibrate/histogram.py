@@ -3,10 +3,8 @@
 import numpy as np
 
 from fastcal.inputs.binning import kernel_edges
-from fastcal.recalibrate.base import _check_common
 from fastcal.recalibrate.binned import _Binned
-from fastcal.recalibrate.fields import (MAX_MAP_BINS, _array_field, _check_size, _field,
-                                        _int_field)
+from fastcal.recalibrate.fields import MAX_MAP_BINS, _array_field, _field, _int_field
 
 
 class HistogramBinning(_Binned):
@@ -39,18 +37,15 @@ class HistogramBinning(_Binned):
         self.logits = logits
         self.nan_policy = nan_policy
 
-    def _fit(self, data, in_memory):
-        self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_bins = _check_size("n_bins", self.n_bins, MAX_MAP_BINS)
+    size = ("n_bins", MAX_MAP_BINS)
+
+    def _fit_map(self, data, in_memory):
         counts, positives, _, n, n_nan = self._values(data, self.n_bins, report_edges=True)
         mid = (np.arange(self.n_bins) + 0.5) / self.n_bins
         with np.errstate(invalid="ignore", divide="ignore"):
             self.values_ = np.where(counts > 0, positives / np.maximum(counts, 1), mid)
         self.counts_ = counts
-        self.n_ = int(n)
-        self.n_omitted_ = n_nan
-        self.n_classes_ = data._n_classes
-        self.passes_ = data.passes
+        return int(n), n_nan
 
     def _map(self, x, dtype):
         nb = self.n_bins

@@ -5,10 +5,8 @@ import numpy as np
 
 from fastcal._kernels import recalibrate as kr
 from fastcal.accumulators import equal_mass as em
-from fastcal.recalibrate.base import _check_common
 from fastcal.recalibrate.binned import _Binned
-from fastcal.recalibrate.fields import (MAX_N_FINE, _array_field, _bool_field, _check_size,
-                                        _int_field)
+from fastcal.recalibrate.fields import MAX_N_FINE, _array_field, _bool_field, _int_field
 
 
 class IsotonicCalibration(_Binned):
@@ -46,9 +44,9 @@ class IsotonicCalibration(_Binned):
         self.n_fine = n_fine
         self.nan_policy = nan_policy
 
-    def _fit(self, data, in_memory):
-        self.logits = _check_common(self.logits, self.nan_policy, 1, 1e-12)
-        self.n_fine = _check_size("n_fine", self.n_fine, MAX_N_FINE)
+    size = ("n_fine", MAX_N_FINE)
+
+    def _fit_map(self, data, in_memory):
         if in_memory:
             y, x = em.ranking_pair(data.batch.y, data.batch.p, logits=self.logits)
             x = np.asarray(x, dtype=np.float64)
@@ -73,10 +71,7 @@ class IsotonicCalibration(_Binned):
         keep = np.ones(fit.shape[0], bool)  # drop points inside flat runs (as scikit-learn)
         keep[1:-1] = (fit[1:-1] != fit[:-2]) | (fit[1:-1] != fit[2:])
         self.x_, self.y_ = ux[keep], fit[keep]
-        self.n_ = int(n)
-        self.n_omitted_ = n_nan
-        self.n_classes_ = data._n_classes
-        self.passes_ = data.passes
+        return int(n), n_nan
 
     def _map(self, x, dtype):
         return np.interp(np.clip(x, self.x_[0], self.x_[-1]), self.x_, self.y_)

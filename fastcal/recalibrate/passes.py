@@ -120,3 +120,19 @@ def _sigmoid(z):
 def _logit(p):
     p = np.clip(np.asarray(p, dtype=np.float64), kr.CLIP, 1.0 - kr.CLIP)
     return np.log(p) - np.log1p(-p)
+
+
+def _softmax(z):
+    """Row softmax of (N, K) float64 values."""
+    z = z - np.max(z, axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# The probabilities a map reads from predictions of each kind (``logits``: K-class
+# rows are logits)
+PROBABILITIES = {
+    "binary": lambda p, logits: p,
+    "logits": lambda p, logits: _sigmoid(p),
+    "multiclass": lambda p, logits: _softmax(p) if logits else p,
+}

@@ -122,6 +122,10 @@ class PlattScaling(_Recalibration):
 
     def transform(self, y_prob):
         self._check_fitted()
-        p = self._input(y_prob)
-        f = p if self.logits else _logit(p)
+        kind, p = self._input(y_prob)
+        f = FEATURES[kind](p)
         return _sigmoid(self.a_ * f + self.b_)
+
+
+# Platt's feature f of binary predictions of each kind: logit(p), or the logit itself
+FEATURES = {"binary": _logit, "logits": lambda z: z}

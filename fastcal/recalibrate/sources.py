@@ -6,6 +6,7 @@ A source other than arrays answers two questions before it is read:
 columns or a fixed-size-list column, -1 for K classes of unknown K, None for
 one value per row)."""
 
+from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
@@ -36,11 +37,11 @@ class _Data:
     @classmethod
     def arrays(cls, y_true, y_prob, *, logits, nan_policy, threads=None):
         d = cls(ArraySource(y_true, y_prob), logits=logits, nan_policy=nan_policy)
-        d.batch = resolve(y_true, y_prob, logits=logits)
+        d.batch = resolve(y_true, y_prob, logits=logits, soft=False)  # a map fits hard labels
         if d.batch.n == 0:
             raise ValueError(ArraySource.empty)
         d.threads = v.check_threads(threads)
-        d._n_classes = d.batch.p.shape[1] if d.batch.p.ndim == 2 else None
+        d._n_classes = d.batch.p.shape[1] if d.batch.kind == "multiclass" else None
         return d
 
     @classmethod
@@ -57,7 +58,7 @@ class _Data:
         pair = dict(logits=self.logits, renormalize=False, eps=None, raw=raw)
         batch = self.batch
         if batch is not None:
-            y, x = em.ranking_pair(batch.y, batch.p, **pair)
+            y, x = backends.of(batch).ranked(batch, pair)
             return em.ArrayParts(y, x, self.threads)
         return self.source.parts(pair)
 
@@ -111,5 +112,4 @@ def fit_dask(model, y_true, y_prob, *, client=None, split_every=8):
     """Fit ``model`` from dask arrays, one task per block and pass (on ``client``'s
     cluster, or Dask's default scheduler). Returns the model."""
     source = DaskSource(_array_source(y_true, y_prob), _Runner(client), split_every)
-    k = int(y_prob.shape[1]) if y_prob.ndim == 2 else None
-    return model.fit_source(source, n_classes=k)
+    return model.fit_source(source)

@@ -13,7 +13,8 @@ from fastcal.recalibrate.base import _check_both_labels, _check_common, _Recalib
 from fastcal.recalibrate.fields import MAX_TEMPERATURE, MIN_TEMPERATURE, _field, _number_field
 from fastcal.recalibrate.passes import (SAMPLE_ROWS, _add_sample, _logit, _pass_binary,
                                         _pass_binary_hist, _pass_multiclass,
-                                        _pass_multiclass_sample, _Points, _sigmoid)
+                                        _pass_multiclass_sample, _Points, _sigmoid,
+                                        _softmax)
 
 
 TARGETS = ("nll", "safe")
@@ -225,20 +226,28 @@ class TemperatureScaling(_Recalibration):
     def transform(self, y_prob):
         """Recalibrated probabilities (binary: of class 1; K classes: (N, K) rows)."""
         self._check_fitted()
-        p = self._input(y_prob)
-        s = 1.0 / self.temperature_
-        if p.ndim == 2:
-            z = p if self.logits else np.log(np.maximum(p, 1e-300))
-            z = s * z
-            z = z - np.max(z, axis=1, keepdims=True)
-            e = np.exp(z)
-            return e / e.sum(axis=1, keepdims=True)
-        z = p if self.logits else _logit(p)
-        out = _sigmoid(s * z)
-        if not self.logits:
-            keep = (p == 0.0) | (p == 1.0)  # certain predictions stay certain
-            out[keep] = p[keep]
-        return out
+        kind, p = self._input(y_prob)
+        return SCALED[kind](p, 1.0 / self.temperature_, self.logits)
+
+
+def _scaled_probabilities(p, s, logits):
+    """sigmoid(s logit(p)); certain predictions stay certain."""
+    out = _sigmoid(s * _logit(p))
+    keep = (p == 0.0) | (p == 1.0)
+    out[keep] = p[keep]
+    return out
+
+
+def _scaled_rows(p, s, logits):
+    """softmax(s z) of K-class rows, z the logits or log p."""
+    z = p if logits else np.log(np.maximum(p, 1e-300))
+    return _softmax(s * z)
+
+
+# Predictions of each kind at temperature 1 / s
+SCALED = {"binary": _scaled_probabilities,
+          "logits": lambda z, s, logits: _sigmoid(s * z),
+          "multiclass": _scaled_rows}
 
 
 def _check_scale(s):

@@ -18,17 +18,19 @@ class ArraySource:
     what = "y_prob"  # how messages name the probabilities
     empty = "y_true and y_prob are empty; need at least one sample"
 
-    def __init__(self, y_true, y_prob):
+    def __init__(self, y_true, y_prob, *, soft=None):
         self.y_true = y_true
         self.y_prob = y_prob
+        self.soft = soft  # True: label distributions only (see resolve)
         self.provenance = {}  # arrays: no file, format or cluster to name
 
     def fill(self, opts):
-        batch = resolve(self.y_true, self.y_prob, logits=opts.logits, device=opts.device)
+        batch = resolve(self.y_true, self.y_prob, logits=opts.logits, soft=self.soft,
+                        device=opts.device)
         if opts.transform is not None:
             if batch.device == "cuda":
                 raise ValueError(TRANSFORM_ON_GPU)
-            batch = resolve(batch.y, opts.transform(batch.p))
+            batch = resolve(batch.y, opts.transform(batch.p), soft=self.soft)
         if batch.n == 0:
             raise ValueError(self.empty)
         self.batch = batch

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastcal import backends
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs import validation as v
+from fastcal.inputs.batch import lazy_kind, resolve
 from fastcal.sources.files import _reword, resolve_columns, stack_columns
 from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
                                           _widen)
@@ -30,6 +31,7 @@ class _Source:
     parts: list
     reword: object
     offsets: object = None  # global row of each partition's first row, if known
+    n_classes: int = None  # K of (N, K) arrays, known from their shape; None otherwise
 
 
 def _pair(y, p):
@@ -82,14 +84,7 @@ def _array_source(y_true, y_prob):
         msg = (f"y_true and y_prob must be dask arrays; got {type(y_true).__name__} and "
                f"{type(y_prob).__name__} (use score_dataframe for a dask dataframe)")
         raise ValueError(msg)
-    if y_prob.ndim not in (1, 2):
-        msg = f"y_prob must be 1-D or (N, K); got shape {y_prob.shape}"
-        raise ValueError(msg)
-    soft = y_true.ndim == 2 and y_prob.ndim == 2  # label distributions, one per row
-    if y_true.ndim != 1 and not soft:
-        msg = (f"y_true must be 1-D with one label per sample, or (N, K) label distributions "
-               f"with an (N, K) y_prob; got shapes {y_true.shape} and {y_prob.shape}")
-        raise ValueError(msg)
+    kind = lazy_kind(y_true, y_prob)
     if any(np.isnan(c) for c in y_prob.chunks[0]) or any(np.isnan(c) for c in y_true.chunks[0]):
         msg = ("y_true and y_prob have unknown chunk sizes; call .compute_chunk_sizes() first "
                "so that partitions can be aligned")
@@ -97,9 +92,10 @@ def _array_source(y_true, y_prob):
     if y_true.shape[0] != y_prob.shape[0]:
         msg = f"y_true and y_prob have different lengths: {y_true.shape[0]} and {y_prob.shape[0]}"
         raise ValueError(msg)
-    if y_prob.ndim == 2 and len(y_prob.chunks[1]) > 1:
+    n_classes = None if kind in ("binary", "logits") else int(y_prob.shape[1])
+    if n_classes is not None and len(y_prob.chunks[1]) > 1:
         y_prob = y_prob.rechunk({1: -1})  # one block holds all K classes of its rows
-    if soft and len(y_true.chunks[1]) > 1:
+    if kind == "soft" and len(y_true.chunks[1]) > 1:
         y_true = y_true.rechunk({1: -1})
     if y_true.chunks[0] != y_prob.chunks[0]:
         y_true = y_true.rechunk({0: y_prob.chunks[0]})
@@ -111,7 +107,7 @@ def _array_source(y_true, y_prob):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
     return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
-                   offsets=[int(a) for a in starts[:-1]])
+                   offsets=[int(a) for a in starts[:-1]], n_classes=n_classes)
 
 
 def _frame_source(df, label, prob):
@@ -245,7 +241,7 @@ class _DaskParts:
         self.transform = transform
         self.source = source
         self.runner = runner
-        self.pair = pair  # options of em.ranking_pair
+        self.pair = pair  # options of the backend's ranked
         self.n_parts = len(source.parts)
         self.passes = 1
         self.gather = None  # the passes map over the parts
@@ -282,8 +278,8 @@ def _on_part(fn, common, extra, pair, transform, loader, *args):
     y, p = loader(*args)
     if transform is not None:
         p = transform(p)
-    y, p = v.check_class_pair(y, p, pair["logits"]) if np.ndim(p) == 2 else v.check_pair(y, p)
-    y, x = em.ranking_pair(y, p, **pair)
+    batch = resolve(y, p, logits=pair["logits"], soft=False)  # the passes rank hard labels
+    y, x = backends.of(batch).ranked(batch, pair)
     return fn(y, x, *common, *extra)
 
 
@@ -336,8 +332,9 @@ class DaskSource:
         return None
 
     def known_classes(self):
-        """None: K is known only from the data (``fit_source(n_classes=K)`` gives it)."""
-        return None
+        """K of (N, K) Dask arrays; None for dataframes and datasets, whose K is
+        known only from the data (``fit_source(n_classes=K)`` gives it)."""
+        return self.source.n_classes
 
     def parts(self, pair):
         return _DaskParts(self.source, self.runner, pair, getattr(self, "transform", None))

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from fastcal.accumulators import equal_mass as em
+from fastcal import backends
 from fastcal.inputs.batch import resolve
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
@@ -81,38 +81,34 @@ def _reword(exc, chunk, prob, label):
 
 
 class _FileParts:
-    """The chunks of a file as the parts of fastcal.accumulators.equal_mass: every pass reads
-    the file again (with the reader thread), in the same chunks."""
+    """The chunks of a file source as the parts of fastcal.accumulators.equal_mass:
+    every pass reads the file again (with the reader thread), in the same chunks;
+    ``pair``: the options of the backend's ``ranked``."""
 
-    def __init__(self, reader, names, chunk_rows, n_prob, options, progress, path,
-                 transform=None):
-        self.transform = transform
-        self.reader = reader
-        self.names = names
-        self.chunk_rows = chunk_rows
-        self.n_prob = n_prob
-        self.options = options
-        self.progress = progress
-        self.path = path
-        self.n_parts = None
+    def __init__(self, source, pair):
+        self.source = source
+        self.pair = pair
+        self.n_parts = source.n_chunks  # None: parts read before any fill
         self.passes = 1
         self.gather = None  # the passes map over the parts
 
     def map(self, fn, common, per_part=None, combine=None):
+        src = self.source
         self.passes += 1
-        label = f"{os.path.basename(self.path)} pass {self.passes}"
-        bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
-        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        label = f"{os.path.basename(src.path)} pass {self.passes}"
+        bar = Progress(src.reader.n_rows, label=label, enabled=src.progress)
+        chunks = _threaded(lambda: src.reader.chunks(src.names, src.chunk_rows))
         results = []
         acc = None
         k = 0
         try:
             for chunk in chunks:
-                p, y = _chunk_arrays(chunk, self.n_prob)
-                if self.transform is not None:
-                    p = self.transform(p)
-                batch = resolve(y, p)  # the gate checks the chunk as the first pass did
-                y, x = em.ranking_pair(batch.y, batch.p, **self.options)
+                p, y = _chunk_arrays(chunk, src.n_prob)
+                if src.transform is not None:
+                    p = src.transform(p)
+                # the gate checks the chunk as the first pass did; the passes rank hard labels
+                batch = resolve(y, p, soft=False)
+                y, x = backends.of(batch).ranked(batch, self.pair)
                 r = fn(y, x, *common, *(per_part[k] if per_part else ()))
                 if combine is None:
                     results.append(r)
@@ -124,7 +120,7 @@ class _FileParts:
             chunks.close()
             bar.close()
         if self.n_parts is not None and k != self.n_parts:
-            msg = f"{self.path}: the file changed between passes ({self.n_parts} chunks, then {k})"
+            msg = f"{src.path}: the file changed between passes ({self.n_parts} chunks, then {k})"
             raise ValueError(msg)
         self.n_parts = k
         return results if combine is None else acc
@@ -195,6 +191,9 @@ def resolve_columns(where, prob, label, available):
 class FileSource:
     """A prediction file read in chunks with a reader thread (the driver's source)."""
 
+    transform = None  # the fill's recalibration map, applied again by every pass
+    n_chunks = None  # chunks of the last fill
+
     def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
                  verify_checksums=True):
         self.path = os.fspath(path)
@@ -263,7 +262,4 @@ class FileSource:
         return None
 
     def parts(self, pair):
-        parts = _FileParts(self.reader, self.names, self.chunk_rows, self.n_prob, pair,
-                           self.progress, self.path, getattr(self, "transform", None))
-        parts.n_parts = getattr(self, "n_chunks", None)  # None: parts read before any fill
-        return parts
+        return _FileParts(self, pair)
