@@ -15,12 +15,15 @@
 #   CACHE     numba's cache flag for this module
 #
 # As module globals these are compile-time constants, so the small loops unroll.
-# Layout: arrays shaped (runs, steps, ...); runs are split into contiguous chunks,
-# one per thread; every run is written by exactly one thread, so results do not
-# depend on the thread count. No Python per step, no allocation in the step loop.
+# Layout: arrays shaped (runs, steps, ...). run_batch is serial and releases the GIL:
+# the caller splits the runs into contiguous ranges, one per thread, and every run is
+# written by exactly one thread, so results do not depend on the thread count. (A
+# parallel=True kernel compiled about 2.7 times longer: Numba compiles it again, with
+# every inlined function, under the parallel flags.) No Python per step, no
+# allocation in the step loop.
 
 import numpy as np
-from numba import prange
+from numba import prange  # noqa: F401 (model functions written into this file may use it)
 
 from fastcal._kernels._cache import njit
 from tracking import _kernels as _k
@@ -255,9 +258,9 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
     return OK
 
 
-@njit(cache=CACHE, parallel=True, error_model="numpy")  # noqa: F821
+@njit(cache=CACHE, nogil=True, error_model="numpy")  # noqa: F821
 def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
-              means, covs, innov, innov_covs, status, n_threads, skip_first_predict):
+              means, covs, innov, innov_covs, status, skip_first_predict):
     """Run R filters over T steps: predict, then update with ``zs[r, k]``.
 
     ``x0`` (R, N), ``P0`` (R, N, N), ``zs`` (R, T, M). Writes posterior ``means``
@@ -273,100 +276,96 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
     (the object API's single ``update`` is this kernel with T = 1).
     """
     n_runs, n_steps = zs.shape[0], zs.shape[1]
-    n_chunks = max(1, min(n_threads, n_runs))
-    for c in prange(n_chunks):
-        start = c * n_runs // n_chunks
-        stop = (c + 1) * n_runs // n_chunks
-        # Scratch space, allocated once per chunk.
-        x = np.empty(N)
-        P = np.empty((N, N))
-        xp = np.empty(N)
-        Pp = np.empty((N, N))
-        tmp = np.empty((N, N))
-        Fm = np.zeros((N, N))
-        B = np.empty((N, N))
-        L_P = np.empty((N, N))
-        xa = np.empty(N)
-        fa = np.empty(N)
-        fb = np.empty(N)
-        y = np.empty(M)
-        S = np.empty((M, M))
-        zhat = np.empty(M)
-        dz = np.empty(M)
-        za = np.empty(M)
-        zb = np.empty(M)
-        Hm = np.zeros((M, N))
-        PHt = np.empty((N, M))
-        BHt = np.empty((N, M))
-        KR = np.empty((N, M))
-        K = np.empty((N, M))
-        L_S = np.empty((M, M))
-        inv_diag = np.empty(M)
-        sol = np.empty(M)
-        tmp_m = np.empty(M)
-        sig = np.empty((N_SIGMA, N))
-        Xs = np.empty((N_SIGMA, N))
-        Zs = np.empty((N_SIGMA, M))
-        zk = np.empty(M)
-        if LINEAR and start < stop:
-            motion_jacobian(x0[start], dt, mp, Fm, xa, fa, fb)
-        for r in range(start, stop):
-            for i in range(N):
-                x[i] = x0[r, i]
-                for j in range(N):
-                    P[i, j] = P0[r, i, j]
-            for k in range(n_steps):
-                code = OK
-                if k == 0 and skip_first_predict:
-                    for i in range(N):
-                        xp[i] = x[i]
-                        for j in range(N):
-                            Pp[i, j] = P[i, j]
-                elif USE_UKF and not LINEAR:
-                    if not predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
-                        code = FAILED
-                else:
-                    predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb)
-                if code == OK:
-                    for a in range(M):
-                        zk[a] = zs[r, k, a]
-                        if np.isnan(zk[a]):
-                            code = MISSED
-                if code == OK:
-                    if USE_UKF:
-                        code = ukf_update(xp, Pp, zk, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig,
-                                          Zs, zhat, dz, PHt, L_S, K, tmp_m, inv_diag, sol)
-                    else:
-                        code = ekf_update(xp, Pp, zk, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K,
-                                          B, BHt, KR, inv_diag, sol, tmp_m, xa, za, zb)
-                if code == FAILED:
-                    for kk in range(k, n_steps):
-                        status[r, kk] = FAILED
-                        for i in range(N):
-                            means[r, kk, i] = np.nan
-                            for j in range(N):
-                                covs[r, kk, i, j] = np.nan
-                        for a in range(M):
-                            innov[r, kk, a] = np.nan
-                            for b in range(M):
-                                innov_covs[r, kk, a, b] = np.nan
-                    break
-                status[r, k] = code
-                if code == OK:
-                    for a in range(M):
-                        innov[r, k, a] = y[a]
-                        for b in range(M):
-                            innov_covs[r, k, a, b] = S[a, b]
-                else:  # MISSED or SINGULAR: predict only
-                    for i in range(N):
-                        x[i] = xp[i]
-                        for j in range(N):
-                            P[i, j] = Pp[i, j]
-                    for a in range(M):
-                        innov[r, k, a] = np.nan
-                        for b in range(M):
-                            innov_covs[r, k, a, b] = np.nan
+    # Scratch space, allocated once per call.
+    x = np.empty(N)
+    P = np.empty((N, N))
+    xp = np.empty(N)
+    Pp = np.empty((N, N))
+    tmp = np.empty((N, N))
+    Fm = np.zeros((N, N))
+    B = np.empty((N, N))
+    L_P = np.empty((N, N))
+    xa = np.empty(N)
+    fa = np.empty(N)
+    fb = np.empty(N)
+    y = np.empty(M)
+    S = np.empty((M, M))
+    zhat = np.empty(M)
+    dz = np.empty(M)
+    za = np.empty(M)
+    zb = np.empty(M)
+    Hm = np.zeros((M, N))
+    PHt = np.empty((N, M))
+    BHt = np.empty((N, M))
+    KR = np.empty((N, M))
+    K = np.empty((N, M))
+    L_S = np.empty((M, M))
+    inv_diag = np.empty(M)
+    sol = np.empty(M)
+    tmp_m = np.empty(M)
+    sig = np.empty((N_SIGMA, N))
+    Xs = np.empty((N_SIGMA, N))
+    Zs = np.empty((N_SIGMA, M))
+    zk = np.empty(M)
+    if LINEAR and n_runs > 0:
+        motion_jacobian(x0[0], dt, mp, Fm, xa, fa, fb)
+    for r in range(n_runs):
+        for i in range(N):
+            x[i] = x0[r, i]
+            for j in range(N):
+                P[i, j] = P0[r, i, j]
+        for k in range(n_steps):
+            code = OK
+            if k == 0 and skip_first_predict:
                 for i in range(N):
-                    means[r, k, i] = x[i]
+                    xp[i] = x[i]
                     for j in range(N):
-                        covs[r, k, i, j] = P[i, j]
+                        Pp[i, j] = P[i, j]
+            elif USE_UKF and not LINEAR:
+                if not predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
+                    code = FAILED
+            else:
+                predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb)
+            if code == OK:
+                for a in range(M):
+                    zk[a] = zs[r, k, a]
+                    if np.isnan(zk[a]):
+                        code = MISSED
+            if code == OK:
+                if USE_UKF:
+                    code = ukf_update(xp, Pp, zk, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig,
+                                      Zs, zhat, dz, PHt, L_S, K, tmp_m, inv_diag, sol)
+                else:
+                    code = ekf_update(xp, Pp, zk, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K,
+                                      B, BHt, KR, inv_diag, sol, tmp_m, xa, za, zb)
+            if code == FAILED:
+                for kk in range(k, n_steps):
+                    status[r, kk] = FAILED
+                    for i in range(N):
+                        means[r, kk, i] = np.nan
+                        for j in range(N):
+                            covs[r, kk, i, j] = np.nan
+                    for a in range(M):
+                        innov[r, kk, a] = np.nan
+                        for b in range(M):
+                            innov_covs[r, kk, a, b] = np.nan
+                break
+            status[r, k] = code
+            if code == OK:
+                for a in range(M):
+                    innov[r, k, a] = y[a]
+                    for b in range(M):
+                        innov_covs[r, k, a, b] = S[a, b]
+            else:  # MISSED or SINGULAR: predict only
+                for i in range(N):
+                    x[i] = xp[i]
+                    for j in range(N):
+                        P[i, j] = Pp[i, j]
+                for a in range(M):
+                    innov[r, k, a] = np.nan
+                    for b in range(M):
+                        innov_covs[r, k, a, b] = np.nan
+            for i in range(N):
+                means[r, k, i] = x[i]
+                for j in range(N):
+                    covs[r, k, i, j] = P[i, j]

@@ -4,7 +4,7 @@ Filters are small objects holding a motion model and a sensor model (any objects
 following the protocols of :mod:`tracking.models`); they return new states and
 never mutate their inputs. :meth:`run` hands whole batches shaped
 ``(runs, steps, dim)`` to one compiled kernel, generated once per model pair
-(:mod:`tracking._factory`), parallel over runs, with no Python per step.
+(:mod:`tracking._factory`), threads over runs, with no Python per step.
 
 Both filters use a Joseph-form covariance update, keep covariances symmetric and
 solve with Cholesky factors (no explicit inverse). A measurement holding a NaN
@@ -23,6 +23,7 @@ import numpy as np
 
 import warnings
 
+from fastcal._kernels._threads import run_threads, thread_range
 from tracking._factory import jacobian_pattern, kernel_for
 from tracking._guard import probe_models
 
@@ -339,26 +340,31 @@ class _KalmanFilter:
         ms, ss = self._ms, self._ss
         x0, P0, zs = _kernel_array(x0), _kernel_array(P0), _kernel_array(zs)
 
-        def call(a, b, c, threads):
+        def run(a, b, c, outs, n_threads):
+            # contiguous ranges of runs, one per thread; each run is written by one thread
+            n_threads = max(1, min(n_threads, c.shape[0]))
+
+            def part(t):
+                i, j = thread_range(t, c.shape[0], n_threads)
+                self._kernel(a[i:j], b[i:j], c[i:j], ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
+                             *(o[i:j] for o in outs), skip_first_predict)
+            run_threads(n_threads, part)
+
+        def call(a, b, c):
             r, k = c.shape[0], c.shape[1]
             outs = (np.empty((r, k, n)), np.empty((r, k, n, n)), np.empty((r, k, m)), np.empty((r, k, m, m)),
                     np.full((r, k), -1, dtype=np.int8))
-            self._kernel(a, b, c, ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale, *outs, threads,
-                         skip_first_predict)
+            run(a, b, c, outs, 1)
             if (outs[-1] < 0).any():
                 msg = "the compiled batch stopped early: a model function raised"
                 raise RuntimeError(msg)
             return outs
 
         try:
-            self._kernel(
-                x0, P0, zs,
-                ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
-                means, covs, innov, innov_covs, status, numba.get_num_threads(), skip_first_predict,
-            )
+            run(x0, P0, zs, (means, covs, innov, innov_covs, status), numba.get_num_threads())
         except Exception as exc:  # a model function raised inside the compiled batch
             raise self._model_error(exc, call, x0, P0, zs) from None
-        if (status < 0).any():  # or raised and the exception was lost in a parallel loop
+        if (status < 0).any():  # or stopped without an exception
             stopped = RuntimeError("the compiled batch stopped early: a model function raised")
             raise self._model_error(stopped, call, x0, P0, zs)
         return FilterRun(means, covs, innov, innov_covs, status, ms.position), status
@@ -376,7 +382,7 @@ class _KalmanFilter:
         where, cause = "", exc
         for r in range(zs.shape[0]):
             try:
-                call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1], 1)
+                call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1])
                 continue
             except Exception as err:  # noqa: BLE001 - this run raises: find the step
                 cause = err
@@ -384,7 +390,7 @@ class _KalmanFilter:
             while lo < hi:
                 mid = (lo + hi) // 2
                 try:
-                    call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1, :mid + 1], 1)
+                    call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1, :mid + 1])
                     lo = mid + 1
                 except Exception:  # noqa: BLE001
                     hi = mid
@@ -405,7 +411,7 @@ class _KalmanFilter:
     def _culprit(self, call, x0, P0, zs, k):
         """``(name, exception)`` of the model function that raises in Python at step ``k``'s state, or None."""
         ms, ss = self._ms, self._ss
-        x = x0[0] if k == 0 else call(x0, P0, zs[:, :k], 1)[0][0, -1]
+        x = x0[0] if k == 0 else call(x0, P0, zs[:, :k])[0][0, -1]
         pred = np.empty(ms.n)
         tries = [("motion.f_jit", ms.f, lambda: (x, ms.dt, ms.params.copy()), pred),
                  ("motion.F_jit", ms.F, lambda: (x, ms.dt, ms.params.copy()), np.empty((ms.n, ms.n))),

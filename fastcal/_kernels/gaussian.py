@@ -12,9 +12,9 @@ Status codes written by :func:`nees_batch`, one per row:
 """
 
 import numpy as np
-from numba import prange
 
 from ._cache import njit
+from ._threads import run_threads, thread_range
 
 STATUS_OK = 0
 STATUS_NAN = 1
@@ -88,22 +88,30 @@ def nees_one(e, P, L, y, sym_rtol):
     return total, STATUS_OK
 
 
-@njit(nogil=True, cache=True, parallel=True)
-def nees_batch(errors, covs, out, status, sym_rtol, n_threads):
-    """NEES of every row: ``errors`` (n, d), ``covs`` (n, d, d) -> ``out`` (n,), ``status`` (n,).
-
-    Parallel over ``n_threads`` contiguous chunks of rows, each with its own
-    scratch space; every row is written by exactly one thread, so the result
-    does not depend on the thread count.
-    """
+@njit(nogil=True, cache=True)
+def nees_range(errors, covs, out, status, sym_rtol):
+    """NEES of every row of ``errors`` (n, d), ``covs`` (n, d, d) -> ``out`` (n,), ``status`` (n,)."""
     n, d = errors.shape
-    n_chunks = max(1, min(n_threads, n))
-    for c in prange(n_chunks):
-        start = c * n // n_chunks
-        stop = (c + 1) * n // n_chunks
-        L = np.empty((d, d))
-        y = np.empty(d)
-        for i in range(start, stop):
-            value, code = nees_one(errors[i], covs[i], L, y, sym_rtol)
-            out[i] = value
-            status[i] = code
+    L = np.empty((d, d))
+    y = np.empty(d)
+    for i in range(n):
+        value, code = nees_one(errors[i], covs[i], L, y, sym_rtol)
+        out[i] = value
+        status[i] = code
+
+
+def nees_batch(errors, covs, out, status, sym_rtol, n_threads):
+    """:func:`nees_range` over ``n_threads`` contiguous chunks of rows, one thread each.
+
+    Every row is written by exactly one thread, so the result does not depend on
+    the thread count. (Threads over a serial ``nogil`` kernel: a ``parallel=True``
+    kernel compiled again, with its callees, under the parallel flags.)
+    """
+    n = errors.shape[0]
+    n_threads = max(1, min(n_threads, n))
+
+    def part(t):
+        i, j = thread_range(t, n, n_threads)
+        nees_range(errors[i:j], covs[i:j], out[i:j], status[i:j], sym_rtol)
+
+    run_threads(n_threads, part)
