@@ -34,6 +34,7 @@ import fastcal
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.gaussian import GaussianAccumulator, gaussian_ecd
 from tests import naive, subsuites
+from tests.test_multiclass import TIED, tied_rows
 
 CASES = subsuites.CASES  # in the child (simulator) or on a real GPU: the cuda half only
 BACKENDS = ("cuda",) if CASES else ("cpu", "cuda")
@@ -110,6 +111,8 @@ class Case:
     refuse: dict = None             # backend -> the message it refuses with
     n: int = None                   # the reference's row count
     naive: bool = False             # also equal to tests/naive.py's loops (binary p)
+    zero_sums: tuple = ()           # entries of report.sums exactly 0 on the backend
+    verdict: str = None             # the backend's verdict
     entry: str = "calibration_report"
     args: tuple = ()
 
@@ -191,6 +194,10 @@ def _dtype_inputs():
     cases += [(yk, Pk, {}), (yk.astype(np.float16), rng.dirichlet([1] * K, 300)
                              .astype(np.float16), {"n_bins": 15, "renormalize": True})]
     return cases
+
+
+def _tied_pair(kind):
+    return tied_rows(kind)[:2]
 
 
 def _dtype_pair(i):
@@ -342,6 +349,15 @@ def _report_cases():
              stream=True, merge=500, merge_state=("grid.n",), merge_close=("grid.mass",),
              merge_fields=("smece",)),
     ]
+    # rows of equal probabilities: the row code takes H of tied rows exactly
+    # (multiclass._flat_h), so the ECD sums are 0, not rounding noise read as a signal
+    for kind in TIED:
+        for closed in ("left", "right"):
+            cases.append(Case(f"tied-{kind.replace(' ', '-')}-{closed}",
+                              functools.partial(_tied_pair, kind),
+                              dict(n_bins=15, closed=closed, **tied_rows(kind)[2]),
+                              zero_sums=("sum_ecd", "sum_ecd_var"),
+                              verdict="consistent with calibration"))
     # soft labels have no GPU kernel: data in GPU memory is copied to the host,
     # device="cuda" says so in one line
     cases.append(Case("soft", _soft, fields=(), bins=False, equal=("ecd", "n"), n=60,
@@ -387,6 +403,10 @@ def _same(case, got, ref):
         assert got.n_omitted == ref.n_omitted == case.omitted
     if case.n is not None:
         assert ref.n == case.n
+    for name in case.zero_sums:
+        assert got.sums[name] == 0.0, name
+    if case.verdict is not None:
+        assert got.verdict == case.verdict
 
 
 def _matches_naive(got, y, p, opts):

@@ -517,19 +517,6 @@ if CASES:
         assert mine is fc._Staging.buffers(0, 0, np.float64, (8,))  # kept between calls
         assert got[0][0] is not mine[0] and got[0][1] is not mine[1]
 
-    def test_rows_of_equal_probabilities_on_the_gpu():
-        # the GPU's row code takes H of tied rows exactly too (multiclass._flat_h): the
-        # ECD sums are 0, not rounding noise read as a signal
-        import fastcal
-        from tests.test_multiclass import TIED, tied_rows
-
-        for case in TIED:
-            y, P, kw = tied_rows(case)
-            for closed in ("left", "right"):
-                got = fastcal.calibration_report(*_on_gpu(y, P), n_bins=15, closed=closed, **kw)
-                assert got.sums["sum_ecd"] == 0.0 and got.sums["sum_ecd_var"] == 0.0, case
-                assert got.verdict == "consistent with calibration"
-
     def test_score_file_and_dask_on_the_gpu_equal_cpu(tmp_path):
         import dask.array as da
         import pyarrow as pa
