@@ -249,9 +249,36 @@ def _soft():
     return T, P
 
 
-BAD_INPUT = [  # (name, y, p, words of the message)
-    ("range", np.array([0, 1, 1, 0, 1], np.uint8), np.array([0.1, 0.5, 1.5, 0.2, 2.0]),
+_ROWS = np.array([[0.2, 0.3, 0.5]] * 4)
+
+
+def _rows(i, row):
+    out = _ROWS.copy()
+    out[i] = row
+    return out
+
+
+BAD_INPUT = [  # (name, y, p, options, words of the message): invalid rows of each kind
+    ("range", np.array([0, 1, 1, 0, 1], np.uint8), np.array([0.1, 0.5, 1.5, 0.2, 2.0]), {},
      ("2 values outside [0, 1]", "index 2")),
+    ("label", np.array([0, 1, 2, 0, 1, 2], np.uint8), np.full(6, 0.5), {},
+     ("2 labels other than 0 and 1", "index 2")),
+    ("nan p", np.array([0, 1, 1, 0], np.uint8), np.array([0.1, np.nan, 0.3, np.nan]), {},
+     ("2 NaN values", "index 1")),
+    ("nan y", np.array([0, 1, np.nan, 0]), np.array([0.1, 0.2, 0.3, 0.4]), {},
+     ("y_true contains 1 NaN", "index 2")),
+    ("nan logit", np.array([0, 1, 1, 0], np.uint8), np.array([0.1, 2.0, np.nan, -1.0]),
+     {"logits": True}, ("1 NaN values", "index 2")),
+    ("class label", np.array([0, 1, 3, 2]), np.full((4, 3), 1 / 3), {},
+     ("1 labels outside the class indices 0..2", "label 3 at row 2")),
+    ("class nan", np.array([0, 1, 2, 2]), _rows(2, [np.nan, 0.5, 0.5]), {},
+     ("NaN in 1 rows", "row 2")),
+    ("class negative", np.array([0, 1, 2, 2]), _rows(1, [-0.2, 0.7, 0.5]), {},
+     ("negative probabilities in 1 rows", "row 1")),
+    ("class sum", np.array([0, 1, 2, 2]), _rows(1, [0.2, 0.3, 0.6]), {},
+     ("1 rows that do not sum to 1", "row 1")),
+    ("class logit inf", np.array([0, 1, 2, 2]), _rows(1, [0.2, np.inf, 0.6]), {"logits": True},
+     ("+inf, or every logit -inf in 1 rows", "row 1")),
 ]
 BAD_SHAPES = [
     ("lengths", np.zeros(3, np.uint8), np.full(4, 0.5)),
@@ -363,9 +390,9 @@ def _report_cases():
     cases.append(Case("soft", _soft, fields=(), bins=False, equal=("ecd", "n"), n=60,
                       refuse={"cuda": _SOFT_REFUSAL}))
     # bad input and bad shapes: the CPU's message, word for word
-    for name, y, p, words in BAD_INPUT + [(*c, ()) for c in BAD_SHAPES]:
+    for name, y, p, opts, words in BAD_INPUT + [(*c, {}, ()) for c in BAD_SHAPES]:
         cases.append(Case("bad-" + name.replace(" ", "-").replace(",", ""),
-                          functools.partial(tuple, (y, p)), error=words))
+                          functools.partial(tuple, (y, p)), opts, error=words))
     return cases
 
 
