@@ -1,33 +1,60 @@
-"""Test files that run their cases in a subprocess, started early and run beside the suite.
+"""Tests that run in a subprocess, started early and run beside the suite.
 
-Four files run their cases in a child ``python -m pytest`` because isolation is
-their point (``NUMBA_ENABLE_CUDASIM`` binds the CUDA simulator for a whole
-process; the PTX compiles import numba's CUDA target). Each takes minutes, and
-the main process compiles kernels on one core while the other waits. So
-``conftest.py`` starts the collected ones at the end of collection, one after
-another on a background thread, and moves their tests to the end of the session:
-each waits for its own run and asserts on it as it did on a run of its own
-(``run``). Without that start (a
-file run alone with ``-k``, or collected out of this suite) ``run`` runs it then.
+Some cases run in a child ``python -m pytest`` because isolation is their
+point (``NUMBA_ENABLE_CUDASIM`` binds the CUDA simulator for a whole process;
+the PTX compiles import numba's CUDA target). Each takes minutes, and the main
+process compiles kernels on one core while the other waits. So ``conftest.py``
+starts them at the end of collection on a background thread and moves the
+tests that wait for them to the end of the session. Targets with the same
+environment (all the simulator's) run in ONE child, so numba and the kernels
+load once. The child writes a JUnit XML file; each waiting test asserts on its
+own outcome there:
+
+- a whole file (a test named ``*_in_subprocess``, ``check_file``): every case
+  of the file passed or was skipped, and one passed;
+- one case (the ``cuda`` half of tests/test_backends.py, ``check_case``): the
+  child's test of the same id passed (its failure text is shown otherwise).
+
+Without that start (a file run alone with ``-k``, or collected out of this
+suite) the first waiting test runs its target then.
 """
 
 import os
 import subprocess
 import sys
+import tempfile
 import threading
+import xml.etree.ElementTree as ET
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # inside a simulator run (or a real-GPU run of the cases: tests/test_cuda_gpu.py)
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
 
-_runs = {}  # file -> _Run
+_runs = {}  # target (a file, or file::test[id]) -> _Run
 _lock = threading.Lock()
 
 
+class Result:
+    """A finished child run: ``proc`` (CompletedProcess) and ``cases``, the
+    JUnit outcome of each case by (module name, test name): (outcome, text)."""
+
+    def __init__(self, proc, cases):
+        self.proc = proc
+        self.cases = cases
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    def tail(self):
+        return self.stdout[-6000:] + self.stderr[-3000:]
+
+
 class _Run:
-    def __init__(self, path, env, timeout):
-        self.path = path
+    def __init__(self, targets, env, timeout):
+        self.targets = targets
         self.env = env
         self.timeout = timeout
         self.done = threading.Event()
@@ -36,22 +63,46 @@ class _Run:
 
     def go(self):
         try:
-            self.result = _pytest(self.path, self.env, self.timeout)
+            self.result = _pytest(self.targets, self.env, self.timeout)
         except BaseException as exc:  # handed to the waiting test, which raises it
             self.error = exc
         finally:
             self.done.set()
 
+    def wait(self):
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
 
-def _pytest(path, env, timeout):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.abspath(path)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+
+def _junit_cases(path):
+    cases = {}
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        outcome, text = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            node = tc.find(kind)
+            if node is not None:
+                outcome = kind
+                text = (node.get("message") or "") + "\n" + (node.text or "")
+                break
+        cases[(tc.get("classname", "").split(".")[-1], tc.get("name"))] = (outcome, text)
+    return cases
+
+
+def _pytest(targets, env, timeout):
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = os.path.join(tmp, "cases.xml")
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               f"--junitxml={xml}", *targets], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        cases = _junit_cases(xml) if os.path.exists(xml) else {}
+    return Result(proc, cases)
 
 
 def simulator_run():
-    """(env, timeout) of a simulator file's run (``NUMBA_ENABLE_CUDASIM=1``), or
-    None inside such a run: the ``suite_run`` of the simulator test files."""
+    """(env, timeout) of a simulator run (``NUMBA_ENABLE_CUDASIM=1``), or None
+    inside such a run: the ``suite_run`` of the simulator test files."""
     if CASES:
         return None
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
@@ -59,28 +110,82 @@ def simulator_run():
     return env, 600
 
 
+def _key(target):
+    """``target`` with its file relative to the repository (a test id already is)."""
+    path, _, rest = target.partition("::")
+    path = os.path.relpath(path, ROOT) if os.path.isabs(path) else path
+    return path + ("::" + rest if rest else "")
+
+
 def start(suites):
-    """Run ``suites`` ([(file, env, timeout)]) one after another on a daemon thread."""
-    runs = []
+    """Run ``suites`` ([(target, env, timeout)], a target a file or a test id)
+    on a daemon thread: the targets of one environment in one child, the
+    children one after another."""
+    groups = {}
     with _lock:
-        for path, env, timeout in suites:
-            key = os.path.abspath(path)
-            if key not in _runs:
-                _runs[key] = _Run(key, env, timeout)
-                runs.append(_runs[key])
-    if runs:
+        for target, env, timeout in suites:
+            key = _key(target)
+            if key in _runs:
+                continue
+            env_key = tuple(sorted(env.items()))
+            run = groups.get(env_key)
+            if run is None:
+                run = groups[env_key] = _Run([], env, 0)
+            files = {t.partition("::")[0] for t in run.targets}
+            if key.partition("::")[0] not in files:  # each file adds its own time
+                run.timeout += timeout
+            run.targets.append(key)
+            _runs[key] = run
+    if groups:
+        runs = list(groups.values())
         threading.Thread(target=lambda: [r.go() for r in runs], daemon=True,
                          name="subsuites").start()
 
 
-def run(path, env, timeout):
-    """The finished ``python -m pytest -q path`` (a CompletedProcess): the run started
-    at collection, waited for, or a run made now."""
+def _result(target, env, timeout):
+    """The finished run holding ``target``: started at collection, or run now."""
+    key = _key(target)
     with _lock:
-        r = _runs.get(os.path.abspath(path))
-    if r is None:
-        return _pytest(path, env, timeout)
-    r.done.wait()
-    if r.error is not None:
-        raise r.error
-    return r.result
+        r = _runs.get(key)
+        if r is None:
+            r = _runs[key] = _Run([key], env, timeout)
+            now = True
+        else:
+            now = False
+    if now:
+        r.go()
+    return r.wait()
+
+
+def run(path, env, timeout):
+    """The finished child run of ``path`` (a ``Result``, with ``returncode``,
+    ``stdout`` and ``stderr`` as a CompletedProcess)."""
+    return _result(path, env, timeout)
+
+
+def check_file(path, env, timeout):
+    """Assert that every case of ``path`` in its child run passed or was
+    skipped, and that one passed."""
+    res = _result(path, env, timeout)
+    module = os.path.splitext(os.path.basename(path))[0]
+    mine = {name: oc for (mod, name), oc in res.cases.items() if mod == module}
+    bad = {name: text for name, (outcome, text) in mine.items()
+           if outcome in ("failure", "error")}
+    assert not bad, "\n".join(f"{name}: {text[-3000:]}" for name, text in bad.items())
+    assert any(outcome == "passed" for outcome, _ in mine.values()), res.tail()
+
+
+def check_case(item, env, timeout):
+    """Pass, fail or skip as the child's run of the same test (``item``, a
+    pytest item of this process) did."""
+    path, _, name = item.nodeid.partition("::")
+    res = _result(item.nodeid, env, timeout)
+    module = os.path.splitext(os.path.basename(path))[0]
+    outcome = res.cases.get((module, name))
+    if outcome is None:
+        pytest.fail(f"{item.nodeid} did not run in the child run:\n{res.tail()}")
+    kind, text = outcome
+    if kind == "skipped":
+        pytest.skip(text.strip().splitlines()[0] if text.strip() else "skipped in the child")
+    if kind != "passed":
+        pytest.fail(f"in the child run ({kind}):\n{text[-6000:]}", pytrace=False)

@@ -51,9 +51,11 @@ def _run(code, timeout=600):
 
 
 def test_simulator_cases_on_the_gpu():
-    """Every case of tests/test_cuda_sim.py (edges, bad input, merge...) on the real GPU."""
+    """Every case of tests/test_cuda_sim.py (edges, merge...) and the cuda half of
+    tests/test_backends.py (reports, bad input, NEES...) on the real GPU."""
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          os.path.join(ROOT, "tests", "test_cuda_sim.py")], cwd=ROOT,
+                          os.path.join(ROOT, "tests", "test_cuda_sim.py"),
+                          os.path.join(ROOT, "tests", "test_backends.py")], cwd=ROOT,
                          env=_env(FASTCAL_CUDA_CASES="1"), capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
