@@ -353,12 +353,8 @@ def ecd_bounds(runs, dim, *, alpha=0.05):
 
     Parameters
     ----------
-    runs : int
-        Number of independent runs ``R >= 2`` averaged at one time step.
-    dim : int
-        State dimension ``d``.
-    alpha : float, default 0.05
-        Significance level; the band holds with probability ``1 - alpha``.
+    runs, dim, alpha
+        As in :func:`anees_bounds` (``R >= 2`` runs, state dimension ``d``, level).
 
     Returns
     -------
@@ -368,7 +364,7 @@ def ecd_bounds(runs, dim, *, alpha=0.05):
     Raises
     ------
     ValueError
-        If ``runs < 2``, ``dim < 1`` or ``alpha`` is not in (0, 1).
+        As :func:`anees_bounds` does.
 
     Notes
     -----

@@ -3,6 +3,7 @@
 import json
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -46,6 +47,15 @@ def _pcell(p):
     if p == 0.0:
         return "< 1e-300"  # below the smallest double: the normal tail underflows
     return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def table_cell(x, digits=4):
+    """A Markdown table cell: an integer as it is, a float with ``digits`` decimals,
+    NaN empty."""
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    return "" if math.isnan(x) else f"{x:.{digits}f}"
 
 
 def _bin_table(counts, sums, observed, edges, lower, upper):
@@ -449,14 +459,7 @@ class CalibrationReport(HasProvenance):
 
     def to_markdown(self, digits=4):
         """The per-bin table and the weighted sums as a Markdown table."""
-        fmt = f"{{:.{digits}f}}"
-
-        def cell(x):
-            if isinstance(x, (int, np.integer)):
-                return str(int(x))
-            x = float(x)
-            return "" if math.isnan(x) else fmt.format(x)
-
+        cell = partial(table_cell, digits=digits)
         obs = "frac_pos" if self.observed == "frac_pos" else "accuracy"
         head = ["bin", "range", "count", "conf", obs, "ECE", "ESCE", "ECD", "z"]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
