@@ -202,6 +202,8 @@ class GaussianAccumulator(Mergeable):
     True
     """
 
+    _adds = ("count", "nees_sum")
+
     def __init__(self, dim, *, shape=()):
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
             msg = f"dim must be an integer >= 1, got {dim!r}"
@@ -268,10 +270,6 @@ class GaussianAccumulator(Mergeable):
                 f"dim={self.dim}, shape={self.shape}; expected equal dim and shape"
             )
             raise ValueError(msg)
-
-    def _add(self, other):
-        self.count += other.count
-        self.nees_sum += other.nees_sum
 
     def __repr__(self):
         return f"GaussianAccumulator(dim={self.dim}, shape={self.shape}, count={int(self.count.sum())})"
