@@ -89,17 +89,28 @@ def _parser():
                     "files of any size, read out of core.")
     ap.add_argument("--version", action="version", version=f"fastcal {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_add_score, _add_recalibrate, _add_simulate, _add_warmup):
-        add(sub)
+    for name, (options, texts) in _COMMANDS.items():
+        options(sub.add_parser(name, **texts))
     return ap
 
 
-def _add_score(sub):
-    """The ``fastcal score`` parser."""
-    sc = sub.add_parser(
-        "score", help="score a prediction file (Parquet, Feather/Arrow, NPY, CSV)",
-        description="Score a file of predicted probabilities and 0/1 labels, chunk by chunk, "
-                    "and print the per-bin table (or one JSON object with --json).")
+# Options that mean the same in several commands, with the same help: one definition each.
+_COMMON = {
+    "--format": dict(choices=("parquet", "feather", "npy", "csv"), default=None,
+                     help="file format (default: from the extension; .csv.gz is CSV)"),
+    "--json": dict(action="store_true", help="print one JSON object"),
+    "--quiet": dict(action="store_true", help="no progress bar"),
+    "--debug": dict(action="store_true", help="show tracebacks (also FASTCAL_DEBUG=1)"),
+}
+
+
+def _add_common(parser, *names):
+    for name in names:
+        parser.add_argument(name, **_COMMON[name])
+
+
+def _add_score(sc):
+    """The options of ``fastcal score``."""
     for add in (_score_inputs, _score_binning, _score_measures, _score_reading,
                 _score_outputs):
         add(sc)
@@ -169,8 +180,7 @@ def _score_reading(sc):
     sc.add_argument("--device", choices=("cpu", "cuda"), default=None,
                     help="fill on the GPU (cuda: needs the cuda extra and an NVIDIA GPU) or "
                          "the CPU (default)")
-    sc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
-                    help="file format (default: from the extension; .csv.gz is CSV)")
+    _add_common(sc, "--format")
     sc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); results do not depend on it")
     sc.add_argument("--scheduler", metavar="ADDRESS",
@@ -191,7 +201,7 @@ def _score_reading(sc):
 
 def _score_outputs(sc):
     """What is printed or written."""
-    sc.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_common(sc, "--json")
     sc.add_argument("--output", metavar="FILE",
                     help="write the report to FILE instead of stdout ('-': stdout); a regular "
                          "file is replaced atomically, a FIFO or device written through")
@@ -202,18 +212,11 @@ def _score_outputs(sc):
     sc.add_argument("--plot-smooth", action="store_true",
                     help="--plot draws the smooth reliability diagram (the smoothed curve and "
                          "the density of the predictions; implies --smece) instead of the bins")
-    sc.add_argument("--quiet", action="store_true", help="no progress bar")
-    sc.add_argument("--debug", action="store_true",
-                    help="show tracebacks (also FASTCAL_DEBUG=1)")
+    _add_common(sc, "--quiet", "--debug")
 
 
-def _add_recalibrate(sub):
-    """The ``fastcal recalibrate`` parser."""
-    rc = sub.add_parser(
-        "recalibrate", help="fit a recalibration map on a prediction file, out of core",
-        description="Fit temperature scaling, Platt scaling, isotonic regression or histogram "
-                    "binning on a file of predictions and labels, in a few passes over it; "
-                    "save the map (--out) and print the before/after table on the same file.")
+def _add_recalibrate(rc):
+    """The options of ``fastcal recalibrate``."""
     rc.add_argument("path", metavar="PATH", help="file, or directory of files")
     rc.add_argument("--prob", required=True, metavar="COL",
                     help="probability (or logit) column; for K classes a comma-separated list "
@@ -233,8 +236,7 @@ def _add_recalibrate(sub):
     rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                     help="NaN or null rows: error (raise) or leave them out of the fit and "
                          "the tables (omit)")
-    rc.add_argument("--format", choices=("parquet", "feather", "npy", "csv"), default=None,
-                    help="file format (default: from the extension; .csv.gz is CSV)")
+    _add_common(rc, "--format")
     rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); the fit does not depend on it")
     rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")
@@ -243,20 +245,13 @@ def _add_recalibrate(sub):
                          f"{MAX_PLOT_BINS:,} --bins)")
     rc.add_argument("--no-table", action="store_true",
                     help="fit only: skip the before/after passes")
-    rc.add_argument("--json", action="store_true", help="print one JSON object")
-    rc.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_common(rc, "--json", "--quiet")
     rc.add_argument("--debug", action="store_true",
                     help="show the traceback of an error (also FASTCAL_DEBUG=1)")
 
 
-def _add_simulate(sub):
-    """The ``fastcal simulate`` parser."""
-    sm = sub.add_parser(
-        "simulate", help="write the paper's simulated predictions (eq. 16-19) to a file",
-        description="Write N rows of the paper's simulation as columns p (probability) and "
-                    "y (uint8 label), chunk by chunk with bounded memory; the same seed gives "
-                    "the same rows whatever the chunk size. NPY output is a directory OUT "
-                    "holding p.npy and y.npy.")
+def _add_simulate(sm):
+    """The options of ``fastcal simulate``."""
     sm.add_argument("out", metavar="OUT", help="output file (directory for --format npy)")
     sm.add_argument("--n", required=True, type=_count, metavar="N",
                     help="number of rows (1e6 works)")
@@ -273,19 +268,37 @@ def _add_simulate(sub):
                     help="rows generated and written at a time (1048576)")
     sm.add_argument("--quiet", action="store_true",
                     help="no progress bar and no summary line")
-    sm.add_argument("--debug", action="store_true",
-                    help="show tracebacks (also FASTCAL_DEBUG=1)")
+    _add_common(sm, "--debug")
 
 
-def _add_warmup(sub):
-    """The ``fastcal warmup`` parser."""
-    wu = sub.add_parser(
-        "warmup", help="compile the kernels of the common input dtypes into the cache",
+def _add_warmup(wu):
+    """The options of ``fastcal warmup``."""
+    _add_common(wu, "--debug")
+
+
+# Each command: the function adding its options, its help line and its description.
+_COMMANDS = {
+    "score": (_add_score, dict(
+        help="score a prediction file (Parquet, Feather/Arrow, NPY, CSV)",
+        description="Score a file of predicted probabilities and 0/1 labels, chunk by chunk, "
+                    "and print the per-bin table (or one JSON object with --json).")),
+    "recalibrate": (_add_recalibrate, dict(
+        help="fit a recalibration map on a prediction file, out of core",
+        description="Fit temperature scaling, Platt scaling, isotonic regression or histogram "
+                    "binning on a file of predictions and labels, in a few passes over it; "
+                    "save the map (--out) and print the before/after table on the same file.")),
+    "simulate": (_add_simulate, dict(
+        help="write the paper's simulated predictions (eq. 16-19) to a file",
+        description="Write N rows of the paper's simulation as columns p (probability) and "
+                    "y (uint8 label), chunk by chunk with bounded memory; the same seed gives "
+                    "the same rows whatever the chunk size. NPY output is a directory OUT "
+                    "holding p.npy and y.npy.")),
+    "warmup": (_add_warmup, dict(
+        help="compile the kernels of the common input dtypes into the cache",
         description="Compile the kernels of a default report for the common input dtypes "
                     "into Numba's disk cache (run once when an image or a CI cache is built), "
-                    "printing the time each took.")
-    wu.add_argument("--debug", action="store_true",
-                    help="show tracebacks (also FASTCAL_DEBUG=1)")
+                    "printing the time each took.")),
+}
 
 
 # -- messages --------------------------------------------------------------------
