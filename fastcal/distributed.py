@@ -219,10 +219,37 @@ def connect(address, *, timeout=10.0):
 # Public functions
 # ---------------------------------------------------------------------------
 
+# The keywords each entry point here hands to the driver unchanged.
+_DRIVER_KEYWORDS = ("n_bins", "edges", "closed", "strategy", "observed", "nan_policy", "eps",
+                    "ace", "threads", "split_every", "logits", "renormalize", "ci", "n_boot",
+                    "seed", "device", "transform", "smooth", "metrics", "sweep",
+                    "tace_threshold")
+
+
+def _driver_options(arguments):
+    """The driver's keywords out of an entry point's ``locals()`` (its arguments)."""
+    return {k: arguments[k] for k in _DRIVER_KEYWORDS}
+
+
+def _run(source, connection, options, provenance=None):
+    """Score ``source`` on the cluster that ``connection`` (client, scheduler, workers,
+    timeout) names, with the driver's ``options``."""
+    with _Runner(*connection) as runner:
+        return _score(source, runner=runner, provenance=provenance, **options)
+
+
 def _score(source, *, runner, split_every, provenance=None, **options):
     provenance = {"dask": runner.description, **(provenance or {})}
     return score(DaskSource(source, runner, split_every, provenance), Options(**options))
 
+
+_COLUMNS_DOC = """
+    prob, label : str or list of str, default "p" and "y"
+        Column names of the probabilities and the labels, as in
+        :func:`fastcal.score_file`: one probability column (binary), or K class
+        columns as a list or a prefix ``"p_*"``; one label column, or K
+        label-distribution columns (soft labels) as a list or a prefix.
+"""
 
 _OPTIONS_DOC = """
     n_bins, edges, closed, strategy, observed, nan_policy, eps
@@ -322,14 +349,9 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     >>> bool(np.isclose(rep.ece, ref.ece, rtol=1e-12)), rep.n
     (True, 10000)
     """
+    options = _driver_options(locals())
     source = _array_source(y_true, y_prob)
-    with _Runner(client, scheduler, workers, timeout) as runner:
-        return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
-                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform, smooth=smooth,
-                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
+    return _run(source, (client, scheduler, workers, timeout), options)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
@@ -344,11 +366,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     ----------
     df : dask.dataframe.DataFrame
         For example ``dd.read_parquet(directory)``.
-    prob, label : str or list of str, default "p" and "y"
-        Column names of the probabilities and the labels, as in
-        :func:`fastcal.score_file`: one probability column (binary), or K class
-        columns as a list or a prefix ``"p_*"``; one label column, or K
-        label-distribution columns (soft labels) as a list or a prefix.
+    {columns}
     {options}
     Returns
     -------
@@ -381,14 +399,9 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     >>> score_dataframe(df).n
     1000
     """
+    options = _driver_options(locals())
     source = _frame_source(df, label, prob)
-    with _Runner(client, scheduler, workers, timeout) as runner:
-        return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
-                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform, smooth=smooth,
-                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
+    return _run(source, (client, scheduler, workers, timeout), options)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -406,11 +419,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         A Parquet file, or a directory whose Parquet files (searched
         recursively in sorted path order, as :func:`fastcal.score_file` does)
         hold the rows in that order. Workers must see the same path.
-    prob, label : str or list of str, default "p" and "y"
-        Column names of the probabilities and the labels, as in
-        :func:`fastcal.score_file`: one probability column (binary), or K class
-        columns as a list or a prefix ``"p_*"``; one label column, or K
-        label-distribution columns (soft labels) as a list or a prefix.
+    {columns}
     {options}
     rows_per_partition : int, default 2**22
         Whole row groups of one file are grouped into partitions of about
@@ -446,20 +455,15 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     >>> from fastcal.distributed import score_dataset
     >>> rep = score_dataset("predictions/", prob="p", label="y", workers=2)  # doctest: +SKIP
     """
+    options = _driver_options(locals())
     if (isinstance(rows_per_partition, bool) or not isinstance(rows_per_partition, int)
             or rows_per_partition < 1):
         msg = f"rows_per_partition must be a positive integer; got {rows_per_partition!r}"
         raise ValueError(msg)
     source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
                              verify_checksums)
-    with _Runner(client, scheduler, workers, timeout) as runner:
-        return _score(source, n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
-                      observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
-                      threads=threads, split_every=split_every, runner=runner,
-                      logits=logits, renormalize=renormalize, ci=ci, n_boot=n_boot,
-                      seed=seed, device=device, transform=transform, smooth=smooth,
-                      metrics=metrics, sweep=sweep, tace_threshold=tace_threshold,
-                      provenance={"source": os.fspath(path), "format": "parquet"})
+    return _run(source, (client, scheduler, workers, timeout), options,
+                provenance={"source": os.fspath(path), "format": "parquet"})
 
 
 def _describe(client, scheduler, workers):
@@ -473,7 +477,8 @@ def _describe(client, scheduler, workers):
 
 
 for _f in (score_dask, score_dataframe, score_dataset):
-    _f.__doc__ = _f.__doc__.format(options=_OPTIONS_DOC.strip() + "\n")
+    _f.__doc__ = _f.__doc__.format(options=_OPTIONS_DOC.strip() + "\n",
+                                   columns=_COLUMNS_DOC.strip())
 del _f
 
 __all__ = ["connect", "score_dask", "score_dataframe", "score_dataset"]

@@ -202,6 +202,8 @@ class GaussianAccumulator(Mergeable):
     True
     """
 
+    _adds = ("count", "nees_sum")
+
     def __init__(self, dim, *, shape=()):
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
             msg = f"dim must be an integer >= 1, got {dim!r}"
@@ -268,10 +270,6 @@ class GaussianAccumulator(Mergeable):
                 f"dim={self.dim}, shape={self.shape}; expected equal dim and shape"
             )
             raise ValueError(msg)
-
-    def _add(self, other):
-        self.count += other.count
-        self.nees_sum += other.nees_sum
 
     def __repr__(self):
         return f"GaussianAccumulator(dim={self.dim}, shape={self.shape}, count={int(self.count.sum())})"
@@ -353,12 +351,8 @@ def ecd_bounds(runs, dim, *, alpha=0.05):
 
     Parameters
     ----------
-    runs : int
-        Number of independent runs ``R >= 2`` averaged at one time step.
-    dim : int
-        State dimension ``d``.
-    alpha : float, default 0.05
-        Significance level; the band holds with probability ``1 - alpha``.
+    runs, dim, alpha
+        As in :func:`anees_bounds` (``R >= 2`` runs, state dimension ``d``, level).
 
     Returns
     -------
@@ -368,7 +362,7 @@ def ecd_bounds(runs, dim, *, alpha=0.05):
     Raises
     ------
     ValueError
-        If ``runs < 2``, ``dim < 1`` or ``alpha`` is not in (0, 1).
+        As :func:`anees_bounds` does.
 
     Notes
     -----

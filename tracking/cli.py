@@ -19,6 +19,7 @@ import numpy as np
 from tracking._output import check_outputs, cleanup, commit_with_stdout, signals_held, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
+from tracking.score import add_score_parser, run_score_cli
 
 PROG = "tracking"
 
@@ -86,8 +87,6 @@ def build_parser():
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="write ANEES (with an ECD scale) and NIS over time with bands; format from the extension")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-
-    from tracking.score import add_score_parser
 
     add_score_parser(sub)
     return parser
@@ -210,8 +209,6 @@ def main(argv=None):
     try:
         if command == "compare":
             return _compare(args)
-        from tracking.score import run_score_cli
-
         return run_score_cli(args)
     except _Stopped as exc:
         cleanup()

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracking import _kernels as _k
 from tracking.filters import _check_spd, motion_spec, sensor_spec
 from tracking.models import (
     ConstantVelocity,
@@ -275,8 +276,6 @@ def simulate(scenario=None):
 
 
 def _transition(ms, X):
-    from tracking import _kernels as _k
-
     X2 = np.ascontiguousarray(X.reshape(-1, ms.n))
     out = np.empty_like(X2)
     _k.map_f(ms.f, X2, ms.dt, ms.params, out)
@@ -284,8 +283,6 @@ def _transition(ms, X):
 
 
 def _measure(ss, X):
-    from tracking import _kernels as _k
-
     n = X.shape[-1]
     X2 = np.ascontiguousarray(X.reshape(-1, n))
     out = np.empty((X2.shape[0], ss.m))

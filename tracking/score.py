@@ -15,6 +15,7 @@ import numpy as np
 from fastcal.gaussian import anees_bounds, ecd_bounds, nees
 from fastcal._atomic import write_atomically
 from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
+from tracking.compare import _legend_above, check_plot_path, verdict
 from tracking.inputs import open_input, resolve_columns
 
 __all__ = ["score_file", "format_score", "plot_score", "resolve_columns"]
@@ -280,8 +281,6 @@ class _Scorer:
         banded = n_k >= 2
         inside = (anees >= lo_k) & (anees <= hi_k)
         mean_anees = float(anees.mean())
-        from tracking.compare import verdict
-
         rep = {
             "runs": R,
             "steps": T,
@@ -393,8 +392,6 @@ def plot_score(rep, path=None, *, ax=None):
     """
     from matplotlib.figure import Figure
 
-    from tracking.compare import _legend_above
-
     items = filters_of(rep)
     first = items[0][1]
     d = first["dim"]
@@ -425,8 +422,6 @@ def plot_score(rep, path=None, *, ax=None):
     if len(items) > 1:
         _legend_above(ax_runs)
     if path is not None:
-        from tracking.compare import check_plot_path
-
         fmt = check_plot_path(path)
         write_atomically(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110))
     return fig
@@ -485,8 +480,6 @@ def add_score_parser(sub):
 def run_score_cli(args):
     """``tracking score``: every output built in memory, then committed together."""
     import io
-
-    from tracking.compare import check_plot_path
 
     fmt = None
     if args.plot is not None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from fastcal import backends
 from fastcal.inputs import validation as v
+from fastcal.inputs.batch import resolve
 from fastcal.reports.stats import check_count, check_seed
 from fastcal.inputs.binning import kernel_edges, uniform_edges
 from fastcal.accumulators import checks as ck
@@ -49,7 +50,13 @@ class Accumulator(Protocol):
 
 
 class Mergeable:
-    """The merge protocol over ``_check_compatible`` and ``_add``."""
+    """The merge protocol over ``_check_compatible`` and ``_add``.
+
+    ``_adds``: the names of the arrays a merge adds element by element; the
+    default ``_add`` adds them (a state with more to merge overrides it).
+    """
+
+    _adds = ()
 
     def __iadd__(self, other):
         self._check_compatible(other)
@@ -73,6 +80,11 @@ class Mergeable:
         out = type(self).__new__(type(self))
         out.__dict__.update({k: _copied(x) for k, x in self.__dict__.items()})
         return out
+
+    def _add(self, other):
+        for name in self._adds:
+            total = getattr(self, name)
+            total += getattr(other, name)  # in place: the arrays are the state
 
     def _check_type(self, other, name):
         if type(other) is not type(self):
@@ -150,6 +162,13 @@ class Binned(Mergeable):
                    "astype('float64')) so that all rows share the same bins")
             raise ValueError(msg)
 
+    def update(self, y_true, y_prob, *, start=None, device=None):
+        """Add one chunk of labels and predictions (K-class state: labels (n,) and
+        (n, K) rows); returns self (see :meth:`fastcal.CalibrationAccumulator.update`)."""
+        batch = resolve(y_true, y_prob, logits=self.logits,
+                        multiclass=self.kind == "multiclass", device=device)
+        return self.update_batch(batch, start=start)
+
     def update_batch(self, batch, *, start=None):
         """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
         its backend fills the chunk; the state is left unchanged on invalid input."""
@@ -190,15 +209,19 @@ class Binned(Mergeable):
 
     def _add_binned(self, other):
         """Add the per-bin state, both parts and the row counts of ``other``."""
-        self.counts += other.counts
-        self.sums += other.sums
-        self.totals += other.totals
+        self._add_bin_sums(other.counts, other.sums, other.totals)
         self.boot._add(other.boot)
         self.buckets._add(other.buckets)
         self.grid._add(other.grid)
         self.edge_dtype = self.edge_dtype or other.edge_dtype
         self.n_omitted += other.n_omitted
         self.n_rows += other.n_rows
+
+    def _add_bin_sums(self, counts, sums, totals):
+        """Add per-bin counts and sums and the totals (of a chunk or of another state)."""
+        self.counts += counts
+        self.sums += sums
+        self.totals += totals
 
     def _add_ranked(self, y, x, row0, dtype):
         """ACE's buckets, the bootstrap replicates and the smooth ECE grid of ranked
@@ -324,6 +347,8 @@ class Bootstrap(Mergeable):
     replicate), so the replicates do not depend on chunking or merge order.
     """
 
+    _adds = ("counts", "sums")
+
     def __init__(self, n_boot, seed, n_bins):
         self.n_boot = check_count("n_boot", n_boot, 0)
         self.seed = check_seed(seed)
@@ -349,15 +374,14 @@ class Bootstrap(Mergeable):
                    f"seed={other.seed}")
             raise ValueError(msg)
 
-    def _add(self, other):
-        self.counts += other.counts
-        self.sums += other.sums
 
 
 class ValueBuckets(Mergeable):
     """Per value bucket floor(x * n_buckets): rows, positives, correct labels
     and the sum of x (x: p, a logit's sigmoid or a K-class row's confidence).
     ACE is read off them (:func:`fastcal.accumulators.equal_mass.ace`)."""
+
+    _adds = ("counts", "p")
 
     def __init__(self, n_buckets):
         self.n_buckets = check_buckets(n_buckets)
@@ -375,9 +399,6 @@ class ValueBuckets(Mergeable):
                    f"ace_buckets={self.n_buckets} and {other.n_buckets}")
             raise ValueError(msg)
 
-    def _add(self, other):
-        self.counts += other.counts
-        self.p += other.p
 
 
 def check_buckets(n):

@@ -6,7 +6,6 @@ sums of p, of the ECD terms and of their variance under calibration
 intervals. Parts: bootstrap replicates and ACE's value buckets.
 """
 
-from fastcal.inputs.batch import resolve
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
@@ -36,12 +35,6 @@ class BinaryAccumulator(Binned):
         self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
         self.with_logs = bool(with_logs)  # False: binned metrics only (no logarithms)
 
-    def update(self, y_true, y_prob, *, start=None, device=None):
-        """Add one chunk of labels and probabilities; returns self (see
-        :meth:`fastcal.CalibrationAccumulator.update`)."""
-        batch = resolve(y_true, y_prob, logits=self.logits, device=device)
-        return self.update_batch(batch, start=start)
-
     def _check_batch(self, batch):
         if batch.kind != self.kind:
             msg = (f"y_prob is {batch.kind} input (shape {tuple(batch.p.shape)}) but this "
@@ -50,10 +43,7 @@ class BinaryAccumulator(Binned):
 
     def _add_state(self, state, batch):
         """Add a checked chunk's (counts, sums, totals, checks[, fine ...])."""
-        counts, sums, totals, checks = state[:4]
-        self.counts += counts
-        self.sums += sums
-        self.totals += totals
+        self._add_bin_sums(*state[:3])
 
     # -- merging ---------------------------------------------------------
 

@@ -9,7 +9,6 @@ replicates and ACE's buckets are those of the (confidence, correct) pairs.
 import numpy as np
 
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
@@ -56,12 +55,6 @@ class MulticlassAccumulator(Binned):
         _, _, _, self.class_counts, self.class_sums, _ = km.new_state(
             self.n_bins, k, self.classwise)
 
-    def update(self, y_true, y_prob, *, start=None, device=None):
-        """Add labels (n,) and (n, K) rows; returns self (see
-        :meth:`fastcal.CalibrationAccumulator.update`)."""
-        batch = resolve(y_true, y_prob, logits=self.logits, multiclass=True, device=device)
-        return self.update_batch(batch, start=start)
-
     def _check_batch(self, batch):
         if batch.kind != self.kind:
             msg = (f"y_prob has shape {tuple(batch.p.shape)} but this accumulator holds "
@@ -75,9 +68,7 @@ class MulticlassAccumulator(Binned):
         counts, sums, totals, ccounts, csums, checks = state
         if self.n_classes is None:
             self._set_classes(int(batch.p.shape[1]))
-        self.counts += counts
-        self.sums += sums
-        self.totals += totals
+        self._add_bin_sums(counts, sums, totals)
         if self.classwise:
             self.class_counts += ccounts
             self.class_sums += csums

@@ -14,6 +14,8 @@ class SmoothGridSums(Mergeable):
     p, a logit's sigmoid or a K-class row's confidence (y: argmax correct).
     Off (no arrays) unless ``smooth=True``."""
 
+    _adds = ("mass", "resid", "n")
+
     def __init__(self, smooth):
         self.on = bool(smooth)
         points = ks.GRID + 1 if self.on else 0
@@ -37,11 +39,6 @@ class SmoothGridSums(Mergeable):
             msg = ("cannot merge accumulators with and without the smooth ECE grid "
                    f"(smooth={self.on} and smooth={other.on})")
             raise ValueError(msg)
-
-    def _add(self, other):
-        self.mass += other.mass
-        self.resid += other.resid
-        self.n += other.n
 
     def set_report(self, rep):
         """Put smooth ECE, its bandwidth and the grid on a report (when on)."""

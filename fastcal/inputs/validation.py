@@ -4,6 +4,8 @@ import numbers
 
 import numpy as np
 
+from fastcal.inputs.convert import to_numpy
+
 NAN_POLICIES = ("raise", "omit")
 CLOSED = ("left", "right")
 OBSERVED = ("frac_pos", "accuracy")
@@ -67,8 +69,6 @@ def check_threads(threads):
 def _as_array(name, x):
     """x as a NumPy array: pandas, polars, pyarrow and torch objects without a copy
     where their layout allows (see fastcal.inputs); non-native byte order converted."""
-    from fastcal.inputs.convert import to_numpy
-
     arr = to_numpy(name, x)
     if not arr.dtype.isnative:
         # the kernels read native byte order only (files written on other machines)

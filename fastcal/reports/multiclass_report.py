@@ -2,12 +2,13 @@
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
 from fastcal.reports import measures as _measures
 from fastcal.reports._json import clean as _clean
-from fastcal.reports.report import CalibrationReport
+from fastcal.reports.report import CalibrationReport, table_cell
 
 CLASS_COLUMNS = ("class", "support", "mean_prob", "frequency", "ece", "esce", "mce")
 CLASS_BIN_COLUMNS = ("count", "n_true", "conf", "frequency")
@@ -123,14 +124,7 @@ class MulticlassReport(CalibrationReport):
 
     def to_markdown(self, digits=4):
         """The confidence-bin table, then the per-class table."""
-        fmt = f"{{:.{digits}f}}"
-
-        def cell(x):
-            if isinstance(x, (int, np.integer)):
-                return str(int(x))
-            x = float(x)
-            return "" if math.isnan(x) else fmt.format(x)
-
+        cell = partial(table_cell, digits=digits)
         top = super().to_markdown(digits)
         if not self.classes:
             return top

@@ -9,6 +9,7 @@ window and nothing leaks between calls. PNG files are written atomically
 
 import os
 import textwrap
+from typing import NamedTuple
 
 import numpy as np
 
@@ -123,10 +124,32 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
         msg = "report has no samples (n = 0); nothing to plot"
         raise ValueError(msg)
     Figure, FigureCanvasAgg = _matplotlib()
-    from matplotlib.patches import Patch
-
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
+    ax_rel, ax_cnt, ax_ecd = _panels(fig)
+    multiclass = bool(getattr(report, "n_classes", 0))
+    bins = _bin_shapes(report)
+    _draw_reliability(ax_rel, report, bins, level, title)
+    ax_cnt.bar(bins.centre, bins.count, width=bins.width, color="0.6", edgecolor="0.3", lw=0.5)
+    ax_cnt.set_ylabel("count")
+    ax_cnt.tick_params(labelbottom=False)
+    test = report.bin_test()
+    finite, labels = _draw_ecd(ax_ecd, report, bins, test)
+    ax_ecd.set_xlabel("confidence (mean top-label probability)" if multiclass
+                      else "mean predicted probability")
+    if multiclass:
+        ax_rel.set_ylabel("accuracy")
+    t = report.ecd_test()
+    head = f"ECD per bin, z on the bars; net z = {t.z:+.2f}; {report.overall_verdict}"
+    _legend(fig, test, finite.all())
+    _fit(fig, ax_cnt, ax_ecd, head, labels)
+    if path is not None:
+        save_atomic(fig, path, dpi=dpi)
+    return fig
+
+
+def _panels(fig):
+    """The three panels (reliability, counts, ECD) sharing the probability axis."""
     grid = fig.add_gridspec(3, 1, height_ratios=(3.0, 1.0, 1.6), hspace=0.28, left=0.14,
                             right=0.96, top=0.94, bottom=0.13)
     ax_rel = fig.add_subplot(grid[0])
@@ -135,27 +158,40 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     ax_rel.set_label("reliability")
     ax_cnt.set_label("counts")
     ax_ecd.set_label("ecd")
-    multiclass = bool(getattr(report, "n_classes", 0))
+    return ax_rel, ax_cnt, ax_ecd
 
+
+class _Bins(NamedTuple):
+    table: dict        # the report's per-bin table
+    count: np.ndarray  # int64 per bin
+    full: np.ndarray   # count > 0
+    centre: np.ndarray
+    width: np.ndarray  # of the bars: 90% of the bin, at least 0.9e-3
+    target: np.ndarray  # frac_pos or accuracy, as report.observed says
+
+
+def _bin_shapes(report):
+    """Where each bin's bars stand, and what the reliability panel compares."""
     b = report.bins
     count = np.asarray(b["count"], dtype=np.int64)
-    full = count > 0
     lower = np.asarray(b["lower"], dtype=np.float64)
     upper = np.asarray(b["upper"], dtype=np.float64)
     if report.strategy == "quantile":
         # data ranges of equal-mass groups: may be NaN (empty) or zero-width
         lower = np.where(np.isnan(lower), 0.0, lower)
         upper = np.where(np.isnan(upper), lower, upper)
-    centre = (lower + upper) / 2.0
-    width = np.maximum(upper - lower, 1e-3) * 0.9
-    observed = report.observed
-    target = np.asarray(b[observed], dtype=np.float64)
+    return _Bins(b, count, count > 0, (lower + upper) / 2.0,
+                 np.maximum(upper - lower, 1e-3) * 0.9,
+                 np.asarray(b[report.observed], dtype=np.float64))
 
-    # 1. reliability
+
+def _draw_reliability(ax_rel, report, bins, level, title):
+    """Panel 1: observed against confidence per non-empty bin, Wilson intervals."""
+    full, count, target = bins.full, bins.count, bins.target
     ax_rel.plot([0, 1], [0, 1], color="0.5", lw=1, ls="--", label="perfect calibration")
     k = np.rint(target[full] * count[full])
     lo, hi = wilson_interval(k, count[full], level)
-    conf = np.asarray(b["conf"], dtype=np.float64)[full]
+    conf = np.asarray(bins.table["conf"], dtype=np.float64)[full]
     # Wilson bounds are 0 or 1 exactly at k = 0 or k = n; rounding can put them
     # a hair past the point, which matplotlib rejects as a negative error
     yerr = np.maximum(np.vstack([target[full] - lo, hi - target[full]]), 0.0)
@@ -163,32 +199,30 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
                     capsize=2, label=f"bins ({100 * level:g}% Wilson)")
     ax_rel.set_xlim(0, 1)
     ax_rel.set_ylim(0, 1)
-    ax_rel.set_ylabel("fraction of positives" if observed == "frac_pos" else "accuracy")
+    ax_rel.set_ylabel("fraction of positives" if report.observed == "frac_pos" else "accuracy")
     ax_rel.legend(loc="upper left", fontsize=8)
     ax_rel.set_title(title or f"n = {report.n:,}, ECE = {report.ece:.4f}, ECD = {report.ecd:.4f}",
                      fontsize=10)
     ax_rel.tick_params(labelbottom=False)
 
-    # 2. counts
-    ax_cnt.bar(centre, count, width=width, color="0.6", edgecolor="0.3", lw=0.5)
-    ax_cnt.set_ylabel("count")
-    ax_cnt.tick_params(labelbottom=False)
 
-    # 3. per-bin ECD
-    ecd = np.asarray(b["ecd"], dtype=np.float64)
-    bin_z = np.asarray(b["ecd_z"], dtype=np.float64)
+def _draw_ecd(ax_ecd, report, bins, test):
+    """Panel 3: the ECD bars, coloured by direction and by the per-bin ``test``, each
+    labelled with its z; returns (which bars are finite, (|z|, label) pairs)."""
+    full, centre = bins.full, bins.centre
+    ecd = np.asarray(bins.table["ecd"], dtype=np.float64)
+    bin_z = np.asarray(bins.table["ecd_z"], dtype=np.float64)
     height = np.where(full, ecd, 0.0)
     finite = np.isfinite(height)
     top = max(float(np.max(np.abs(height[finite]))) if finite.any() else 0.0, 1e-6)
     # an infinite bin (a certain prediction that was wrong) is not a number to draw:
     # it gets a hatched bar beyond every finite one, marked "inf"
     shown = np.where(finite, height, np.copysign(1.3 * top, height))
-    test = report.bin_test()
-    flagged = np.zeros(count.shape[0], bool)
+    flagged = np.zeros(bins.count.shape[0], bool)
     flagged[np.asarray(test.over_bins + test.under_bins, dtype=np.int64) - 1] = True
     colours = [(OVER_COLOUR if f else OVER_PALE) if h > 0 else (UNDER_COLOUR if f else UNDER_PALE)
                for h, f in zip(shown, flagged)]
-    bars = ax_ecd.bar(centre, shown, width=width, color=colours, edgecolor="0.3", lw=0.5)
+    bars = ax_ecd.bar(centre, shown, width=bins.width, color=colours, edgecolor="0.3", lw=0.5)
     for bar, ok in zip(bars, finite):
         if not ok:
             bar.set_hatch("///")
@@ -204,27 +238,24 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
             bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.8))))
     ax_ecd.set_ylim(-1.45 * top, 1.45 * top)
     ax_ecd.set_ylabel("ECD per bin")
-    ax_ecd.set_xlabel("confidence (mean top-label probability)" if multiclass
-                      else "mean predicted probability")
-    if multiclass:
-        ax_rel.set_ylabel("accuracy")
-    t = report.ecd_test()
-    head = f"ECD per bin, z on the bars; net z = {t.z:+.2f}; {report.overall_verdict}"
+    return finite, labels
+
+
+def _legend(fig, test, all_finite):
+    """The legend under the ECD panel: what the colours and the hatching mean."""
+    from matplotlib.patches import Patch
+
     handles = [Patch(facecolor=OVER_COLOUR, edgecolor="0.3", label="over-confident, flagged"),
                Patch(facecolor=UNDER_COLOUR, edgecolor="0.3", label="under-confident, flagged"),
                Patch(facecolor=OVER_PALE, edgecolor="0.3", label="over-confident, not flagged"),
                Patch(facecolor=UNDER_PALE, edgecolor="0.3", label="under-confident, not flagged")]
-    if not finite.all():
+    if not all_finite:
         handles.append(Patch(facecolor="white", edgecolor="0.3", hatch="///",
                              label="infinite ECD (p = 0 or 1, wrong)"))
     fig.legend(handles=handles, loc="lower center", ncol=3 if len(handles) > 4 else 2,
                fontsize=7, frameon=False, bbox_to_anchor=(0.55, 0.0),
                title=f"bins flagged by the per-bin test (alpha = {test.alpha:g})",
                title_fontsize=7)
-    _fit(fig, ax_cnt, ax_ecd, head, labels)
-    if path is not None:
-        save_atomic(fig, path, dpi=dpi)
-    return fig
 
 
 def _fit(fig, ax_cnt, ax_ecd, head, labels):

@@ -3,6 +3,7 @@
 import json
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -46,6 +47,67 @@ def _pcell(p):
     if p == 0.0:
         return "< 1e-300"  # below the smallest double: the normal tail underflows
     return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def table_cell(x, digits=4):
+    """A Markdown table cell: an integer as it is, a float with ``digits`` decimals,
+    NaN empty."""
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    x = float(x)
+    return "" if math.isnan(x) else f"{x:.{digits}f}"
+
+
+def _bin_table(counts, sums, observed, edges, lower, upper):
+    """The per-bin table of a report from per-bin counts (n_bins, 3) and sums (n_bins, 3):
+    conf, frac_pos, accuracy and ECD as one division, NaN in empty bins."""
+    count = counts[:, 0].astype(np.int64)
+    nb = count.shape[0]
+    full = count > 0
+    stacked = np.empty((nb, 4))
+    stacked[:, 0] = sums[:, 0]
+    stacked[:, 1:3] = counts[:, 1:3]
+    stacked[:, 3] = sums[:, 1]
+    per_bin = np.full((nb, 4), np.nan)
+    np.divide(stacked, count.astype(np.float64)[:, None], out=per_bin, where=full[:, None])
+    conf, frac_pos, accuracy, ecd_b = per_bin.T.copy()
+    esce_b = (frac_pos if observed == "frac_pos" else accuracy) - conf
+    return {
+        "lower": np.asarray(edges[:-1] if lower is None else lower, dtype=np.float64),
+        "upper": np.asarray(edges[1:] if upper is None else upper, dtype=np.float64),
+        "count": count,
+        "conf": conf,
+        "frac_pos": frac_pos,
+        "accuracy": accuracy,
+        "ece": np.abs(esce_b),
+        "esce": esce_b,
+        "ecd": ecd_b,
+        "ecd_var": sums[:, 2].copy(),
+        "ecd_z": np.where(full, _stats.z_from_sums(sums[:, 1], sums[:, 2]), np.nan),
+    }
+
+
+def _raw_sums(counts, sums, totals):
+    """The report's ``sums``: every total it was read from, as Python numbers."""
+    tot_counts = counts.sum(axis=0)
+    tot_sums = sums.sum(axis=0)
+    # the within-bin sums of the Brier decomposition (totals of 7); state of 5 totals
+    # (made before they existed) leaves the two within-bin terms NaN
+    within = len(totals) > 6
+    return {
+        "n_pos": int(tot_counts[1]),
+        "n_correct": int(tot_counts[2]),
+        "sum_p": float(tot_sums[0]),
+        "sum_ecd": float(tot_sums[1]),
+        "sum_ecd_var": float(tot_sums[2]),
+        "sum_brier": float(totals[0]),
+        "sum_nll": float(totals[1]),
+        "sum_ecd_sq": float(totals[2]),
+        "sum_brier_sq": float(totals[3]),
+        "sum_nll_sq": float(totals[4]),
+        "sum_p2": float(totals[5]) if within else float("nan"),
+        "sum_py": float(totals[6]) if within else float("nan"),
+    }
 
 
 @dataclass
@@ -181,63 +243,21 @@ class CalibrationReport(HasProvenance):
         v.check_choice("observed", observed, v.OBSERVED)
         # Few, whole-array numpy calls: this runs on every report, and at small n
         # it costs more than the fill itself.
-        count = counts[:, 0].astype(np.int64)
-        nb = count.shape[0]
-        tot_counts = counts.sum(axis=0)
-        tot_sums = sums.sum(axis=0)
-        n = int(tot_counts[0])
-        c = count.astype(np.float64)
-        full = count > 0
-        # conf, frac_pos, accuracy, ecd per bin: one division, NaN in empty bins
-        stacked = np.empty((nb, 4))
-        stacked[:, 0] = sums[:, 0]
-        stacked[:, 1:3] = counts[:, 1:3]
-        stacked[:, 3] = sums[:, 1]
-        per_bin = np.full((nb, 4), np.nan)
-        np.divide(stacked, c[:, None], out=per_bin, where=full[:, None])
-        conf, frac_pos, accuracy, ecd_b = per_bin.T.copy()
-        esce_b = (frac_pos if observed == "frac_pos" else accuracy) - conf
-        ece_b = np.abs(esce_b)
+        bins = _bin_table(counts, sums, observed, edges, lower, upper)
+        raw = _raw_sums(counts, sums, totals)
+        count = bins["count"]
+        n = int(count.sum())
         if n > 0:
-            w = c[full] / n
-            ece = float(np.dot(w, ece_b[full]))
-            esce = float(np.dot(w, esce_b[full]))
-            mce = float(ece_b[full].max())
-            ecd = float(tot_sums[1] / n)
-            brier = float(totals[0] / n)
-            nll = float(totals[1] / n)
+            full = count > 0
+            w = count[full].astype(np.float64) / n
+            ece = float(np.dot(w, bins["ece"][full]))
+            esce = float(np.dot(w, bins["esce"][full]))
+            mce = float(bins["ece"][full].max())
+            ecd = raw["sum_ecd"] / n
+            brier = raw["sum_brier"] / n
+            nll = raw["sum_nll"] / n
         else:
             ece = esce = mce = ecd = brier = nll = float("nan")
-        bins = {
-            "lower": np.asarray(edges[:-1] if lower is None else lower, dtype=np.float64),
-            "upper": np.asarray(edges[1:] if upper is None else upper, dtype=np.float64),
-            "count": count,
-            "conf": conf,
-            "frac_pos": frac_pos,
-            "accuracy": accuracy,
-            "ece": ece_b,
-            "esce": esce_b,
-            "ecd": ecd_b,
-            "ecd_var": sums[:, 2].copy(),
-            "ecd_z": np.where(full, _stats.z_from_sums(sums[:, 1], sums[:, 2]), np.nan),
-        }
-        raw = {
-            "n_pos": int(tot_counts[1]),
-            "n_correct": int(tot_counts[2]),
-            "sum_p": float(tot_sums[0]),
-            "sum_ecd": float(tot_sums[1]),
-            "sum_ecd_var": float(tot_sums[2]),
-            "sum_brier": float(totals[0]),
-            "sum_nll": float(totals[1]),
-            "sum_ecd_sq": float(totals[2]),
-            "sum_brier_sq": float(totals[3]),
-            "sum_nll_sq": float(totals[4]),
-        }
-        # the within-bin sums of the Brier decomposition (totals of 7); state of 5 totals
-        # (made before they existed) leaves the two within-bin terms NaN
-        within = len(totals) > 6
-        raw["sum_p2"] = float(totals[5]) if within else float("nan")
-        raw["sum_py"] = float(totals[6]) if within else float("nan")
         extra = _measures.binned(np.ascontiguousarray(counts, np.int64)[None],
                                  1 if observed == "frac_pos" else 2, 1,
                                  np.ascontiguousarray(sums, np.float64)[None], 0,
@@ -439,14 +459,7 @@ class CalibrationReport(HasProvenance):
 
     def to_markdown(self, digits=4):
         """The per-bin table and the weighted sums as a Markdown table."""
-        fmt = f"{{:.{digits}f}}"
-
-        def cell(x):
-            if isinstance(x, (int, np.integer)):
-                return str(int(x))
-            x = float(x)
-            return "" if math.isnan(x) else fmt.format(x)
-
+        cell = partial(table_cell, digits=digits)
         obs = "frac_pos" if self.observed == "frac_pos" else "accuracy"
         head = ["bin", "range", "count", "conf", obs, "ECE", "ESCE", "ECD", "z"]
         rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

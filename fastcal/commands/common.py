@@ -1,0 +1,94 @@
+"""What the parsers of :mod:`fastcal.cli` and every command share: the exit
+statuses, the bounds of the options, the CLI's own error and its checks.
+
+Light on purpose: :mod:`fastcal.cli` imports it to build the parsers, before
+any command runs.
+"""
+
+import os
+import re
+
+from fastcal.inputs.validation import check_n_bins
+
+EXIT_OK = 0
+EXIT_BAD = 2
+EXIT_INTERNAL = 1
+
+# Sane bounds, checked with a message before anything is allocated.
+MAX_BINS = 1_000_000          # = fastcal.inputs.validation.MAX_BINS (checked there)
+MAX_CHUNK_ROWS = 1 << 26      # 67M rows: a few chunks are alive at once, ~9 bytes a row each
+MAX_PLOT_BINS = 1_000         # --plot draws a bar per bin: about 5 ms each (5 s at the bound)
+MAX_SIM_ROWS = 1 << 40        # 1.1e12 rows; the disk is checked too
+DASK_TIME_LIMIT = 3600.0      # seconds for a whole --workers / --scheduler run
+
+
+class _Fail(Exception):
+    """Bad usage or input found by the CLI itself (message printed, exit 2)."""
+
+
+def _check_range(option, value, lo, hi, why=""):
+    if value is None:
+        return
+    if value < lo:
+        raise _Fail(f"{option} must be >= {lo:,}; got {value:,}")
+    if value > hi:
+        raise _Fail(f"{option} must be <= {hi:,}{why}; got {value:,}")
+
+
+def _check_bins(option, value):
+    """A bin count, with the API's own check and message (one bound for both)."""
+    try:
+        check_n_bins(value)
+    except ValueError as exc:
+        raise _Fail(str(exc).replace("n_bins", option, 1)) from None
+
+
+def _debug(args):
+    return bool(getattr(args, "debug", False)) or os.environ.get("FASTCAL_DEBUG", "") not in (
+        "", "0")
+
+
+def _columns(text):
+    """--prob / --label: one column, or a comma-separated list of them."""
+    return [c.strip() for c in text.split(",")] if "," in text else text
+
+
+def _input_format(args):
+    """--format, or CSV for a .csv.gz file (pyarrow decompresses it)."""
+    if args.format is None and args.path.lower().endswith(".csv.gz") \
+            and os.path.isfile(args.path):
+        return "csv"
+    return args.format
+
+
+# -- messages --------------------------------------------------------------------
+
+# Python keywords in library messages, as the option a command-line user types.
+_WORDS = [
+    # file messages give both ("use nan_policy='omit' (--nan-policy omit)"): keep one
+    (re.compile(r"\bnan_policy='(\w+)' \(--nan-policy \1\)"), r"--nan-policy \1"),
+    (re.compile(r"\bnan_policy='(\w+)'"), r"--nan-policy \1"),
+    (re.compile(r"\bstrategy='(\w+)'"), r"--strategy \1"),
+    (re.compile(r"\bclosed='(\w+)'"), r"--closed \1"),
+    (re.compile(r"\bdevice='(\w+)'"), r"--device \1"),
+    (re.compile(r"\bobserved='(\w+)'"), r"--observed \1"),
+    (re.compile(r"\bace=True\b"), "--ace"),
+    (re.compile(r"\blogits=True\b"), "--logits"),
+    (re.compile(r"\brenormalize=True\b"), "--renormalize"),
+    (re.compile(r"\bsmooth=True\b"), "--smece"),
+    (re.compile(r"\bpass format=\s*"), "pass --format "),
+    (re.compile(r"\bformat=(?=\W|$)"), "--format"),
+    (re.compile(r"\bprob=(?=['\"\[])"), "--prob "),
+    (re.compile(r"\blabel=(?=['\"])"), "--label "),
+    (re.compile(r"(?<!\.)\bn_bins\b"), "--bins"),  # not a map field (params.n_bins)
+    (re.compile(r"\bchunk_rows\b"), "--chunk-rows"),
+    (re.compile(r"\brows_per_partition\b"), "--chunk-rows"),
+    (re.compile(r"\beps must\b"), "--eps must"),
+]
+
+
+def _cli_words(text):
+    for pattern, repl in _WORDS:
+        text = pattern.sub(repl, text)
+    return text
+

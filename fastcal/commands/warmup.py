@@ -1,0 +1,15 @@
+"""``fastcal warmup``: compile the kernels of the common input dtypes into the cache."""
+
+import time
+
+from fastcal.commands.common import EXIT_OK
+from fastcal.warmup import cache_dir, warmup
+
+
+def run(args):
+    """Run ``fastcal warmup``; returns the exit status."""
+    t0 = time.perf_counter()
+    warmup(on_step=lambda label, sec: print(f"{label}: {sec:.1f} s", flush=True))
+    where = cache_dir() or "memory only (no writable cache directory)"
+    print(f"done in {time.perf_counter() - t0:.1f} s; cache: {where}")
+    return EXIT_OK
