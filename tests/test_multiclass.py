@@ -593,3 +593,25 @@ def test_float32_values_on_edges_go_to_the_documented_side(closed, k):
     y = rng.integers(0, k, 400)
     rep = fastcal.calibration_report(y, P, n_bins=10, closed=closed, ace=False)
     assert_matches(rep, nm.report(y, P, n_bins=10, closed=closed, dtype=np.float32), rtol=1e-11)
+
+
+@pytest.mark.parametrize("k", [4, 40])  # rows.row_argmax: branch-free select (K < 32), scan
+def test_confidence_argmax_is_the_first_of_tied_maxima(k):
+    # ties at the first, a middle and the last classes, and a unique max at the last
+    rng = np.random.default_rng(21)
+    P = rng.dirichlet(np.ones(k), 64)
+    P[0] = 1.0 / k
+    P[1, :] = 0.0
+    P[1, [1, k - 1]] = 0.5
+    P[2, :] = 0.0
+    P[2, k - 1] = 1.0
+    P[3, :] = 0.0
+    P[3, [k // 2 - 1, k - 2]] = 0.5
+    y = P.argmax(axis=1)  # numpy's argmax is the first index of the max
+    y[::2] = (y[::2] + 1) % k
+    conf = np.empty(64)
+    correct = np.empty(64, np.uint8)
+    for logits, Q in ((False, P), (True, np.log(P + 1e-300))):
+        km.confidence(Q, y, logits, False, 1e-5, 0.0, conf, correct)
+        np.testing.assert_array_equal(correct, (P.argmax(axis=1) == y).astype(np.uint8))
+        np.testing.assert_allclose(conf, P.max(axis=1), rtol=1e-12)

@@ -31,3 +31,25 @@ def merge_checks(checks, other):
     f = other[k:]
     take = (f >= 0) & ((first < 0) | (f < first))
     first[take] = f[take]
+
+
+def fill_threads(n, n_threads, new_part, fill, checks_at):
+    """The threaded fill: per-thread state ``new_part()`` (a tuple of arrays),
+    ``fill(start, stop, *part)`` on each thread's contiguous range of the n rows,
+    then the serial reduction in thread order: the arrays are added, but for
+    the checks (``part[checks_at]``), merged by ``merge_checks``."""
+    parts = [new_part() for _ in range(n_threads)]
+
+    def run(t):
+        start, stop = thread_range(t, n, n_threads)
+        fill(start, stop, *parts[t])
+
+    run_threads(n_threads, run)
+    out = [a.copy() for a in parts[0]]
+    for part in parts[1:]:
+        for j, a in enumerate(out):
+            if j == checks_at:
+                merge_checks(a, part[j])
+            else:
+                a += part[j]
+    return tuple(out)

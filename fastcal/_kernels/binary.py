@@ -38,7 +38,7 @@ measurements behind these choices.
 import numpy as np
 
 from ._cache import njit
-from ._threads import merge_checks, run_threads, thread_range
+from ._threads import fill_threads
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
 from .mathfn import log_pair
 from .rows import bin_near_edge, bin_search, binary_terms, note_pair
@@ -222,24 +222,11 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
     nb = edges.shape[0] - 1
     lo = eps
     hi = 1.0 - eps
-    # Scratch for one block.
-    bi = np.empty(BLOCK, np.int64)
-    inc = np.empty(BLOCK, np.int64)
-    pv = np.empty(BLOCK, np.float64)
-    ev = np.empty(BLOCK, np.float64)
-    vv = np.empty(BLOCK, np.float64)
-    lpv = np.empty(BLOCK, np.float64)
-    lqv = np.empty(BLOCK, np.float64)
-    # Interleaved per-bin scratch, COPIES copies of nb + 1 rows one after the
-    # other: packed integer counters and float sums.
+    bi, inc, pv, ev, vv, lpv, lqv = block_scratch()
     direct = nb > DIRECT_MIN
     n_fine = fine_counts.shape[0] - 1
     fine = n_fine > 0
-    n_loc = 0 if direct or fine else COPIES * (nb + 1)
-    loc_i = np.zeros(n_loc, np.int64)
-    loc_p = np.zeros(n_loc, np.float64)
-    loc_e = np.zeros(n_loc, np.float64)
-    loc_v = np.zeros(n_loc, np.float64)
+    loc_i, loc_p, loc_e, loc_v = copies_scratch(0 if direct or fine else nb)
     # Uniform edges are recomputed in the loop; use the stored ones instead in
     # the (never expected) case that the formula does not reproduce them.
     uniform = uniform and _uniform_ok(edges, p.itemsize == 4)
@@ -305,6 +292,25 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
             since_flush = 0
     _flush_all(loc_i, loc_p, loc_e, loc_v, counts, sums, loc_fi, loc_fp, fine_counts, fine_p,
                loc_j, joint_start)
+
+
+@njit(inline="always", cache=True)
+def block_scratch():
+    """Scratch for one block of rows: bins, packed counts, p, ECD terms, their
+    variances, log q and log(1 - q) (see ``_terms``)."""
+    return (np.empty(BLOCK, np.int64), np.empty(BLOCK, np.int64), np.empty(BLOCK, np.float64),
+            np.empty(BLOCK, np.float64), np.empty(BLOCK, np.float64),
+            np.empty(BLOCK, np.float64), np.empty(BLOCK, np.float64))
+
+
+@njit(inline="always", cache=True)
+def copies_scratch(nb):
+    """Interleaved per-bin scratch of ``_scatter``, COPIES copies of nb + 1 rows
+    one after the other: packed integer counters and the three float sums
+    (empty for nb = 0)."""
+    n_loc = COPIES * (nb + 1) if nb > 0 else 0
+    return (np.zeros(n_loc, np.int64), np.zeros(n_loc, np.float64), np.zeros(n_loc, np.float64),
+            np.zeros(n_loc, np.float64))
 
 
 @njit(inline="always", error_model="numpy", cache=True)
@@ -464,31 +470,16 @@ def fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs, n_thre
     ``parallel=True`` prange version compiled for about 17 s, the serial
     kernels it calls included, on the 2-core test machine).
     """
-    n = p.shape[0]
     nb = edges.shape[0] - 1
     rows = n_fine + 1 if n_fine > 0 else 0
-    parts = []
-    for t in range(n_threads):
-        state = new_state(nb)
-        parts.append((state[0], state[1], state[2], state[3],
-                      np.zeros((rows, N_COUNTS), np.int64), np.zeros(rows, np.float64)))
 
-    def run(t):
-        start, stop = thread_range(t, n, n_threads)
-        fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
-                        *parts[t])
+    def new_part():
+        return (*new_state(nb), np.zeros((rows, N_COUNTS), np.int64), np.zeros(rows, np.float64))
 
-    run_threads(n_threads, run)
-    counts, sums, totals, checks, fine_counts, fine_p = (a.copy() for a in parts[0])
-    for t in range(1, n_threads):
-        t_counts, t_sums, t_totals, t_checks, t_fc, t_fp = parts[t]
-        counts += t_counts
-        sums += t_sums
-        totals += t_totals
-        fine_counts += t_fc
-        fine_p += t_fp
-        merge_checks(checks, t_checks)
-    return counts, sums, totals, checks, fine_counts, fine_p
+    def fill(start, stop, *part):
+        fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_logs, *part)
+
+    return fill_threads(p.shape[0], n_threads, new_part, fill, 3)
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

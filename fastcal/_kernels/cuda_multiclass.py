@@ -90,7 +90,6 @@ def _make_confidence(K):
 
 
 def _make(K):
-    kf = np.float64(K)
     # with_logs=False (binned metrics only): the CPU's blocked kernel (K < 64) keeps the
     # log-softmax of logits in its ECD/NLL sums, the row kernel (K >= 64) zeroes them.
     zero_logit_logs = K >= ROWWISE_K
@@ -108,25 +107,14 @@ def _make(K):
         P = plain(P)
         edges = plain(edges)
         n = P.shape[0]
-        nb = edges.shape[0] - 1
-        nb1 = nb + 1
-        nbf = np.float64(nb)
-        lo = eps
-        hi = 1.0 - eps
+        nb1 = edges.shape[0]
         # top-label bins as in cuda_binary (the layout _cuda.plan_launch sized)
-        bsize = BIN_FIELDS * nb1
         store, wbase, base0 = bins_start(sh, gw, T, tid, nb1, warp_bins, bins_global)
-        if warp_bins:
-            top = (N_TOT + N_CHK) * T
-            if not bins_global:
-                top = max(top, nw * bsize)
-        else:
-            top = max(SLOTS_PER_BIN * nb1, N_TOT + N_CHK) * T
         # class-wise, per warp: [count per (k, b)] [label count per (k, b)] [sum p_k per (k, b)],
         # after the top-label bins in shared memory, or in the warp's row of gcw
-        knb = K * nb
-        csize = CLASS_FIELDS * knb
-        cbase0 = blk * nw * csize if classes_global else top
+        csize = CLASS_FIELDS * K * (nb1 - 1)
+        cbase0 = blk * nw * csize if classes_global else top_slots(T, nb1, warp_bins,
+                                                                    bins_global)
         cstore = gcw if classes_global else sh
         if classwise:
             for s in range(tid, nw * csize, T):
@@ -143,59 +131,90 @@ def _make(K):
         for i0 in range(blk * T, n, cuda.gridsize(1)):
             i = i0 + tid
             use = i < n
-            conf = 0.0
-            ecd = 0.0
-            var = 0.0
-            b = np.int64(-1)
-            yk = np.int64(-1)
-            ok = False
+            b, yk, ok, conf, ecd, var = np.int64(-1), np.int64(-1), False, 0.0, 0.0, 0.0
             if use:
-                status, s, mx = load(P, i, K, logits, renorm, tol, qv)
-                yi = np.float64(y[i])
-                nan_y = yi != yi
-                y_ok = label_ok(yi, kf)
-                if status >= 0 or not y_ok:
-                    note_row(chk, N_KINDS, i, status, status == NAN_P, nan_y, y_ok, OMIT, NAN_Y,
-                             BAD_Y)
-                    use = False
-            if use:
-                am = row_probs(qv, lv, K, logits, renorm, s, mx, log_inline)
-                if with_logs and not logits:
-                    for k in range(K):
-                        lv[k] = log_inline(qv[k])
-                yk = np.int64(yi)
-                nll, ecd, brier, var, sq = row_terms(qv, ev, lv, K, yk, with_logs, lo, hi,
-                                                     zero_logit_logs or not logits, log_inline)
-                conf = qv[am]
-                if uniform:
-                    b = bin_uniform(conf, nb, nbf, right, f32)
-                else:
-                    b = bin_search(edges, nb, conf, right)
-                ok = am == yk
-                totals_add(tot, brier, nll, ecd)
-                totals_add_within(tot, sq, qv[yk])
+                use, b, yk, ok, conf, ecd, var = fill_row(
+                    P, y, i, K, edges, uniform, right, f32, eps, logits, renorm, tol, with_logs,
+                    zero_logit_logs, qv, lv, ev, tot, chk)
             bins_add(sh, store, wbase, T, tid, lane, nb1, warp_bins, use, b, ok, ok, conf, ecd,
                      var)
             if classwise:
-                for k in range(K):
-                    key = np.int64(-1)
-                    q = 0.0
-                    if use:
-                        q = qv[k]
-                        if uniform:
-                            key = k * nb + bin_uniform(q, nb, nbf, right, f32)
-                        else:
-                            key = k * nb + bin_search(edges, nb, q, right)
-                    classes_add_warp(cstore, cbase, knb, key, lane, k == yk, q)
+                classes_row(cstore, cbase, qv, K, edges, uniform, right, f32, use, yk, lane)
         cuda.syncthreads()
         if classwise:
-            for s in range(tid, csize, T):
-                acc = 0.0
-                for w in range(nw):
-                    acc += cstore[cbase0 + w * csize + s]
-                part_w[blk, s] = acc
+            classes_finish(cstore, cbase0, csize, nw, T, tid, part_w, blk)
         bins_finish(sh, store, base0, T, tid, nb1, warp_bins, N_TOT, N_KINDS, tot, chk, part_i,
                     part_f, part_t, part_c)
 
     return fill
 
+
+@cuda.jit(device=True, inline=True)
+def top_slots(T, nb1, warp_bins, bins_global):
+    """Shared-memory slots of the block's top-label state (bins, or the totals
+    and checks where the bins are in global memory); the class-wise state follows."""
+    if warp_bins:
+        top = (N_TOT + N_CHK) * T
+        if not bins_global:
+            top = max(top, (T // WARP) * BIN_FIELDS * nb1)
+        return top
+    return max(SLOTS_PER_BIN * nb1, N_TOT + N_CHK) * T
+
+
+@cuda.jit(device=True, inline=True)
+def fill_row(P, y, i, K, edges, uniform, right, f32, eps, logits, renorm, tol, with_logs,
+             zero_logit_logs, qv, lv, ev, tot, chk):
+    """Row i's terms into the thread's totals, or its faults into chk:
+    (valid, top-label bin, label, argmax == label, confidence, ECD term, variance)."""
+    status, s, mx = load(P, i, K, logits, renorm, tol, qv)
+    yi = np.float64(y[i])
+    nan_y = yi != yi
+    y_ok = label_ok(yi, np.float64(K))
+    if status >= 0 or not y_ok:
+        note_row(chk, N_KINDS, i, status, status == NAN_P, nan_y, y_ok, OMIT, NAN_Y, BAD_Y)
+        return False, np.int64(-1), np.int64(-1), False, 0.0, 0.0, 0.0
+    am = row_probs(qv, lv, K, logits, renorm, s, mx, log_inline)
+    if with_logs and not logits:
+        for k in range(K):
+            lv[k] = log_inline(qv[k])
+    yk = np.int64(yi)
+    nll, ecd, brier, var, sq = row_terms(qv, ev, lv, K, yk, with_logs, eps, 1.0 - eps,
+                                         zero_logit_logs or not logits, log_inline)
+    conf = qv[am]
+    nb = edges.shape[0] - 1
+    if uniform:
+        b = bin_uniform(conf, nb, np.float64(nb), right, f32)
+    else:
+        b = bin_search(edges, nb, conf, right)
+    totals_add(tot, brier, nll, ecd)
+    totals_add_within(tot, sq, qv[yk])
+    return True, b, yk, am == yk, conf, ecd, var
+
+
+@cuda.jit(device=True, inline=True)
+def classes_row(cstore, cbase, qv, K, edges, uniform, right, f32, use, yk, lane):
+    """A row's class-wise bins into its warp's state (every lane takes part;
+    use False: a row that adds nothing)."""
+    nb = edges.shape[0] - 1
+    nbf = np.float64(nb)
+    for k in range(K):
+        key = np.int64(-1)
+        q = 0.0
+        if use:
+            q = qv[k]
+            if uniform:
+                key = k * nb + bin_uniform(q, nb, nbf, right, f32)
+            else:
+                key = k * nb + bin_search(edges, nb, q, right)
+        classes_add_warp(cstore, cbase, K * nb, key, lane, k == yk, q)
+
+
+@cuda.jit(device=True, inline=True)
+def classes_finish(cstore, cbase0, csize, nw, T, tid, part_w, blk):
+    """The block's class-wise partial row part_w[blk]: the nw warps' states added
+    in warp order."""
+    for s in range(tid, csize, T):
+        acc = 0.0
+        for w in range(nw):
+            acc += cstore[cbase0 + w * csize + s]
+        part_w[blk, s] = acc

@@ -23,7 +23,7 @@ import numpy as np
 from ._cache import njit
 from ._config import BLOCK, COPIES, FASTMATH, FLUSH
 from .binary import (DIRECT_MIN, _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter,
-                     _scatter_direct, _terms)
+                     _scatter_direct, _terms, block_scratch, copies_scratch)
 
 
 @njit(inline="always", cache=True)
@@ -184,19 +184,9 @@ def fill_groups_range(p, y, start, stop, table, cut_values, cut_below, run_end, 
     top = n_buckets - 1
     lo_e = eps
     hi_e = 1.0 - eps
-    bi = np.empty(BLOCK, np.int64)
-    inc = np.empty(BLOCK, np.int64)
-    pv = np.empty(BLOCK, np.float64)
-    ev = np.empty(BLOCK, np.float64)
-    vv = np.empty(BLOCK, np.float64)
-    lpv = np.empty(BLOCK, np.float64)
-    lqv = np.empty(BLOCK, np.float64)
+    bi, inc, pv, ev, vv, lpv, lqv = block_scratch()
     direct = ng > DIRECT_MIN  # many groups: no interleaved copies to clear and flush
-    n_loc = 0 if direct else COPIES * (ng + 1)
-    loc_i = np.zeros(n_loc, np.int64)
-    loc_p = np.zeros(n_loc, np.float64)
-    loc_e = np.zeros(n_loc, np.float64)
-    loc_v = np.zeros(n_loc, np.float64)
+    loc_i, loc_p, loc_e, loc_v = copies_scratch(0 if direct else ng)
     since_flush = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)

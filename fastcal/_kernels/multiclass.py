@@ -39,7 +39,7 @@ first (smallest) row index of each kind, -1 if none.
 import numpy as np
 
 from ._cache import njit
-from ._threads import merge_checks, run_threads, thread_range
+from ._threads import fill_threads
 from ._config import COPIES, FASTMATH
 from .mathfn import exp64, isnan, log64
 from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, note_row,
@@ -460,24 +460,15 @@ def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, cl
 def _fill_threads(fill, P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
                   n_threads, with_logs):
     n, K = P.shape
-    parts = [new_state(edges.shape[0] - 1, K, classwise) for _ in range(n_threads)]
 
-    def run(t):
-        start, stop = thread_range(t, n, n_threads)
+    def new_part():
+        return new_state(edges.shape[0] - 1, K, classwise)
+
+    def fill_part(start, stop, *part):
         fill(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-             *parts[t], with_logs)
+             *part, with_logs)
 
-    run_threads(n_threads, run)
-    counts, sums, totals, ccounts, csums, checks = (a.copy() for a in parts[0])
-    for t in range(1, n_threads):
-        t_counts, t_sums, t_totals, t_ccounts, t_csums, t_checks = parts[t]
-        counts += t_counts
-        sums += t_sums
-        totals += t_totals
-        ccounts += t_ccounts
-        csums += t_csums
-        merge_checks(checks, t_checks)
-    return counts, sums, totals, ccounts, csums, checks
+    return fill_threads(n, n_threads, new_part, fill_part, 5)
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)

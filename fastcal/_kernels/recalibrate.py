@@ -152,52 +152,15 @@ def sums_multiclass(x, y, logits, s, out):
     t3 = 0.0
     n_zero = 0.0
     for i in range(x.shape[0]):
-        st = 0
-        for k in range(K):
-            v = np.float64(x[i, k])
-            if v != v:
-                st = max(st, 1)
-            elif logits:
-                if np.isinf(v):
-                    st = 2
-                z[k] = v
-            elif v < 0.0 or v > 1.0:
-                st = 2
-            else:
-                z[k] = np.log(max(v, LOG_FLOOR))
         yi = np.float64(y[i])
-        if yi != yi:
-            st = max(st, 1)
-        elif yi < 0.0 or yi >= K or yi != np.floor(yi):
-            st = 2
+        st = _class_row(x, i, yi, logits, z)
         if st == 1:
             n_nan += 1.0
             continue
         if st == 2:
             n_bad += 1.0
             continue
-        m = s * z[0]
-        for k in range(1, K):
-            m = max(m, s * z[k])
-        tot = 0.0
-        for k in range(K):
-            e[k] = np.exp(s * z[k] - m)
-            tot += e[k]
-        lse = m + np.log(tot)
-        inv = 1.0 / tot
-        mu = 0.0
-        for k in range(K):
-            mu += e[k] * z[k]
-        mu *= inv
-        v2 = 0.0
-        v3 = 0.0
-        for k in range(K):
-            d = z[k] - mu
-            dd = e[k] * d * d
-            v2 += dd
-            v3 += dd * d
-        v2 *= inv
-        v3 *= inv
+        lse, mu, v2, v3 = _softmax_moments(z, e, s)
         c = np.int64(yi)
         if not logits and x[i, c] == 0.0:
             n_zero += 1.0
@@ -214,6 +177,59 @@ def sums_multiclass(x, y, logits, s, out):
     out[H_AA] += h
     out[T_AAA] += t3
     out[N_ZERO_TRUE] += n_zero
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _class_row(x, i, yi, logits, z):
+    """Row i of x into z (the logits, or log p with p floored at LOG_FLOOR) and
+    the row's status with label yi: 0 valid, 1 NaN (row or label), 2 invalid."""
+    K = x.shape[1]
+    st = 0
+    for k in range(K):
+        v = np.float64(x[i, k])
+        if v != v:
+            st = max(st, 1)
+        elif logits:
+            if np.isinf(v):
+                st = 2
+            z[k] = v
+        elif v < 0.0 or v > 1.0:
+            st = 2
+        else:
+            z[k] = np.log(max(v, LOG_FLOOR))
+    if yi != yi:
+        st = max(st, 1)
+    elif yi < 0.0 or yi >= K or yi != np.floor(yi):
+        st = 2
+    return st
+
+
+@njit(inline="always", error_model="numpy", cache=True)
+def _softmax_moments(z, e, s):
+    """(logsumexp(s z), E_q[z], Var_q[z], E_q[(z - E_q z)**3]) of q = softmax(s z);
+    e is scratch (exp(s z - max))."""
+    K = z.shape[0]
+    m = s * z[0]
+    for k in range(1, K):
+        m = max(m, s * z[k])
+    tot = 0.0
+    for k in range(K):
+        e[k] = np.exp(s * z[k] - m)
+        tot += e[k]
+    lse = m + np.log(tot)
+    inv = 1.0 / tot
+    mu = 0.0
+    for k in range(K):
+        mu += e[k] * z[k]
+    mu *= inv
+    v2 = 0.0
+    v3 = 0.0
+    for k in range(K):
+        d = z[k] - mu
+        dd = e[k] * d * d
+        v2 += dd
+        v3 += dd * d
+    return lse, mu, v2 * inv, v3 * inv
 
 
 @njit(nogil=True, error_model="numpy", cache=True)

