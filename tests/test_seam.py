@@ -148,11 +148,8 @@ def test_gaussian_batches_go_through_the_backend():
 # is_soft, or a logits flag choosing between binary kinds
 _KIND_QUESTION = (r"\b(?:p|q|y|dp|dy|y_prob|y_true|preds|target)\.ndim\b|np\.ndim\(|is_soft\("
                   r"|len\(\w*shape\) [!=]= 2|\"logits\" if ")
-# the gate, its shape checks (messages), and what is left to the backends' owner: the
-# ranking rule of equal-mass passes (backends.cpu.ranking_pair and its CUDA twin) and
-# a reader's column count
-_KIND_ALLOWED = {"inputs/batch.py", "inputs/validation.py", "backends/cpu.py",
-                 "backends/cuda.py", "sources/readers/npy.py"}
+# the gate, its shape checks (messages), and a reader's column count
+_KIND_ALLOWED = {"inputs/batch.py", "inputs/validation.py", "sources/readers/npy.py"}
 
 
 def test_only_the_gate_decides_the_kind_of_input():

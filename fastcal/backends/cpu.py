@@ -53,13 +53,14 @@ def fill_parts(acc, batch, row0, filled=()):
         acc.buckets.counts += fine[0]
         acc.buckets.p += fine[1]
         return
-    yr, x = ranking_pair(y, p, logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
+    yr, x = ranking_pair(y, p, kind=batch.kind, logits=acc.logits, renormalize=acc.renormalize,
+                         eps=acc.eps)
     acc._add_ranked(yr, x, row0, p.dtype)
 
 
 def ranked(batch, pair):
     """The (labels, values) that equal-mass bins rank (see ``ranking_pair``)."""
-    return ranking_pair(batch.y, batch.p, **pair)
+    return ranking_pair(batch.y, batch.p, kind=batch.kind, **pair)
 
 
 def gather(batch, pair):
@@ -173,9 +174,10 @@ def fill_soft(t, p, eps, logits, renormalize, threads):
     return ks.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
 
 
-def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False, column=None,
-                 above=0.0):
-    """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated input.
+def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=False,
+                 column=None, above=0.0):
+    """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated
+    input of the gate's ``kind``.
 
     ``raw=True``: the validated (labels, probabilities or logits) unchanged
     (2-D for K classes), for passes that fit a recalibration map.
@@ -187,23 +189,21 @@ def ranking_pair(y, p, *, logits=False, renormalize=False, eps=None, raw=False, 
     sigmoid; K-class rows by their confidence (max probability), the label
     being 1 where the argmax is the true class. Invalid rows get NaN.
     """
-    if raw:
+    if raw or kind == "binary":
         return y, p
-    if p.ndim == 2:
-        n = p.shape[0]
-        conf = np.empty(n, np.float64)
-        correct = np.empty(n, np.uint8)
-        km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
-                      conf, correct)
-        if column is not None:
-            return _column_pair(y, p, conf, column, above, logits, renormalize)
-        return correct, conf
-    if logits:
+    if kind == "logits":
         z = np.asarray(p, dtype=np.float64)
         e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
         x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
         return y, x
-    return y, p
+    n = p.shape[0]
+    conf = np.empty(n, np.float64)
+    correct = np.empty(n, np.uint8)
+    km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
+                  conf, correct)
+    if column is not None:
+        return _column_pair(y, p, conf, column, above, logits, renormalize)
+    return correct, conf
 
 
 def _column_pair(y, p, conf, k, above, logits, renormalize):

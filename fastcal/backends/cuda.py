@@ -270,7 +270,7 @@ def gather_buckets(y, p, slot, cap):
     return keys[order], labels[order], filled
 
 
-def ranking_pair(y, p, *, logits=False, renormalize=False):
+def ranking_pair(y, p, *, kind, logits=False, renormalize=False):
     """``equal_mass.ranking_pair`` on the GPU: (labels, values in [0, 1]) as
     device arrays. Binary probabilities are ranked as they are; binary logits
     by their sigmoid, K-class rows by (correct, confidence), both float64.
@@ -278,14 +278,14 @@ def ranking_pair(y, p, *, logits=False, renormalize=False):
     kc = _k("_cuda")
     cuda = kc.cuda
     dy, dp = _device_views((y, p))
-    if dp.ndim == 1 and not logits:
+    if kind == "binary":
         return dy, dp
     n = int(dp.shape[0])
     x = cuda.device_array(n, np.float64)
     if n == 0:
-        return (dy if dp.ndim == 1 else cuda.device_array(0, np.uint8)), x
+        return (dy if kind == "logits" else cuda.device_array(0, np.uint8)), x
     blocks, threads = _grid(n, 1, 8192)
-    if dp.ndim == 1:
+    if kind == "logits":
         _k("cuda_equal_mass").sigmoid[blocks, threads](dp, x)
         return dy, x
     correct = cuda.device_array(n, np.uint8)
@@ -486,7 +486,7 @@ def fill_parts(acc, batch, row0, filled):
         invalid = bool(filled[5][: km.N_CHECK_KINDS].any())
     else:
         invalid = filled[0][acc.n_bins, 0] > 0
-    ry, rx = ranking_pair(y, p, logits=acc.logits, renormalize=acc.renormalize)
+    ry, rx = ranking_pair(y, p, kind=batch.kind, logits=acc.logits, renormalize=acc.renormalize)
     pair = []  # the ranked pair on the host, copied once if needed
 
     def on_host():
@@ -528,10 +528,10 @@ def ranked(batch, pair):
     if pair.get("column") is None and is_device_array(p) and batch.kind in ("logits",
                                                                             "multiclass"):
         ry, rx = (a.copy_to_host() for a in ranking_pair(
-            y, p, logits=pair["logits"], renormalize=pair["renormalize"]))
+            y, p, kind=batch.kind, logits=pair["logits"], renormalize=pair["renormalize"]))
         return v.as_labels_1d(ry), rx
     y, p = batch.host()
-    return cpu.ranking_pair(y, p, **pair)
+    return cpu.ranking_pair(y, p, kind=batch.kind, **pair)
 
 
 def gather(batch, pair):
@@ -544,7 +544,8 @@ def gather(batch, pair):
         return None
 
     def run(omit, slot, cap_start):
-        ry, rx = ranking_pair(y, p, logits=pair["logits"], renormalize=pair["renormalize"])
+        ry, rx = ranking_pair(y, p, kind=batch.kind, logits=pair["logits"],
+                              renormalize=pair["renormalize"])
         return [gather_buckets(ry, rx, slot, cap_start[-1])]
 
     return run

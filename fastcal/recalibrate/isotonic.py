@@ -48,7 +48,8 @@ class IsotonicCalibration(_Binned):
 
     def _fit_map(self, data, in_memory):
         if in_memory:
-            y, x = em.ranking_pair(data.batch.y, data.batch.p, logits=self.logits)
+            y, x = em.ranking_pair(data.batch.y, data.batch.p, kind=data.batch.kind,
+                                   logits=self.logits)
             x = np.asarray(x, dtype=np.float64)
             counts, positives, _, n, n_nan = self._values(data, 1)  # checks the rows
             keep = ~(np.isnan(x) | np.isnan(np.asarray(y, np.float64)))

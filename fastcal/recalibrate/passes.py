@@ -6,6 +6,7 @@ import numpy as np
 
 from fastcal._kernels import recalibrate as kr
 from fastcal.accumulators import equal_mass as em
+from fastcal.inputs.batch import prediction_kind
 from fastcal.inputs.binning import kernel_edges
 
 
@@ -97,7 +98,7 @@ def _pass_values(y, p, n_bins, logits, report_edges):
     logit, or top-label confidence). ``report_edges``: the report's edges for
     p's dtype (histogram binning), else float64 edges (isotonic's fine bins)."""
     dtype = _edge_dtype(p, logits) if report_edges else np.float64
-    y, x = em.ranking_pair(y, p, logits=logits)
+    y, x = em.ranking_pair(y, p, kind=prediction_kind(p, logits=logits), logits=logits)
     counts = np.zeros(n_bins, np.int64)
     positives = np.zeros(n_bins, np.int64)
     sum_x = np.zeros(n_bins, np.float64)
