@@ -39,21 +39,6 @@ from fastcal.commands.common import (DASK_TIME_LIMIT, EXIT_BAD, EXIT_INTERNAL, M
                                      MAX_PLOT_BINS, _cli_words, _debug, _Fail)
 from fastcal.writers import SIM_CHUNK_ROWS, SIM_FORMATS, _one_line
 
-# Names that moved to a command's module, still reachable as fastcal.cli.<name>
-# (imported when first asked for, so that start-up does not pay for them).
-_MOVED = {"json_text": "fastcal.reports._json", "_pass_lines": "fastcal.commands.score",
-          "_Watchdog": "fastcal.commands.on_dask", "_quiet_dask": "fastcal.commands.on_dask",
-          "_restore_logs": "fastcal.commands.on_dask"}
-
-
-def __getattr__(name):
-    module = _MOVED.get(name)
-    if module is None:
-        msg = f"module {__name__!r} has no attribute {name!r}"
-        raise AttributeError(msg)
-    return getattr(importlib.import_module(module), name)
-
-
 class _Terminated(BaseException):
     """Raised in the main thread by SIGTERM / SIGHUP so that cleanup runs as on errors."""
 

@@ -20,6 +20,7 @@ import pytest
 
 import fastcal
 from fastcal import _atomic, cli, writers
+from fastcal.commands import on_dask
 from fastcal.reports.report import CalibrationReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -480,7 +481,7 @@ def test_time_limit_names_the_paused_worker(paused_cluster):
         assert wait_for(lambda: any(w["status"] == "paused" for w in
                                     client.scheduler_info()["workers"].values()), 30)
         t0 = time.monotonic()
-        with cli._Watchdog(client, 1.0) as dog:
+        with on_dask._Watchdog(client, 1.0) as dog:
             with pytest.raises(Exception):
                 client.gather(client.submit(sum, [1, 2]))
         assert time.monotonic() - t0 < 20

@@ -16,6 +16,8 @@ import pytest
 
 import fastcal
 from fastcal import cli
+from fastcal.commands import on_dask
+from fastcal.reports._json import json_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -86,7 +88,7 @@ def test_json_with_an_infinity_is_the_same_convention_everywhere(tmp_path, capsy
     code, out, err = run(score(str(f), "--json"), capsys)
     assert code == 0, err
     assert json.loads(out)["nll"] == "inf"
-    assert cli.json_text({"a": np.float64("-inf"), "b": [np.nan, np.int64(3)]}) == \
+    assert json_text({"a": np.float64("-inf"), "b": [np.nan, np.int64(3)]}) == \
         '{"a": "-inf", "b": [null, 3]}\n'
 
 
@@ -345,11 +347,11 @@ def test_every_distributed_logger_is_quiet_during_a_run_and_restored():
     client_log = logging.getLogger("distributed.client")
     before = client_log.level
     assert client_log.isEnabledFor(logging.ERROR)  # distributed's config: its own level
-    old = cli._quiet_dask(False)
+    old = on_dask._quiet_dask(False)
     try:
         for name in ("distributed.client", "distributed.scheduler", "distributed", "tornado"):
             assert not logging.getLogger(name).isEnabledFor(logging.CRITICAL), name
     finally:
-        cli._restore_logs(old)
+        on_dask._restore_logs(old)
     assert client_log.level == before and client_log.isEnabledFor(logging.ERROR)
-    assert cli._quiet_dask(True) == {}
+    assert on_dask._quiet_dask(True) == {}

@@ -6,7 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastcal
-from fastcal.cli import _pass_lines, main
+from fastcal.cli import main
+from fastcal.commands.score import _pass_lines
 
 
 @pytest.fixture
