@@ -14,22 +14,17 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import fastcal
-from kernel_speed import _median  # benchmarks/ is on the path of a script run from it
+from kernel_speed import _data, _median  # benchmarks/ is on the path of a script run from it
 
 
 
 def main():
     n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000
-    rng = np.random.default_rng(0)
-    p = rng.random(n).astype(np.float32)
-    y = (rng.random(n) < p).astype(np.uint8)
-    P = rng.dirichlet(np.ones(4), n // 10).astype(np.float32)
-    yk = rng.integers(0, 4, n // 10).astype(np.uint8)
+    y, p, yk, P = _data(n)
     path = os.path.join(tempfile.gettempdir(), f"fastcal-entry-speed-{n}.parquet")
     if not os.path.exists(path):
         pq.write_table(pa.table({"p": p, "y": y}), path, row_group_size=1 << 20)

@@ -27,13 +27,19 @@ def _median(call, reps=5):
     return statistics.median(times)
 
 
-def main():
-    n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000
+def _data(n):
+    """n binary rows (float32 p, uint8 y) and n / 10 rows of 4 classes, seed 0."""
     rng = np.random.default_rng(0)
     p = rng.random(n).astype(np.float32)
     y = (rng.random(n) < p).astype(np.uint8)
     P = rng.dirichlet(np.ones(4), n // 10).astype(np.float32)
     yk = rng.integers(0, 4, n // 10).astype(np.uint8)
+    return y, p, yk, P
+
+
+def main():
+    n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000
+    y, p, yk, P = _data(n)
     out = [_median(lambda: fastcal.calibration_report(y, p, n_bins=15)),
            _median(lambda: fastcal.calibration_report(y, p, n_bins=15, ace=False)),
            _median(lambda: fastcal.calibration_report(yk, P, n_bins=15))]
