@@ -172,3 +172,40 @@ def test_front_door_checks_settings_across_kinds_and_shapes_on_device_calls():
     t, q = soft_data(10, 3, 2)
     with pytest.raises(ValueError, match=r"ci=\) are not available for soft labels"):
         SoftLabelAccumulator().update(t, q).report(ci=0.95)
+
+
+def _softmax_rows(rng, n, k):
+    z = rng.standard_normal((n, k)) * 2
+    P = np.exp(z - z.max(axis=1, keepdims=True))
+    return z, P / P.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", ["binary logits", "K=10 float64", "K=10 logits"])
+def test_ece_of_a_million_float64_rows_does_not_depend_on_the_split(kind):
+    """ECE is a small difference of two large per-bin sums. With full float64
+    values (sigmoid of logits, float64 or softmaxed rows) one long plain sum per
+    bin moved it by 2e-12 relative between one part and two, which is also what
+    the GPU's order of additions did; the kernels' compensated flushes keep it
+    within 1e-12 for any split."""
+    rng = np.random.default_rng(0)
+    if kind == "binary logits":
+        n = 3_000_000
+        p = rng.standard_normal(n) * 3
+        y = (rng.random(n) < 1 / (1 + np.exp(-p))).astype(np.uint8)
+    else:
+        z, P = _softmax_rows(rng, 1_000_000, 10)
+        p = z if kind == "K=10 logits" else P
+        y = (rng.random(len(P))[:, None] < P.cumsum(axis=1)).argmax(axis=1)
+    logits = "logits" in kind
+
+    def ece(parts):
+        accs = []
+        for idx in np.array_split(np.arange(len(y)), parts):
+            acc = fastcal.CalibrationAccumulator(logits=logits)
+            acc.update(y[idx], p[idx])
+            accs.append(acc)
+        return sum(accs[1:], accs[0]).report().ece
+
+    whole = ece(1)
+    for parts in (2, 7, 64):
+        assert ece(parts) == pytest.approx(whole, rel=1e-12, abs=0), parts
