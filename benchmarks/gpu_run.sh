@@ -62,7 +62,7 @@ if [ -n "$NCU" ]; then
     --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
     "$PY" - > "$OUT/ncu.txt" 2>&1 <<'PY' || echo "ncu failed (see ncu.txt)"
 import torch
-from fastcal import cuda as fc
+from fastcal.backends import cuda as fc
 from fastcal.inputs.binning import kernel_edges
 n = 100_000_000
 p = torch.rand(n, device="cuda")
