@@ -11,23 +11,21 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip setuptools wheel
 
-# One stamp per extra set, rebuilt when pyproject.toml changes. --no-compile: pip does not
-# byte-compile every installed module up front (torch alone has thousands); Python compiles
-# the ones a run imports, when it imports them (fresh install of the test extra: 66 -> 39 s).
+# One stamp per extra set, rebuilt when pyproject.toml changes.
 $(VENV)/.stamp-core: pyproject.toml | $(PY)
-	$(PY) -m pip install --no-compile -e .
+	$(PY) -m pip install -e .
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(PY)
-	$(PY) -m pip install --no-compile -e '.[test]'
+	$(PY) -m pip install -e '.[test]'
 	touch $@
 
 $(VENV)/.stamp-docs: pyproject.toml | $(PY)
-	$(PY) -m pip install --no-compile -e '.[docs]'
+	$(PY) -m pip install -e '.[docs]'
 	touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml | $(PY)
-	$(PY) -m pip install --no-compile -e '.[bench]'
+	$(PY) -m pip install -e '.[bench]'
 	touch $@
 
 install: $(VENV)/.stamp-core
