@@ -1,7 +1,9 @@
 """The kernel cache never stops a run: read-only installs and damaged cache files.
 
 Subprocesses because isolation is the point: each run must start with no compiled
-kernels in memory and meet the cache on disk as a new process does.
+kernels in memory and meet the cache on disk as a new process does. Those runs
+compile on their own, so the file runs in the background child, beside the rest
+of the suite (tests/subsuites.py: BACKGROUND).
 """
 
 import os
@@ -13,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import subsuites
+
 ROOT = Path(__file__).resolve().parent.parent
+BACKGROUND = True
+suite_run = subsuites.background_run
 
 # one small real kernel: compiles in well under a second
 SMALL = ("from fastcal._kernels.mathfn import log64\n"
@@ -164,3 +170,7 @@ def test_a_changed_kernel_module_recompiles_kernels_of_the_others(tmp_path):
     other.write_text(other.read_text() + "\n# changed\n")
     assert hits_misses() == ["0", "1"]  # another kernel module changed: compiled again
     assert hits_misses() == ["1", "0"]
+
+
+def test_cases_in_subprocess():
+    subsuites.check_background(__file__)
