@@ -1,11 +1,27 @@
 """Suite-wide set-up: the subprocess tests start early (see tests/subsuites.py)."""
 
+import functools
+
 from tests import subsuites
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "background: the test runs in the background child, beside the suite "
+        "(its time is spent in subprocesses that compile on their own; tests/subsuites.py)")
+
+
+def _background_case(item):
+    # a marked test seen from the main process: it waits for its run in the background child
+    return item.get_closest_marker("background") is not None and not subsuites.BACKGROUND_CHILD
 
 
 def _waits(item):
     # a test that waits for a child run: a whole file's (``*_in_subprocess``), or a
-    # case that runs there (the cuda half of tests/test_backends.py: ``in_child``)
+    # case that runs there (the cuda half of tests/test_backends.py: ``in_child``;
+    # a test marked ``background``)
+    if _background_case(item):
+        return True
     if getattr(item.module, "suite_run", None) is None:
         return False
     in_child = getattr(item.module, "in_child", None)
@@ -37,6 +53,10 @@ def pytest_collection_modifyitems(session, config, items):
     elsewhere = [item for item in items if _in_background(item)]
     if elsewhere:
         config.hook.pytest_deselected(items=elsewhere)
+    for item in items:
+        if _background_case(item):
+            item.runtest = functools.partial(subsuites.check_case, item,
+                                             *subsuites.background_run())
     items[:] = sorted((item for item in items if not _in_background(item)), key=_order)
 
 
@@ -46,7 +66,9 @@ def pytest_collection_finish(session):
     # file's run is its path; a case's, the case's id.
     suites = {}
     for item in session.items:
-        if _waits(item):
+        if _background_case(item):
+            suites[item.nodeid] = subsuites.background_run()
+        elif _waits(item):
             args = item.module.suite_run()
             if args is not None:
                 target = (item.module.__file__ if item.name.endswith("_in_subprocess")

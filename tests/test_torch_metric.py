@@ -457,6 +457,8 @@ except ValueError as err:
 """
 
 
+# a simulator run of its own (about 12 s): beside the suite
+@pytest.mark.background
 def test_gpu_fill_under_the_cuda_simulator():
     import os
     import subprocess

@@ -8,6 +8,7 @@ import textwrap
 
 from numba import njit
 import numpy as np
+import pytest
 
 from tracking._factory import _inline_sources, _template
 
@@ -62,6 +63,8 @@ def test_sources_constants_and_modules_are_written_into_the_kernel(tmp_path):
     assert _inline_sources({"f": reads_an_array}, _template(), {}) is None  # compiled in memory instead
 
 
+# two fresh processes compile a new model pair (about 8 s): beside the suite
+@pytest.mark.background
 def test_a_script_model_compiles_once_across_runs(tmp_path):
     script = tmp_path / "run_models.py"
     script.write_text(MODELS.format(gain=1.0) + textwrap.dedent("""
