@@ -215,6 +215,31 @@ def test_gather_buckets_matches_masks(n_wanted):
         np.testing.assert_array_equal(labels[got], y[rows] == 1)
 
 
+def test_gather_counts_rows_beyond_a_slots_room_without_writing_them():
+    """Data that changed since its rows were counted (a bug once fed logits where
+    the count had seen their sigmoid) overfills a slot: the extra rows are counted,
+    so the caller says the data changed, and nothing is written past the arrays."""
+    x = np.array([0.1, 0.9, 0.95, 0.97, 0.99, 0.15], np.float64)
+    y = np.ones_like(x)
+    nb = 4
+    slot = np.full(nb, -1, np.int64)
+    slot[[0, nb - 1]] = [0, 1]
+    cap_start = np.array([0, 2, 3], np.int64)  # room for 2 rows of bucket 0, 1 of the last
+    guard = 4
+    keys_all = np.full(cap_start[-1] + guard, -7, np.int64)
+    labels_all = np.full(cap_start[-1] + guard, 9, np.uint8)
+    keys, labels = keys_all[:cap_start[-1]], labels_all[:cap_start[-1]]
+    filled = np.zeros(2, np.int64)
+    kem.gather_buckets(x, y, True, slot, cap_start, keys, labels, filled)
+    np.testing.assert_array_equal(filled, [2, 4])  # 4 rows of the last bucket, room for 1
+    np.testing.assert_array_equal(keys_all[cap_start[-1]:], -7)  # nothing past the end
+    np.testing.assert_array_equal(labels_all[cap_start[-1]:], 9)
+    np.testing.assert_array_equal(keys[:3], x[[0, 5, 1]].view(np.int64))
+    got_keys, got_labels, got_filled = em._gather(y, x, True, slot, cap_start)
+    assert len(got_keys) == len(got_labels) == 3
+    np.testing.assert_array_equal(got_filled, [2, 4])
+
+
 def naive_ace(y, x, n_bins):
     counts, sum_p, _, _ = reference(y, x, n_bins)
     n = counts[:, 0].sum()

@@ -272,7 +272,9 @@ def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
     """Keys and labels, in row order, of the rows whose bucket has slot[b] >= 0
     (B = slot.shape[0]); slot s has room for cap_start[s + 1] - cap_start[s] rows
     and finds filled[s]. On return the slots' rows lie one after the other
-    from keys[0] (slot s from sum(filled[:s])).
+    from keys[0] (slot s from sum(filled[:s])). More rows in a slot than its
+    room (data that changed since the rows were counted) are counted in filled
+    but not written, so the caller can say so; nothing is written out of bounds.
 
     The wanted buckets are few (one per group boundary, for ACE): they are
     merged into runs of consecutive buckets, and a first loop per block marks
@@ -342,19 +344,21 @@ def gather_buckets(p, y, omit, slot, cap_start, keys, labels, filled):
             if not ((x >= 0.0) & (x <= 1.0)) or yv != yv:
                 continue
             s = slot[bucket[j]]
-            buf[0] = x
             i = cap_start[s] + filled[s]
-            keys[i] = max(ibuf[0], 0)
-            labels[i] = np.uint8(yv == 1.0)
+            if i < cap_start[s + 1]:  # a row beyond the slot's room is counted, not written
+                buf[0] = x
+                keys[i] = max(ibuf[0], 0)
+                labels[i] = np.uint8(yv == 1.0)
             filled[s] += 1
     # close the gaps: the slots' rows one after the other from 0
     at = 0
     for s in range(filled.shape[0]):
         a = cap_start[s]
-        for i in range(filled[s]):
+        kept = min(filled[s], cap_start[s + 1] - a)
+        for i in range(kept):
             keys[at + i] = keys[a + i]
             labels[at + i] = labels[a + i]
-        at += filled[s]
+        at += kept
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
