@@ -12,6 +12,7 @@ from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, _check_bins, _chec
 from fastcal.commands.outputs import (_check_outputs, _check_plot_bins, _figure_bytes,
                                       _plot_type, _write)
 from fastcal.inputs.validation import check_eps
+from fastcal.sources.files import soft_labels
 from fastcal.reports._json import json_text
 from fastcal.writers import _one_line
 
@@ -23,8 +24,7 @@ def run(args):
         raise _Fail("--plot-smooth chooses what --plot draws; pass --plot FILE.png too")
     args.smece = args.smece or args.plot_smooth
     prob, label = _columns(args.prob), _columns(args.label)
-    soft = not isinstance(label, str) or label.endswith("*")
-    if soft and args.plot:
+    if soft_labels(label) and args.plot:
         raise _Fail("--plot draws a reliability diagram of bins; soft labels (K --label "
                     "columns) have no bins: drop --plot")
     fmt = _input_format(args)

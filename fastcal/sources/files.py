@@ -178,11 +178,17 @@ def _label_columns(path, label, prob, available):
     return cols
 
 
+def soft_labels(label):
+    """True when ``label`` names K label-distribution columns (a list, or
+    'prefix*'), False for one label column."""
+    return not isinstance(label, str) or label.endswith("*")
+
+
 def resolve_columns(where, prob, label, available):
     """(probability columns, label columns) named by ``prob`` and ``label``: one
     or K (a list, or 'prefix*') probability columns, and one label column or K
     label-distribution columns (soft labels). ``where`` starts the messages."""
-    soft = not isinstance(label, str) or label.endswith("*")
+    soft = soft_labels(label)
     prob_cols = _prob_columns(where, prob, () if soft else label, available)
     label_cols = _label_columns(where, label, prob_cols, available) if soft else [label]
     return prob_cols, label_cols
