@@ -29,7 +29,13 @@ def _exported():
     yield "fastcal.torch", "CalibrationMetric", importlib.import_module("fastcal.torch").CalibrationMetric
 
 
-@pytest.mark.parametrize("name", MODULES)
+# these compile the batched filters of the default scenario (about 20 s each): they run in
+# the background child, beside the suite, and leave the kernels cached for the tracking tests
+_BACKGROUND = {"tracking", "tracking.compare"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.background)
+                                  if m in _BACKGROUND else m for m in MODULES])
 def test_docstring_examples(name):
     # import_module: fastcal.simulate the attribute is the function, not the module
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
