@@ -7,7 +7,7 @@ import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH
-from .mathfn import FLUSH_ROWS, exp64, flush_compensated, log64
+from .mathfn import close_compensated, exp64, flush_compensated, flush_every, log64
 from .rows import bin_edges, binary_terms, log_sigmoid, note_pair
 
 
@@ -24,8 +24,9 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
     0..4 of ``checks``.
 
     Per-bin sums go through a block-local copy flushed with compensation
-    (``mathfn.flush_compensated``): p = sigmoid(z) is a full float64, and one long plain sum per bin would depend on how the rows
-    are split at the 1e-12 level of ECE.
+    (``mathfn.flush_compensated``): p = sigmoid(z) is a full float64, and one
+    long plain sum per bin would depend on how the rows are split at the
+    1e-12 level of ECE.
     """
     nb = edges.shape[0] - 1
     nbf = np.float64(nb)
@@ -34,10 +35,13 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
     nk = bin_checks.shape[0]
     loc = np.zeros_like(sums)
     comp = np.zeros_like(sums)
-    block = max(FLUSH_ROWS, 4 * nb)
+    every = flush_every(nb)
+    since = 0
     for i in range(start, stop):
-        if (i - start) % block == 0 and i > start:
+        if since == every:
             flush_compensated(loc, sums, comp)
+            since = 0
+        since += 1
         zi = np.float64(z[i])
         yi = np.float64(y[i])
         fin = (zi > -np.inf) & (zi < np.inf)
@@ -75,5 +79,4 @@ def fill_binary_logits_range(z, y, start, stop, edges, uniform, right, eps,
         totals[4] += nll * nll
         totals[5] += p * p
         totals[6] += p * yi
-    flush_compensated(loc, sums, comp)
-    sums += comp
+    close_compensated(loc, sums, comp)

@@ -205,14 +205,20 @@ def log_pair(q):
 
 
 # Rows a kernel adds into a block-local copy of its per-bin sums before
-# ``flush_compensated`` moves them into the state.
+# ``flush_compensated`` moves them into the state (more with many bins: see flush_every).
 FLUSH_ROWS = 256
+
+
+@njit(inline="always", cache=True)
+def flush_every(n_bins):
+    """Rows between two flushes: a flush touches every bin, so many bins flush less often."""
+    return max(FLUSH_ROWS, 4 * n_bins)
 
 
 @njit(nogil=True, fastmath=FASTMATH_EXACT, cache=True, error_model="numpy")
 def flush_compensated(loc, acc, comp):
     """acc += loc with each rounding error kept in comp (Neumaier's variant of
-    Kahan summation), then loc = 0; the caller adds comp into acc at the end.
+    Kahan summation), then loc = 0; ``close_compensated`` ends the fill.
 
     Kernels add a few hundred rows into loc, then flush: a bin's sum of a
     million float64 probabilities then carries about one rounding instead of
@@ -227,14 +233,17 @@ def flush_compensated(loc, acc, comp):
             x = loc[i, j]
             s = acc[i, j]
             t = s + x
-            if not abs(t) < np.inf:
-                pass  # an infinite or NaN sum stays so; inf - inf would make comp NaN
-            elif abs(s) >= abs(x):
-                comp[i, j] += (s - t) + x
-            else:
-                comp[i, j] += (x - t) + s
+            if abs(t) < np.inf:  # an infinite or NaN sum stays so (inf - inf: a NaN comp)
+                comp[i, j] += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
             acc[i, j] = t
             loc[i, j] = 0.0
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def close_compensated(loc, acc, comp):
+    """The last flush of a fill, then the kept rounding errors into acc."""
+    flush_compensated(loc, acc, comp)
+    acc += comp
 
 
 @njit(nogil=True, cache=True, error_model="numpy")

@@ -41,7 +41,8 @@ import numpy as np
 from ._cache import njit
 from ._threads import fill_threads
 from ._config import COPIES, FASTMATH
-from .mathfn import FLUSH_ROWS, exp64, flush_compensated, isnan, log64
+from .mathfn import (close_compensated, exp64, flush_compensated, flush_every, isnan,
+                     log64)
 from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, note_row,
                    row_load, row_probs, row_status, row_terms)
 
@@ -107,9 +108,13 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
     f32 = uniform and edges[1] != 1.0 / nbf
     loc = np.zeros_like(sums)  # per-bin sums of the last rows (see fill_range)
     comp = np.zeros_like(sums)
+    every = flush_every(nb)
+    since = 0
     for i in range(start, stop):
-        if (i - start) % FLUSH_ROWS == 0 and i > start:
+        if since == every:
             flush_compensated(loc, sums, comp)
+            since = 0
+        since += 1
         yi = np.float64(y[i])
         status, am = load_row(P, i, K, logits, renorm, tol, eps, qv, lv, with_logs)
         nan_y = isnan(yi)
@@ -157,8 +162,7 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
                     ccounts[k, bk, 0] += 1
                     csums[k, bk] += qv[k]
             ccounts[yk, bin_edges(qy, edges, nb, nbf, uniform, right), 1] += 1
-    flush_compensated(loc, sums, comp)
-    sums += comp
+    close_compensated(loc, sums, comp)
     if classwise:
         for k in range(K):
             ccounts[k, 0, 0] += c0[k]
@@ -221,16 +225,20 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     s_p2 = 0.0
     s_py = 0.0
     uni = 1.0 / kf
-    # Top-label sums go into loc and, every FLUSH_ROWS rows, into the state with
+    # Top-label sums go into loc and, every few hundred rows, into the state with
     # compensation (mathfn.flush_compensated): confidences of float64 or softmaxed
     # rows are full float64, and one long plain sum per bin would make ECE depend
     # on how the rows are split (2e-12 relative at 1e6 rows).
     loc = np.zeros_like(sums)
     comp = np.zeros_like(sums)
+    every = flush_every(nb)
+    since = 0
     for b0 in range(start, stop, B):
-        if (b0 - start) % FLUSH_ROWS < B and b0 > start:
+        if since >= every:
             flush_compensated(loc, sums, comp)
+            since = 0
         m = min(B, stop - b0)
+        since += m
         # Stage 1: transpose the block into float64 scratch.
         for k in range(K):
             for j in range(m):
@@ -424,8 +432,7 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
                         b = bk[j]
                         cc[c, k, b] += wi[j]
                         cs[c, k, b] += T[k, j] * wf[j]
-    flush_compensated(loc, sums, comp)
-    sums += comp
+    close_compensated(loc, sums, comp)
     totals[0] += s_brier
     totals[1] += s_nll
     totals[2] += s_ecd2
