@@ -8,7 +8,8 @@ from tests import subsuites
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "background: the test runs in the background child, beside the suite "
-        "(its time is spent in subprocesses that compile on their own; tests/subsuites.py)")
+        "(its time is spent in subprocesses that compile on their own; tests/subsuites.py); "
+        "a file marks all its tests with pytestmark")
 
 
 def _background_case(item):
@@ -40,24 +41,14 @@ def _order(item):
     return 1 if item.path.name in _WORKER_FILES else 0
 
 
-def _in_background(item):
-    # a case of a BACKGROUND file, seen from the main process: it runs in the
-    # background child, and the file's test_cases_in_subprocess asserts on it
-    return (getattr(item.module, "BACKGROUND", False) and not subsuites.BACKGROUND_CHILD
-            and not item.name.endswith("_in_subprocess"))
-
-
 def pytest_collection_modifyitems(session, config, items):
     # the tests that wait for a background run go last: the rest of the suite runs
     # in the main process meanwhile (sorted is stable: file order within each group)
-    elsewhere = [item for item in items if _in_background(item)]
-    if elsewhere:
-        config.hook.pytest_deselected(items=elsewhere)
     for item in items:
         if _background_case(item):
             item.runtest = functools.partial(subsuites.check_case, item,
                                              *subsuites.background_run())
-    items[:] = sorted((item for item in items if not _in_background(item)), key=_order)
+    items[:] = sorted(items, key=_order)
 
 
 def pytest_collection_finish(session):

@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # inside a simulator run (or a real-GPU run of the cases: tests/test_cuda_gpu.py)
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
-# inside the background child of the files that set BACKGROUND (see background_run)
+# inside the background child of the tests marked background (see background_run)
 BACKGROUND_CHILD = os.environ.get("FASTCAL_BACKGROUND_CHILD") == "1"
 
 _runs = {}  # target (a file, or file::test[id]) -> _Run
@@ -113,26 +113,17 @@ def simulator_run():
 
 
 def background_run():
-    """(env, timeout) of the background child, or None inside it: the
-    ``suite_run`` of files that set ``BACKGROUND = True``. Their cases spend
-    their time in subprocesses of their own (fresh interpreters that must meet
-    the kernel cache as a new process does), so they run beside the suite, on
-    the core the main process leaves idle while it compiles; the main process
-    runs only the file's ``test_cases_in_subprocess``, which asserts on them."""
+    """(env, timeout) of the background child, or None inside it. Tests marked
+    ``background`` (tests/conftest.py) spend their time in subprocesses of their
+    own (fresh interpreters that must meet the kernel cache as a new process
+    does), so they run there, beside the suite, on the core the main process
+    leaves idle while it compiles; the main process's item asserts on the
+    child's outcome of the same test (``check_case``)."""
     if BACKGROUND_CHILD:
         return None
     env = dict(os.environ, FASTCAL_BACKGROUND_CHILD="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     return env, 900
-
-
-def check_background(path):
-    """The waiting test of a BACKGROUND file: every case passed in the child
-    (skipped inside the child itself, where the cases run)."""
-    args = background_run()
-    if args is None:
-        pytest.skip("in the background child, where this file's cases run")
-    check_file(path, *args)
 
 
 def _key(target):

@@ -2,8 +2,8 @@
 
 Subprocesses because isolation is the point: each run must start with no compiled
 kernels in memory and meet the cache on disk as a new process does. Those runs
-compile on their own, so the file runs in the background child, beside the rest
-of the suite (tests/subsuites.py: BACKGROUND).
+compile on their own, so the file's tests run in the background child, beside the
+rest of the suite (the ``background`` mark: tests/subsuites.py).
 """
 
 import os
@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import subsuites
-
 ROOT = Path(__file__).resolve().parent.parent
-BACKGROUND = True
-suite_run = subsuites.background_run
+pytestmark = pytest.mark.background
 
 # one small real kernel: compiles in well under a second
 SMALL = ("from fastcal._kernels.mathfn import log64\n"
@@ -170,7 +167,3 @@ def test_a_changed_kernel_module_recompiles_kernels_of_the_others(tmp_path):
     other.write_text(other.read_text() + "\n# changed\n")
     assert hits_misses() == ["0", "1"]  # another kernel module changed: compiled again
     assert hits_misses() == ["1", "0"]
-
-
-def test_cases_in_subprocess():
-    subsuites.check_background(__file__)

@@ -1,8 +1,8 @@
 """Generated kernels are imported only when they are ours, private and exactly what would be written now.
 
 Subprocesses: each run must load the kernel from disk as a new process would. They
-compile on their own, so the file runs in the background child, beside the rest of
-the suite (tests/subsuites.py: BACKGROUND).
+compile on their own, so the test runs in the background child, beside the rest of
+the suite (the ``background`` mark: tests/subsuites.py).
 """
 
 import os
@@ -11,11 +11,10 @@ import stat
 import subprocess
 import sys
 
-from tests import subsuites
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BACKGROUND = True
-suite_run = subsuites.background_run
+pytestmark = pytest.mark.background
 SCRIPT = """
 import numpy as np
 from tests.tracking_user_models import Drift, LogRange
@@ -66,7 +65,3 @@ def test_planted_damaged_and_shared_kernels_are_never_trusted(tmp_path):
     again, notes = run(mine)
     assert again == value
     assert len(notes) == 1 and f"cannot load the kernel cache file {cache}" in notes[0], notes
-
-
-def test_cases_in_subprocess():
-    subsuites.check_background(__file__)
