@@ -27,6 +27,7 @@ from collections import namedtuple
 import numbers
 
 import numpy as np
+from scipy import special
 
 from fastcal import backends
 from fastcal.backends import cpu
@@ -339,11 +340,15 @@ def anees_bounds(runs, dim, *, alpha=0.05):
     """
     _check_band_args(runs, dim, alpha)
     dof = runs * dim
-    from scipy import stats  # imported here: scipy.stats is slow to import
-
-    lo = stats.chi2.ppf(alpha / 2.0, dof) / runs
-    hi = stats.chi2.ppf(1.0 - alpha / 2.0, dof) / runs
+    lo = _chi2_ppf(alpha / 2.0, dof) / runs
+    hi = _chi2_ppf(1.0 - alpha / 2.0, dof) / runs
     return float(lo), float(hi)
+
+
+def _chi2_ppf(q, dof):
+    """scipy.stats.chi2.ppf(q, dof), computed as it does (2 gammaincinv(dof / 2, q)),
+    without importing scipy.stats (0.5 s, a third of a warm ``tracking compare``)."""
+    return 2.0 * special.gammaincinv(dof / 2.0, q)
 
 
 def ecd_bounds(runs, dim, *, alpha=0.05):

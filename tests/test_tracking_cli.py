@@ -104,3 +104,30 @@ def test_example_small_writes_plot_and_json(tmp_path, capsys):
     assert report["scenario"]["runs"] == 10 and set(report["filters"]) == {"ekf", "ukf"}
     assert (tmp_path / "out" / "ekf_vs_ukf.png").read_bytes()[:4] == b"\x89PNG"
     assert "UKF" in capsys.readouterr().out
+
+
+def test_compare_loads_only_what_it_needs():
+    # start-up of `tracking compare` (issue 26): a linear model's Jacobian is its own
+    # cached kernel, not jacobian_f (which takes functions: compiled in every process),
+    # and the chi-square bands do not import scipy.stats (0.5 s)
+    code = ("import contextlib, os, sys\n"
+            "from tracking import cli, _kernels\n"
+            "with open(os.devnull, 'w') as out, contextlib.redirect_stdout(out):\n"
+            "    assert cli.main(['compare', '--runs', '3', '--steps', '4', '--json']) == 0\n"
+            "print(len(_kernels.jacobian_f.signatures), 'scipy.stats' in sys.modules)\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["0", "False"]
+
+
+def test_chi_square_quantiles_are_scipy_stats_ones():
+    from scipy import stats
+
+    from fastcal.gaussian import _chi2_ppf
+
+    for dof in (1, 4, 40, 4_000):
+        for q in (1e-10, 0.025, 0.5, 0.975):
+            assert _chi2_ppf(q, dof) == stats.chi2.ppf(q, dof)

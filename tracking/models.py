@@ -181,9 +181,13 @@ class MotionModel:
         """``df/dx`` (n, n) at one state (``F_jit``, or central differences if it is None)."""
         X, _ = _rows(x, self.ndim)
         out = np.empty((self.ndim, self.ndim))
-        F = self.F_jit
-        _k.jacobian_f(self.f_jit, F if F is not None else _k.no_jacobian_f, F is not None,
-                      X[0].copy(), float(self.dt), np.asarray(self.params, dtype=np.float64), out)
+        x0, dt, params = X[0].copy(), float(self.dt), np.asarray(self.params, dtype=np.float64)
+        if self.F_jit is not None:
+            # called directly: its own cached kernel, where jacobian_f (a kernel taking
+            # functions, which Numba cannot cache) would compile in every process
+            self.F_jit(x0, dt, params, out)
+        else:
+            _k.jacobian_f(self.f_jit, _k.no_jacobian_f, False, x0, dt, params, out)
         return out
 
 
