@@ -21,15 +21,17 @@ A source provides:
   ``format``, ``dask``).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.binning import Bins
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators import sweep
 from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.settings import Settings
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport
@@ -93,12 +95,17 @@ class Options:
 
     See :func:`fastcal.calibration_report` for their meaning. ``ace`` is
     True by default for arrays, False for files and Dask (one pass).
+    ``bins`` is the :class:`~fastcal.inputs.binning.Bins` of ``n_bins``,
+    ``edges`` and ``closed``, made here once: every accumulator of these
+    options holds it.
 
     Examples
     --------
     >>> from fastcal.score import Options
     >>> Options(n_bins=5, ace=False).n_bins
     5
+    >>> Options(edges=[0, 0.5, 1]).bins.n_bins
+    2
     """
 
     n_bins: int = 10
@@ -128,6 +135,7 @@ class Options:
     sweep: str = "quantile"
     # TACE: the class probabilities ranked are those above this
     tace_threshold: float = 1e-3
+    bins: Bins = field(init=False, repr=False, compare=False)  # made here, of the three above
 
     def __post_init__(self):
         """Check the options once, where they are made: every layer below reads
@@ -150,7 +158,8 @@ class Options:
             raise ValueError(msg)
         metrics = check_metrics(self.metrics) if self.metrics else ()
         smooth = bool(self.smooth) or "smece" in metrics
-        checked = dict(ci=check_ci(self.ci), n_boot=check_count("n_boot", self.n_boot, 0),
+        checked = dict(bins=Bins(self.n_bins, self.edges, self.closed), ci=check_ci(self.ci),
+                       n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace), smooth=smooth,
                        metrics=metrics, tace_threshold=tc.check_threshold(self.tace_threshold))
         for name, value in checked.items():
@@ -169,14 +178,12 @@ class Options:
         """A fresh accumulator for these options; ``n_rows``, when the source knows
         it, sizes ACE's bucket statistics."""
         boot = self.ci is not None and self.strategy == "uniform" and self.n_boot > 0
-        n_bins = v.check_n_bins(self.n_bins) if self.edges is None else len(self.edges) - 1
-        return CalibrationAccumulator.of(dict(
-            n_bins=self.n_bins, edges=self.edges, closed=self.closed, nan_policy=self.nan_policy,
-            eps=self.eps, threads=self.threads, n_boot=self.n_boot if boot else 0,
-            seed=self.seed, logits=self.logits and self.transform is None,
-            renormalize=bool(self.renormalize), n_classes=None, classwise=self.classwise,
-            ace_buckets=em.fine_buckets_for(n_bins, n_rows) if self.equal_mass else 0,
-            with_logs=self.with_logs, smooth=bool(self.smooth)))
+        return CalibrationAccumulator.of(Settings(
+            self.bins, nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
+            n_boot=self.n_boot if boot else 0, seed=self.seed,
+            logits=self.logits and self.transform is None, renormalize=self.renormalize,
+            classwise=self.classwise, with_logs=self.with_logs, smooth=self.smooth,
+            ace_buckets=em.fine_buckets_for(self.bins.n_bins, n_rows) if self.equal_mass else 0))
 
 
 def score(source, opts):

@@ -16,6 +16,7 @@ from torchmetrics import Metric
 
 from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.settings import Settings
 from fastcal.inputs import validation as v
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.stats import check_ci
@@ -129,12 +130,12 @@ class CalibrationMetric(Metric):
         self.num_classes = num_classes
         self.observed = v.check_choice("observed", observed, v.OBSERVED)
         self.ci = check_ci(ci)
-        self._options = dict(
+        self._settings = Settings.of(dict(  # checks every option once
             n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
             threads=threads, n_boot=n_boot if self.ci is not None else 0, seed=seed,
-            logits=bool(logits), renormalize=renormalize, n_classes=num_classes,
-            classwise=classwise)
-        template = self._accumulator()  # checks every option once
+            logits=logits, renormalize=renormalize, n_classes=num_classes,
+            classwise=classwise))
+        template = self._accumulator()
         self._names = tuple(template.to_arrays())
         for name, x in template.to_arrays().items():
             self.add_state(name, default=torch.from_numpy(x), dist_reduce_fx="sum")
@@ -142,7 +143,7 @@ class CalibrationMetric(Metric):
 
     def _accumulator(self):
         """An empty accumulator of this metric's options."""
-        return CalibrationAccumulator(**self._options)
+        return CalibrationAccumulator.of(self._settings)
 
     # -- filling ---------------------------------------------------------
 

@@ -16,8 +16,6 @@ import numpy as np
 from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
-from fastcal.reports.stats import check_count, check_seed
-from fastcal.inputs.binning import kernel_edges, uniform_edges
 from fastcal.accumulators import checks as ck
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
@@ -109,43 +107,50 @@ def check_start(start):
 
 
 class Binned(Mergeable):
-    """Bins on [0, 1]: uniform (``n_bins``) or explicit ``edges``, the closed
-    side, ``eps`` of the logarithms, ``nan_policy`` and the float width whose
-    rounding of k / n_bins the uniform edges use (fixed by the first update).
+    """Bins on [0, 1] (``bins``, a :class:`~fastcal.inputs.binning.Bins`: uniform
+    ``n_bins`` or explicit ``edges``, the closed side), ``eps`` of the
+    logarithms, ``nan_policy`` and the float width whose rounding of k / n_bins
+    the uniform edges use (fixed by the first update).
 
     ``computed64``: the values binned are computed in float64 (sigmoid,
     softmax, renormalised rows), so every input width shares float64 edges.
     """
 
-    def _init_bins(self, n_bins, edges, closed, eps, nan_policy, threads, computed64):
-        self.closed = v.check_choice("closed", closed, v.CLOSED)
-        self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
-        self.eps = v.check_eps(eps)
-        self.threads = threads if threads is None else v.check_threads(threads)
-        if edges is None:
-            self.n_bins = v.check_n_bins(n_bins)
-            self.edges = None
-        else:
-            self.edges = v.check_edges(edges)
-            self.n_bins = self.edges.shape[0] - 1
+    def _init_binned(self, settings, computed64):
+        """The bins, options and parts every binned state takes from ``settings``
+        (a :class:`~fastcal.accumulators.settings.Settings`, checked when made)."""
+        self.bins = settings.bins
+        self.nan_policy = settings.nan_policy
+        self.eps = settings.eps
+        self.threads = settings.threads
+        self.with_logs = settings.with_logs  # False: binned metrics only (no logarithms)
         self.computed64 = bool(computed64)
         self.edge_dtype = None
         self.n_omitted = 0
         self.n_rows = 0  # rows passed to update, omitted ones included
+        self.boot = Bootstrap(settings.n_boot, settings.seed, self.bins.n_bins)
+        self.buckets = ValueBuckets(settings.ace_buckets)
+
+    # the bins, read as the state's own
+    @property
+    def n_bins(self):
+        return self.bins.n_bins
+
+    @property
+    def edges(self):
+        return self.bins.edges
+
+    @property
+    def closed(self):
+        return self.bins.closed
 
     def kernel_edges(self, dtype):
         """(edges, uniform) as the kernels take them for data of ``dtype``."""
-        if self.edges is not None:
-            return self.edges, False
-        if self.computed64:
-            dtype = np.float64
-        return kernel_edges(self.n_bins, np.dtype(dtype).str), True
+        return self.bins.kernel_edges(np.float64 if self.computed64 else dtype)
 
     def report_edges(self):
         """Bin edges as float64 (uniform: k / n_bins)."""
-        if self.edges is not None:
-            return self.edges.copy()
-        return uniform_edges(self.n_bins, np.float64)
+        return self.bins.report_edges()
 
     def _fix_dtype(self, dtype):
         """Fix the dtype whose rounding of k / n_bins the uniform edges use: the
@@ -186,11 +191,7 @@ class Binned(Mergeable):
         return self
 
     def _check_bins(self, other):
-        same_edges = (self.edges is None and other.edges is None
-                      and self.n_bins == other.n_bins) or (
-            self.edges is not None and other.edges is not None
-            and np.array_equal(self.edges, other.edges))
-        if not same_edges or self.closed != other.closed or self.eps != other.eps:
+        if self.bins != other.bins or self.eps != other.eps:
             msg = ("cannot merge accumulators with different bins, closed side or eps: "
                    f"{self!r} and {other!r}")
             raise ValueError(msg)
@@ -229,7 +230,7 @@ class Binned(Mergeable):
         self.buckets.add_ranked(y, x, self.nan_policy == "omit")
         self.grid.fill(y, x, self.threads)
         edges, uniform = self.kernel_edges(dtype)
-        self.boot.fill(y, x, row0, edges, uniform, self.closed == "right", self.threads)
+        self.boot.fill(y, x, row0, edges, uniform, self.bins.right, self.threads)
 
     # -- the state as named arrays (for frameworks that reduce tensors by "sum") --
 
@@ -350,8 +351,8 @@ class Bootstrap(Mergeable):
     _adds = ("counts", "sums")
 
     def __init__(self, n_boot, seed, n_bins):
-        self.n_boot = check_count("n_boot", n_boot, 0)
-        self.seed = check_seed(seed)
+        self.n_boot = n_boot  # checked in the settings
+        self.seed = seed
         self.counts = np.zeros((self.n_boot, n_bins, 3), np.int64)
         self.sums = np.zeros((self.n_boot, n_bins), np.float64)
 
@@ -384,7 +385,7 @@ class ValueBuckets(Mergeable):
     _adds = ("counts", "p")
 
     def __init__(self, n_buckets):
-        self.n_buckets = check_buckets(n_buckets)
+        self.n_buckets = n_buckets  # checked in the settings
         rows = self.n_buckets + 1 if self.n_buckets else 0
         self.counts = np.zeros((rows, kb.N_COUNTS), np.int64)
         self.p = np.zeros(rows, np.float64)
@@ -398,12 +399,3 @@ class ValueBuckets(Mergeable):
             msg = ("cannot merge accumulators with different ACE bucket statistics: "
                    f"ace_buckets={self.n_buckets} and {other.n_buckets}")
             raise ValueError(msg)
-
-
-
-def check_buckets(n):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
-            n and (n & (n - 1) or n < 16 or n > 1 << 24)):
-        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
-        raise ValueError(msg)
-    return int(n)

@@ -9,14 +9,16 @@ intervals. Parts: bootstrap replicates and ACE's value buckets.
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
-from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets
+from fastcal.accumulators.base import Binned
+from fastcal.accumulators.settings import BINNED, state_settings
 from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import binary as kb
 
 
 class BinaryAccumulator(Binned):
-    """Mergeable per-bin state of binary probabilities (see
-    :class:`fastcal.CalibrationAccumulator`, the front door, for the options)."""
+    """Mergeable per-bin state of binary probabilities, made from a
+    :class:`~fastcal.accumulators.settings.Settings` or from keyword options
+    (``takes``; see :class:`fastcal.CalibrationAccumulator`, the front door)."""
 
     kind = "binary"
     checks = ck.BINARY
@@ -26,14 +28,13 @@ class BinaryAccumulator(Binned):
     renormalize = False
     classwise = False
 
-    def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
-                 threads=None, n_boot=0, seed=0, ace_buckets=0, with_logs=True, smooth=False):
-        self._init_bins(n_bins, edges, closed, eps, nan_policy, threads, self.logits)
+    takes = BINNED  # the keyword options: the front door's, less those of K classes
+
+    def __init__(self, settings=None, /, **options):
+        settings = state_settings(settings, options, self.takes)
+        self._init_binned(settings, self.logits)
         self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
-        self.boot = Bootstrap(n_boot, seed, self.n_bins)
-        self.buckets = ValueBuckets(ace_buckets)
-        self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
-        self.with_logs = bool(with_logs)  # False: binned metrics only (no logarithms)
+        self.grid = SmoothGridSums(settings.smooth)  # smooth ECE's grid sums (off by default)
 
     def _check_batch(self, batch):
         if batch.kind != self.kind:

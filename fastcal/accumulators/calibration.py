@@ -7,14 +7,15 @@ distributions soft-label, while it is still empty. The classes behind it
 :class:`~fastcal.accumulators.binary.BinaryLogitAccumulator`,
 :class:`~fastcal.accumulators.classes.MulticlassAccumulator`,
 :class:`~fastcal.accumulators.soft.SoftLabelAccumulator`) each fill one
-kind of input; :func:`accumulator_for` makes one from a kind.
+kind of input and takes the front door's
+:class:`~fastcal.accumulators.settings.Settings` whole;
+:func:`accumulator_for` makes one from a kind and keyword options.
 """
 
-import functools
-import inspect
-
 from fastcal.inputs.batch import declared_kind, resolve
+from fastcal.inputs.binning import Bins
 from fastcal.accumulators.base import Binned, Mergeable
+from fastcal.accumulators.settings import Settings
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.soft import SoftLabelAccumulator
@@ -25,28 +26,10 @@ CLASSES = {"binary": BinaryAccumulator, "logits": BinaryLogitAccumulator,
 
 def accumulator_for(kind, **options):
     """A fresh accumulator of ``kind`` ("binary", "logits", "multiclass" or
-    "soft"). ``options`` may hold the options of every kind (the front door
-    passes them all): those another kind takes but this one does not (n_bins
-    for soft labels) are not used; a keyword no kind takes is a TypeError."""
-    unknown = sorted(set(options) - _all_options())
-    if unknown:
-        msg = (f"unknown accumulator option(s) {', '.join(unknown)}; expected some of "
-               f"{', '.join(sorted(_all_options()))}")
-        raise TypeError(msg)
-    cls = CLASSES[kind]
-    accepted = _accepted(cls)
-    return cls(**{k: x for k, x in options.items() if k in accepted})
-
-
-@functools.cache
-def _accepted(cls):
-    """The keyword options of a state class (read once: inspect is slow)."""
-    return frozenset(inspect.signature(cls.__init__).parameters) - {"self"}
-
-
-@functools.cache
-def _all_options():
-    return frozenset().union(*(_accepted(cls) for cls in CLASSES.values()))
+    "soft") from keyword options of every kind (the front door's): those
+    another kind takes but this one does not (n_bins for soft labels) are not
+    used; a keyword no kind takes is a TypeError."""
+    return CLASSES[kind](Settings.of(options))
 
 
 class CalibrationAccumulator(Mergeable):
@@ -149,24 +132,25 @@ class CalibrationAccumulator(Mergeable):
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
-        self._start(dict(n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy,
-                         eps=eps, threads=threads, n_boot=n_boot, seed=seed, logits=logits,
-                         renormalize=bool(renormalize), n_classes=n_classes,
-                         classwise=classwise, ace_buckets=ace_buckets, with_logs=with_logs,
-                         smooth=bool(smooth)))
+        self._start(Settings(
+            Bins(n_bins, edges, closed), nan_policy=nan_policy, eps=eps, threads=threads,
+            n_boot=n_boot, seed=seed, logits=logits, renormalize=renormalize,
+            n_classes=n_classes, classwise=classwise, ace_buckets=ace_buckets,
+            with_logs=with_logs, smooth=smooth))
 
     @classmethod
-    def of(cls, options):
-        """The accumulator of ``options``, a dict of every keyword of ``__init__``
-        (the driver's :meth:`fastcal.score.Options.accumulator`), kept as it is."""
+    def of(cls, settings):
+        """The accumulator of ``settings``, a
+        :class:`~fastcal.accumulators.settings.Settings` (the driver's
+        :meth:`fastcal.score.Options.accumulator`), kept as it is."""
         out = cls.__new__(cls)
-        out._start(options)
+        out._start(settings)
         return out
 
-    def _start(self, options):
-        self._options = options
-        self._state = accumulator_for(declared_kind(logits=options["logits"],
-                                                    n_classes=options["n_classes"]), **options)
+    def _start(self, settings):
+        self._options = settings  # the state of another kind is made from the same settings
+        self._state = CLASSES[declared_kind(logits=settings.logits,
+                                            n_classes=settings.n_classes)](settings)
 
     @property
     def state(self):
@@ -186,7 +170,7 @@ class CalibrationAccumulator(Mergeable):
             return state
         if state.n_rows == 0 and state.kind in ("binary", "logits") and kind in (
                 "multiclass", "soft"):
-            self._state = accumulator_for(kind, **self._options)
+            self._state = CLASSES[kind](self._options)
             return self._state
         if state.kind in ("binary", "logits") and kind in ("multiclass", "soft"):
             msg = (f"y_prob has shape (n, K) but this accumulator already holds "
@@ -217,7 +201,7 @@ class CalibrationAccumulator(Mergeable):
             Multi-class: negative probabilities, rows not summing to 1,
             labels outside [0, K) (value and row), K differing between updates.
         """
-        batch = resolve(y_true, y_prob, logits=self._options["logits"],
+        batch = resolve(y_true, y_prob, logits=self._options.logits,
                         multiclass=self._state.kind == "multiclass", device=device)
         return self.update_batch(batch, start=start)
 
@@ -257,7 +241,7 @@ class CalibrationAccumulator(Mergeable):
         if theirs.kind != self._state.kind:
             if theirs.n_rows == 0 and theirs.kind in ("binary", "logits"):
                 return
-            self._state = accumulator_for(theirs.kind, **self._options)
+            self._state = CLASSES[theirs.kind](self._options)
             self._state._check_compatible(theirs)
         self._state._add(theirs)
 

@@ -8,11 +8,11 @@ replicates and ACE's buckets are those of the (confidence, correct) pairs.
 
 import numpy as np
 
-from fastcal.inputs import validation as v
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
-from fastcal.accumulators.base import Binned, Bootstrap, ValueBuckets
+from fastcal.accumulators.base import Binned
+from fastcal.accumulators.settings import KEYWORDS, state_settings
 from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
@@ -23,32 +23,29 @@ SUM_TOL = _config.SUM_TOL
 
 
 class MulticlassAccumulator(Binned):
-    """Mergeable top-label and class-wise state of K-class input (see
-    :class:`fastcal.CalibrationAccumulator`, the front door, for the options).
+    """Mergeable top-label and class-wise state of K-class input, made from a
+    :class:`~fastcal.accumulators.settings.Settings` or from keyword options
+    (``takes``; see :class:`fastcal.CalibrationAccumulator`, the front door).
     K is fixed by ``n_classes`` or by the first update."""
 
     kind = "multiclass"
     checks_at = 5  # where the fill's state holds its checks (see _add_state)
 
-    def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise", eps=None,
-                 threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
-        self.logits = bool(logits)
-        self.renormalize = bool(renormalize)
-        self._init_bins(n_bins, edges, closed, eps, nan_policy, threads,
-                        self.logits or self.renormalize)
+    takes = frozenset(KEYWORDS)  # the keyword options: all of the front door's
+
+    def __init__(self, settings=None, /, **options):
+        settings = state_settings(settings, options, self.takes)
+        self.logits = settings.logits
+        self.renormalize = settings.renormalize
+        self._init_binned(settings, self.logits or self.renormalize)
         self.checks = ck.multiclass_table(self.logits, self.renormalize)
-        self.classwise = bool(classwise)
-        self.with_logs = bool(with_logs)
+        self.classwise = settings.classwise
         self.counts, self.sums, self.totals, _, _, _ = km.new_state(self.n_bins, 1, False)
         self.n_classes = None
         self.class_counts = self.class_sums = None
-        n_classes = v.check_n_classes(n_classes)
-        if n_classes is not None:
-            self._set_classes(n_classes)
-        self.boot = Bootstrap(n_boot, seed, self.n_bins)
-        self.buckets = ValueBuckets(ace_buckets)
-        self.grid = SmoothGridSums(smooth)  # smooth ECE's grid sums (off by default)
+        if settings.n_classes is not None:
+            self._set_classes(settings.n_classes)
+        self.grid = SmoothGridSums(settings.smooth)  # smooth ECE's grid sums (off by default)
 
     def _set_classes(self, k):
         self.n_classes = k

@@ -8,28 +8,33 @@ from files and Dask partitions like every other kind.
 import numpy as np
 
 from fastcal import backends
-from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
 from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
+from fastcal.accumulators.settings import state_settings
 from fastcal._kernels import soft as ks
 
 
 class SoftLabelAccumulator(Mergeable):
     """Mergeable sums of EntCE, RankCS, DistCE, Brier, cross-entropy and ECD
-    against label distributions (y_true (n, K)), probabilities or logits."""
+    against label distributions (y_true (n, K)), probabilities or logits; made
+    from a :class:`~fastcal.accumulators.settings.Settings` (its bins are not
+    used) or from keyword options (``takes``)."""
 
     kind = "soft"
 
-    def __init__(self, *, eps=None, logits=False, renormalize=False, nan_policy="raise",
-                 threads=None, n_classes=None):
-        self.eps = v.check_eps(eps)
-        self.logits = bool(logits)
-        self.renormalize = bool(renormalize)
-        self.nan_policy = v.check_choice("nan_policy", nan_policy, v.NAN_POLICIES)
-        self.threads = threads if threads is None else v.check_threads(threads)
-        self.n_classes = v.check_n_classes(n_classes)
+    # the keyword options (soft labels have no bins, replicates or buckets)
+    takes = frozenset(("eps", "logits", "renormalize", "nan_policy", "threads", "n_classes"))
+
+    def __init__(self, settings=None, /, **options):
+        settings = state_settings(settings, options, self.takes)
+        self.eps = settings.eps
+        self.logits = settings.logits
+        self.renormalize = settings.renormalize
+        self.nan_policy = settings.nan_policy
+        self.threads = settings.threads
+        self.n_classes = settings.n_classes
         self.checks = ck.multiclass_table(self.logits, self.renormalize, soft=True)
         self.totals = np.zeros(ks.N_SOFT, np.float64)
         self.n_rows = 0
