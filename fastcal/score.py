@@ -21,7 +21,7 @@ A source provides:
   ``format``, ``dask``).
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
