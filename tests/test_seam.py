@@ -101,6 +101,19 @@ def test_host_scoring_never_imports_the_gpu_backend():
     assert out.stdout.split() == ["False", "False"]
 
 
+def test_a_report_imports_scipy_special_only_when_a_p_value_is_asked_for():
+    # start-up (issue 26): scipy.special is a third of a cached first report
+    code = ("import sys, fastcal\n"
+            "y, p = fastcal.simulate(2000, seed=0)\n"
+            "r = fastcal.calibration_report(y, p, n_bins=5)\n"
+            "print('scipy.special' in sys.modules)\n"
+            "print(r.verdict in ('over-confident', 'under-confident', "
+            "'consistent with calibration'), 'scipy.special' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "True", "True"]
+
+
 def test_unknown_accumulator_options_are_an_error_not_dropped():
     with pytest.raises(TypeError, match=r"unknown accumulator option\(s\) n_bin; expected"):
         accumulator_for("binary", n_bin=5)
