@@ -2,6 +2,7 @@
 whole by every state, and the one place the kernels get their edges from."""
 
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,3 +152,43 @@ def test_every_state_class_takes_the_settings_whole():
         assert state.bins is settings.bins and state.eps == 1e-3 and state.nan_policy == "omit"
     soft = SoftLabelAccumulator(settings)
     assert soft.logits and soft.eps == 1e-3 and not hasattr(soft, "bins")
+
+
+def _pickled_data():
+    rng = np.random.default_rng(0)
+    p = rng.random(500)
+    y = (rng.random(500) < p).astype(int)
+    P = rng.dirichlet(np.ones(3), 500)
+    yk = rng.integers(0, 3, 500)
+    return y, p, yk, P
+
+
+# States pickled by fastcal at 85c7951, before the bins and settings were values (loose
+# n_bins / edges / closed fields, the front door's options a dict), from _pickled_data():
+#   front_binary  CalibrationAccumulator(n_bins=7).update(y, p)
+#   front_edges   CalibrationAccumulator(edges=[0, 0.2, 0.5, 1], closed="right").update(y, p)
+#   front_multi   CalibrationAccumulator(n_bins=5).update(yk, P)
+#   front_soft    CalibrationAccumulator().update(P, P)
+#   state_binary  BinaryAccumulator(n_bins=4, n_boot=3).update(y, p)
+PICKLED = {
+    "front_binary": lambda y, p, yk, P: CalibrationAccumulator(n_bins=7).update(y, p),
+    "front_edges": lambda y, p, yk, P: CalibrationAccumulator(
+        edges=[0, 0.2, 0.5, 1], closed="right").update(y, p),
+    "front_multi": lambda y, p, yk, P: CalibrationAccumulator(n_bins=5).update(yk, P),
+    "front_soft": lambda y, p, yk, P: CalibrationAccumulator().update(P, P),
+    "state_binary": lambda y, p, yk, P: BinaryAccumulator(n_bins=4, n_boot=3).update(y, p),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PICKLED))
+def test_states_pickled_before_the_bins_were_a_value_load_merge_and_report(name):
+    path = Path(__file__).parent / "data" / "pickled_before_bins" / f"{name}.pkl"
+    with open(path, "rb") as f:
+        old = pickle.load(f)
+    now = PICKLED[name](*_pickled_data())
+    assert type(old) is type(now)
+    assert repr(old.report()) == repr(now.report())  # every field, the same digits
+    merged = old + now
+    assert merged.report().n == 2 * now.report().n
+    if name != "front_soft":
+        assert old.state.bins == now.state.bins if hasattr(old, "state") else old.bins == now.bins

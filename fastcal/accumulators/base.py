@@ -16,6 +16,7 @@ import numpy as np
 from fastcal import backends
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve
+from fastcal.inputs.binning import Bins
 from fastcal.accumulators import checks as ck
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
@@ -147,6 +148,13 @@ class Binned(Mergeable):
     def kernel_edges(self, dtype):
         """(edges, uniform) as the kernels take them for data of ``dtype``."""
         return self.bins.kernel_edges(np.float64 if self.computed64 else dtype)
+
+    def __setstate__(self, state):
+        # a state pickled before the bins were one value held n_bins, edges and closed
+        if "bins" not in state:
+            state = dict(state)
+            state["bins"] = Bins(state.pop("n_bins"), state.pop("edges"), state.pop("closed"))
+        self.__dict__.update(state)
 
     def report_edges(self):
         """Bin edges as float64 (uniform: k / n_bins)."""

@@ -245,6 +245,12 @@ class CalibrationAccumulator(Mergeable):
             self._state._check_compatible(theirs)
         self._state._add(theirs)
 
+    def __setstate__(self, state):
+        # pickled before the settings were one value: a dict of every keyword
+        if isinstance(state.get("_options"), dict):
+            state = dict(state, _options=Settings.of(state["_options"]))
+        self.__dict__.update(state)
+
     def copy(self):
         out = CalibrationAccumulator.__new__(CalibrationAccumulator)
         out._options = self._options
