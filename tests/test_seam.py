@@ -96,9 +96,14 @@ def test_host_scoring_never_imports_the_gpu_backend():
             "from fastcal.gaussian import gaussian_ecd\n"
             "gaussian_ecd([[1.0, 0.0]], [[[1.0, 0.0], [0.0, 1.0]]])\n"
             "print('fastcal.backends.cuda' in sys.modules, 'numba.cuda' in sys.modules)\n")
+    assert _printed(code) == ["False", "False"]
+
+
+def _printed(code):
+    """The words a fresh interpreter running ``code`` prints."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.split() == ["False", "False"]
+    return out.stdout.split()
 
 
 def test_a_report_imports_scipy_special_only_when_a_p_value_is_asked_for():
@@ -109,9 +114,7 @@ def test_a_report_imports_scipy_special_only_when_a_p_value_is_asked_for():
             "print('scipy.special' in sys.modules)\n"
             "print(r.verdict in ('over-confident', 'under-confident', "
             "'consistent with calibration'), 'scipy.special' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.split() == ["False", "True", "True"]
+    assert _printed(code) == ["False", "True", "True"]
 
 
 def test_unknown_accumulator_options_are_an_error_not_dropped():
