@@ -12,6 +12,7 @@ from fastcal.accumulators.calibration import accumulator_for
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.soft import SoftLabelAccumulator
 from fastcal.soft import soft_label_report
+from tests.reports_close import assert_reports_close
 from tests.test_multiclass import mc_data
 
 
@@ -36,25 +37,6 @@ KINDS = {
 }
 
 
-def _close(x, y, where):
-    if isinstance(x, dict):
-        assert isinstance(y, dict) and x.keys() == y.keys(), where
-        for key in x:
-            _close(x[key], y[key], f"{where}.{key}")
-    elif isinstance(x, list):
-        assert isinstance(y, list) and len(x) == len(y), where
-        for i, (a, b) in enumerate(zip(x, y)):
-            _close(a, b, f"{where}[{i}]")
-    elif isinstance(x, float) and isinstance(y, float):
-        assert x == pytest.approx(y, rel=1e-12, abs=1e-15), where
-    else:
-        assert x == y, where
-
-
-def _equal(a, b):
-    _close(a.to_dict(), b.to_dict(), "report")
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_has_its_class_and_sum_of_parts_equals_the_whole(kind):
     y, p = KINDS[kind](3_000, 5)
@@ -70,16 +52,16 @@ def test_each_kind_has_its_class_and_sum_of_parts_equals_the_whole(kind):
              for a, b in zip(cuts[:-1], cuts[1:])]
     merged = sum(reversed(parts))  # __radd__ of 0, any order
     assert merged.n_rows == 3000 and merged.n == whole.n
-    _equal(merged.report(), whole.report())
+    assert_reports_close(merged.report(), whole.report())
     if kind != "soft":
-        np.testing.assert_array_equal(merged.counts, whole.counts)
-        np.testing.assert_array_equal(merged.boot_counts, whole.boot_counts)
+        np.testing.assert_arrayassert_reports_close(merged.counts, whole.counts)
+        np.testing.assert_arrayassert_reports_close(merged.boot_counts, whole.boot_counts)
     # copies are independent, states pickle
     c = whole.copy()
     c.update(y[:10], p[:10])
     assert c.n_rows == 3010 and whole.n_rows == 3000
     back = pickle.loads(pickle.dumps(front))
-    _equal(back.report(), front.report())
+    assert_reports_close(back.report(), front.report())
     assert repr(back).startswith("CalibrationAccumulator(")
 
 
@@ -125,7 +107,7 @@ def test_soft_label_state_merges_and_equals_the_one_call_report():
                                                                        p[a:a + 700])
     rep = acc.report()
     assert rep.n == 4_999 and rep.n_omitted == 1 and rep.n_classes == 5
-    _equal(rep, whole)
+    assert_reports_close(rep, whole)
     # errors name the global row (start=) and leave the state as it was
     bad = p[:10].copy()
     bad[4] = [0.5, 0.6, 0.0, 0.0, 0.0]

@@ -16,6 +16,7 @@ from fastcal.accumulators.soft import SoftLabelAccumulator
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins, kernel_edges
 from fastcal.score import Options
+from tests.reports_close import assert_reports_close
 
 
 @pytest.mark.parametrize("kwargs, pattern", [
@@ -187,7 +188,10 @@ def test_states_pickled_before_the_bins_were_a_value_load_merge_and_report(name)
         old = pickle.load(f)
     now = PICKLED[name](*_pickled_data())
     assert type(old) is type(now)
-    assert repr(old.report()) == repr(now.report())  # every field, the same digits
+    # every field; the float sums to 1e-12 (the pickles were filled on another CPU, whose
+    # vector width orders the additions differently: the last digits differ)
+    np.testing.assert_array_equal(old.n_rows, now.n_rows)
+    assert_reports_close(old.report(), now.report())
     merged = old + now
     assert merged.report().n == 2 * now.report().n
     if name != "front_soft":  # soft labels have no bins
