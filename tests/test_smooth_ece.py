@@ -178,6 +178,64 @@ def test_grid_error_is_below_relplot_against_the_exact_kernel_sum(relplot):
         assert abs(ours / exact - 1.0) < abs(relplot.smECE_sigma(p, y * 1.0, sigma) / exact - 1.0)
 
 
+def _exact_curve(y, x, sigma, t):
+    """relplot's smoothed reliability curve with the exact reflected kernel: the
+    kernel regression sum_i y_i K(t, x_i) / sum_i K(t, x_i), and the density
+    sum_i K(t, x_i) / n (integral 1 over [0, 1])."""
+    k = sum(np.exp(-0.5 * ((t[:, None] - s * x[None, :] - 2.0 * m) / sigma) ** 2)
+            for m in (-1, 0, 1) for s in (1.0, -1.0)) / (sigma * np.sqrt(2.0 * np.pi))
+    return (k * y).sum(1) / k.sum(1), k.sum(1) / x.shape[0]
+
+
+def test_rows_at_zero_and_one_count_in_full():
+    """A row at an end is its own mirror image: its reflected kernel still has mass 1
+    on [0, 1]. One over-confident row at p = 1 has smooth ECE 1, as for any p."""
+    for sigma in (0.01, 0.05, 0.3):
+        assert fastcal.smece([0], [1.0], sigma=sigma) == pytest.approx(1.0, rel=1e-12)
+        assert fastcal.smece([1], [0.0], sigma=sigma) == pytest.approx(1.0, rel=1e-12)
+        assert fastcal.smece([0], [0.6], sigma=sigma) == pytest.approx(0.6, rel=1e-12)
+    assert fastcal.smece([0, 1], [1.0, 1.0], sigma=0.05) == pytest.approx(0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("where", ["ends", "one ulp from the ends", "within a grid cell"])
+def test_rows_near_the_ends_match_the_exact_kernel_sum(where):
+    rng = np.random.default_rng(11)
+    base = {"ends": np.array([0.0, 1.0]),
+            "one ulp from the ends": np.array([np.nextafter(np.float32(1), np.float32(0)),
+                                               np.float32(1e-45)], dtype=np.float64),
+            "within a grid cell": np.array([0.3 / ks.GRID, 1.0 - 0.7 / ks.GRID])}[where]
+    x = np.concatenate([np.repeat(base, 40), rng.random(40)])
+    y = (rng.random(x.shape[0]) < 0.5).astype(np.int64)
+    for sigma in (0.02, 0.05, 0.1):
+        assert fastcal.smece(y, x, sigma) == pytest.approx(_exact(y, x, sigma), rel=2e-5), sigma
+
+
+def test_a_model_with_probabilities_at_the_ends_matches_the_exact_kernel_sum():
+    """scikit-learn's GaussianNB on its breast-cancer data puts most rows within a grid
+    cell of 0 or 1 (a fifth exactly there)."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = load_breast_cancer(return_X_y=True)
+    p = GaussianNB().fit(X[::2], y[::2]).predict_proba(X)[:, 1]
+    assert np.mean((p < 1.0 / ks.GRID) | (p > 1.0 - 1.0 / ks.GRID)) > 0.8
+    for sigma in (0.02, 0.1):
+        assert fastcal.smece(y, p, sigma) == pytest.approx(_exact(y, p, sigma), rel=2e-5), sigma
+    value, sigma = fastcal.smece(y, p, return_sigma=True)
+    assert _exact(y, p, sigma) == pytest.approx(sigma, rel=1e-4)  # the exact sum's fixed point
+
+
+def test_smooth_curve_is_the_kernel_regression_of_y():
+    rng = np.random.default_rng(12)
+    x = np.concatenate([[0.0, 0.0, 1.0], rng.beta(2.0, 5.0, 300)])
+    y = (rng.random(x.shape[0]) < np.sqrt(x)).astype(np.int64)
+    acc = _smooth_acc().update(y, x)
+    t, mu, density = SmoothGrid(acc.grid.mass, acc.grid.resid).curve(0.05)
+    ref_mu, ref_density = _exact_curve(y, x, 0.05, t)
+    np.testing.assert_allclose(mu, ref_mu, rtol=0, atol=2e-4)
+    np.testing.assert_allclose(density, ref_density, rtol=2e-3, atol=1e-3)
+
+
 # -- merging and entry points ----------------------------------------------------
 
 def _smooth_acc(**kw):

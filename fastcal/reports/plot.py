@@ -369,8 +369,8 @@ def smooth_diagram(report, path=None, *, ax=None, title=None, figsize=(6.4, 6.4)
     the predictions, from the smooth ECE grid of the report (as relplot's
     ``rel_diagram`` draws it, at the bandwidth ``report.smece_sigma``).
 
-    The curve is mu(t) = t - R(t) / D(t) (``fastcal.reports.smooth``): the
-    smoothed mean label (top-label: accuracy) at prediction (confidence) t,
+    The curve is mu(t) = sum_i y_i K(t, p_i) / D(t) (``fastcal.reports.smooth``):
+    the smoothed mean label (top-label: accuracy) at prediction (confidence) t,
     drawn thicker where the density D(t) / n is higher; the density itself
     is the shaded area along the bottom (scaled to a fifth of the height).
 

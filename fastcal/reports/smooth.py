@@ -14,6 +14,12 @@ with both integrals by the trapezoid rule on the grid (over the period of the
 even extension: plain sums). smECE is smECE_sigma at the fixed point
 sigma = smECE_sigma, found to about 1e-14 (Brent's method), never below
 ``SIGMA_MIN``.
+
+A row at an end (x = 0 or 1) is its own mirror image: its reflected kernel
+is twice the periodic Gaussian there, and its integral over [0, 1] is 1 as
+for every other row. In the even extension the end points appear once where
+every inner point appears twice (at t and 2 - t), so the ends carry weight 2:
+then the extension's period holds each row's mass twice, wherever it lies.
 """
 
 import numpy as np
@@ -31,6 +37,9 @@ class SmoothGrid:
         self.total = float(mass.sum())
         self._mass = np.fft.rfft(_even(mass))
         self._resid = np.fft.rfft(_even(resid))
+        # the weights times their grid point: sum_i x_i K(t, x_i) once smoothed (linear
+        # interpolation keeps each row's mean: (1 - w) j / G + w (j + 1) / G = x)
+        self._first = np.fft.rfft(_even(mass * np.linspace(0.0, 1.0, self.g + 1)))
         self._freq = np.arange(self._mass.shape[0], dtype=np.float64)
 
     def _kernel(self, sigma):
@@ -70,20 +79,26 @@ class SmoothGrid:
         return self.smece(sigma), float(sigma)
 
     def curve(self, sigma, step=16):
-        """(t, mu, density) at every ``step``-th grid point: the smoothed mean of y
-        (relplot's curve, t - R / D) and the density of the values (integral 1)."""
+        """(t, mu, density) at every ``step``-th grid point: the smoothed mean of y,
+        mu(t) = sum_i y_i K(t, x_i) / D(t) (relplot's curve: the kernel regression of
+        y on x), and the density of the values (integral 1)."""
         r, d = self.smoothed(sigma)
+        first = np.fft.irfft(self._first * self._kernel(sigma), 2 * self.g)
         idx = np.arange(0, self.g + 1, step)
         t = idx / self.g
         with np.errstate(invalid="ignore", divide="ignore"):
-            mu = t - r[idx] / d[idx]
+            mu = (first[idx] - r[idx]) / d[idx]  # sum x K - sum (x - y) K = sum y K
         return t, mu, d[idx] * self.g / self.total
 
 
 def _even(a):
-    """The even extension of a grid on [0, 1] to the period [0, 2)."""
+    """The even extension of a grid on [0, 1] to the period [0, 2): inner points at t
+    and 2 - t, the two ends (their own mirror images) once at weight 2."""
     g = a.shape[0] - 1
-    return np.concatenate([a, a[g - 1:0:-1]])
+    out = np.concatenate([a, a[g - 1:0:-1]])
+    out[0] *= 2.0
+    out[g] *= 2.0
+    return out
 
 
 def check_sigma(sigma):
