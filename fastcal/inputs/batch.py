@@ -135,7 +135,7 @@ def resolve_predictions(y_prob, *, logits=False):
     """The batch of predictions without labels (``y`` None), on the host: what
     a fitted recalibration map transforms. ``p`` is converted, not cast."""
     p = v.to_array("y_prob", y_prob)
-    return Batch(prediction_kind(p, logits=logits), None, p)
+    return Batch(prediction_kind(p, logits=logits), None, v.kernel_view(p))
 
 
 def lazy_kind(y_true, y_prob, *, logits=False):

@@ -113,7 +113,7 @@ def as_labels_1d(y_true):
         return as_dtype(y, dtype)
     y8 = y.astype(np.uint8)
     y8[y8 != y] = 2  # wrapped values (256, -1, ...) must not turn into 0/1
-    return y8
+    return kernel_view(y8)
 
 
 def check_labels_1d_shape(shape):
@@ -139,12 +139,31 @@ def label_dtype(dtype):
 
 
 def as_dtype(x, dtype):
-    """x in dtype: itself, a view (bool as uint8) or a copy."""
-    if x.dtype == dtype:
-        return x
+    """x in dtype as the kernels read it (``kernel_view``): a view of itself (bool as
+    uint8), or a copy in another dtype or layout."""
     if x.dtype == np.bool_ and dtype == np.uint8:
-        return x.view(np.uint8)
-    return x.astype(dtype)
+        return kernel_view(x.view(np.uint8) if x.ndim else x.astype(np.uint8))
+    return kernel_view(x if x.dtype == dtype else x.astype(dtype, order="C"))
+
+
+def kernel_view(x):
+    """``x`` as every kernel reads its input: C-contiguous and read-only.
+
+    Numba compiles a kernel once per array type, and the layout (C, Fortran or
+    strided) and the write flag are part of the type: a Fortran-ordered
+    ``predict_proba``, a strided view or a read-only array (pyarrow, pandas'
+    copy-on-write, a memory map) would each compile every kernel they reach
+    again, seconds each. So the kernels see one type: a C-contiguous array is
+    viewed read-only (no copy; the caller's array keeps its flags), any other
+    layout is copied once into C order (and the K-class kernels read a row's
+    values next to each other).
+    """
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    if x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
 
 
 def check_lengths(y_shape, p_shape):
