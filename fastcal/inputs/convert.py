@@ -9,7 +9,8 @@ its module, so fastcal never imports pandas, polars, pyarrow or torch itself.
 
 When nothing is copied:
 
-- NumPy: never copied here (the kernels read any strides).
+- NumPy: never copied here (the gate's ``kernel_view`` copies layouts other
+  than C order once, so that the kernels compile for one array type).
 - pandas: a numeric Series without missing values, and a DataFrame whose
   columns share one numeric dtype (pandas keeps them in one block; the result
   is a Fortran-ordered view).
