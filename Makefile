@@ -1,5 +1,6 @@
 # Two commands set everything up on a fresh machine with Python 3.11 and make:
-#   make demo   installs, then runs the main job on a built-in default
+#   make demo   installs (with the plot extra: the README's examples draw), then runs the
+#               main job on a built-in default
 #   make test   installs, then runs the test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -16,6 +17,10 @@ $(VENV)/.stamp-core: pyproject.toml | $(PY)
 	$(PY) -m pip install -e .
 	touch $@
 
+$(VENV)/.stamp-demo: pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[plot]'
+	touch $@
+
 $(VENV)/.stamp-test: pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test]'
 	touch $@
@@ -30,7 +35,7 @@ $(VENV)/.stamp-bench: pyproject.toml | $(PY)
 
 install: $(VENV)/.stamp-core
 
-demo: $(VENV)/.stamp-core
+demo: $(VENV)/.stamp-demo
 	$(PY) -m fastcal.demo
 	$(PY) -m tracking compare
 

@@ -11,6 +11,10 @@ Labels: scikit-learn passes ``y`` as given. If they are not already 0/1
 (binary) or 0..K-1 (multi-class), pass ``labels=estimator.classes_`` (the
 sorted class values) so they can be turned into column indices.
 
+scikit-learn is imported when a scorer is made (``make_ecd_scorer``, or the
+first use of ``ecd_scorer`` / ``ece_scorer``), not with the module: the
+metrics here, and the docs built from this module, need no scikit-learn.
+
 Examples
 --------
 >>> from sklearn.datasets import make_classification
@@ -24,7 +28,6 @@ True
 """
 
 import numpy as np
-from sklearn.metrics import make_scorer
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve_predictions
@@ -84,17 +87,34 @@ def ece_score(y_true, y_prob, *, labels=None, n_bins=10):
     return ece(y, p, n_bins=n_bins)
 
 
+def _make_scorer():
+    try:
+        from sklearn.metrics import make_scorer
+    except ImportError as exc:
+        msg = "fastcal.sklearn's scorers need scikit-learn: pip install scikit-learn"
+        raise ImportError(msg) from exc
+    return make_scorer
+
+
 def make_ecd_scorer(*, labels=None, eps=None):
     """A scorer (estimator, X, y) -> -|ECD| for cross_val_score / GridSearchCV."""
-    return make_scorer(abs_ecd, greater_is_better=False, response_method="predict_proba",
-                       labels=labels, eps=eps)
+    return _make_scorer()(abs_ecd, greater_is_better=False, response_method="predict_proba",
+                          labels=labels, eps=eps)
 
 
 def make_ece_scorer(*, labels=None, n_bins=10):
     """A scorer (estimator, X, y) -> -ECE for cross_val_score / GridSearchCV."""
-    return make_scorer(ece_score, greater_is_better=False, response_method="predict_proba",
-                       labels=labels, n_bins=n_bins)
+    return _make_scorer()(ece_score, greater_is_better=False, response_method="predict_proba",
+                          labels=labels, n_bins=n_bins)
 
 
-ecd_scorer = make_ecd_scorer()
-ece_scorer = make_ece_scorer()
+_SCORERS = {"ecd_scorer": make_ecd_scorer, "ece_scorer": make_ece_scorer}
+
+
+def __getattr__(name):
+    # ecd_scorer and ece_scorer: made (and scikit-learn imported) on first use, then kept
+    if name in _SCORERS:
+        scorer = globals()[name] = _SCORERS[name]()
+        return scorer
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

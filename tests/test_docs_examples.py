@@ -1,8 +1,10 @@
 """Every example of the README and the docs site runs, and its shown output is checked.
 
-Each ```python and ```sh block of a page runs in order, in one temporary directory per page
+Each ```python and ```sh block of a docs page runs in order, in one temporary directory per page
 (a file a Python example writes is there for the next shell line). Python blocks share one
-namespace per page. A block whose lines start with ``>>>`` is a doctest (ELLIPSIS,
+namespace per page. The README's blocks are read one at a time, so each runs on its own: in a
+fresh namespace and folder, in a child Python that can import only what the README's set-up
+(``make demo``) installs (tests/installs.py). A block whose lines start with ``>>>`` is a doctest (ELLIPSIS,
 NORMALIZE_WHITESPACE); any other block is executed and, when the next block is
 ```text title="output", what it prints must equal that block.
 
@@ -26,8 +28,8 @@ Markers, each an HTML comment on its own line before a block (the site does not 
 - ``<!-- json-keys PATH: KEY, KEY... -->``: each ``--json`` line of the next ```sh block
   prints an object with these keys at PATH (dotted, ``*`` for every value; no PATH: the top).
 
-The site itself is built with ``mkdocs build --strict`` (no broken link, no missing
-reference), and every exported name has its entry in the API reference.
+Every exported name has its entry in the API reference (the site itself is built and read in
+tests/test_docs_site.py).
 """
 import contextlib
 import doctest
@@ -46,8 +48,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import installs, subsuites
+
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\S*)(.*)$")
 MARK = re.compile(r"^<!-- (skip|skip-lines|prints|setup|json-keys)(?: (\S+))?: (.+) -->$")
 
@@ -60,6 +65,7 @@ def _where(page, line):
 class Block:
     def __init__(self, page, line, code, expected=None, skip=None):
         self.page, self.line, self.code, self.expected, self.skip = page, line, code, expected, skip
+        self.fence = line
 
     @property
     def where(self):
@@ -67,11 +73,12 @@ class Block:
 
 
 class Command:
-    """One line of a ```sh block (or a hidden ``setup`` marker): run, or skipped with a reason."""
+    """One line of a ```sh block (or a hidden ``setup`` marker): run, or skipped with a reason.
+    ``fence``: the line that opens its block (None for a set-up marker)."""
 
-    def __init__(self, page, line, text, skip=None, keys=(), prints=(), setup=False):
+    def __init__(self, page, line, text, skip=None, keys=(), prints=(), setup=False, fence=None):
         self.page, self.line, self.text, self.skip = page, line, text, skip
-        self.keys, self.prints, self.setup = list(keys), list(prints), setup
+        self.keys, self.prints, self.setup, self.fence = list(keys), list(prints), setup, fence
 
     @property
     def where(self):
@@ -136,7 +143,7 @@ def _commands(page, lines, start, end, skip, rules, keys):
         text = lines[k].strip()
         if not text or text.startswith("#"):
             continue
-        command = Command(page, k + 1, text, skip=skip, keys=keys)
+        command = Command(page, k + 1, text, skip=skip, keys=keys, fence=start)
         for n, (kind, prefixes, said, _) in enumerate(rules):
             hit = [p for p in prefixes if _matches(p, text)]
             used.update((n, p) for p in hit)
@@ -151,6 +158,21 @@ def _commands(page, lines, start, end, skip, rules, keys):
                 msg = f"{_where(page, line)}: {kind} prefix {p!r} names no line of the next ```sh block"
                 raise ValueError(msg)
     return commands
+
+
+def units(page):
+    """The examples of a page by fenced block: the items of each block, after the set-up
+    markers just before it."""
+    found, pending = [], []
+    for item in blocks(page):
+        if item.fence is None:
+            pending.append(item)
+        elif found and not pending and found[-1][-1].fence == item.fence:
+            found[-1].append(item)
+        else:
+            found.append([*pending, item])
+            pending = []
+    return found
 
 
 def _prev_end(lines, i):
@@ -273,8 +295,9 @@ def _shell(command):
         assert text in printed, f"{said} did not print {text!r}:\n{printed[-2000:]}"
 
 
-RUNNABLE = [p for p in PAGES if any(not b.skip for b in blocks(p))]
+RUNNABLE = [p for p in PAGES if p != README and any(not b.skip for b in blocks(p))]
 SKIPPED = [b for p in PAGES for b in blocks(p) if b.skip]
+README_UNITS = [u for u in units(README) if any(not item.skip for item in u)]
 
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=[str(p.relative_to(ROOT)) for p in RUNNABLE])
@@ -288,6 +311,58 @@ def test_page_examples(page, tmp_path, monkeypatch):
             _shell(block)
         else:
             _run(block, namespace)
+
+
+# In the child: the runner is imported before the modules `make demo` does not install are
+# hidden (it imports pytest); then each block of the page runs in a fresh namespace and folder,
+# and what it raised, if anything, is written out by the line of its fence.
+_ON_ITS_OWN = """
+import json, os, sys, tempfile
+from pathlib import Path
+from tests import test_docs_examples as t
+{hide}
+os.environ["MPLBACKEND"] = "Agg"
+page, out, results = Path(sys.argv[1]), sys.argv[2], {{}}
+for unit in t.units(page):
+    run = [item for item in unit if not item.skip]
+    if not run:
+        continue
+    namespace = {{"__name__": "__docs__"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        try:
+            for item in run:
+                t._shell(item) if isinstance(item, t.Command) else t._run(item, namespace)
+            results[unit[-1].fence] = None
+        except Exception as e:
+            results[unit[-1].fence] = f"{{type(e).__name__}}: {{e}}"
+        finally:
+            os.chdir(t.ROOT)
+Path(out).write_text(json.dumps(results), encoding="utf-8")
+"""
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory):
+    """Each README block, run on its own as after `make demo`: {fence line: error or None}."""
+    if not subsuites.BACKGROUND_CHILD:
+        return None  # the test runs in the background child, which runs the blocks there
+    out = tmp_path_factory.mktemp("readme") / "results.json"
+    hide = installs.without(installs.missing_modules(installs.make_extras("demo")))
+    proc = subprocess.run([sys.executable, "-c", _ON_ITS_OWN.format(hide=hide), str(README), str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
+    return {int(line): error for line, error in json.loads(out.read_text(encoding="utf-8")).items()}
+
+
+# the child's time is its own (a fresh interpreter loading the kernels): beside the suite
+@pytest.mark.background
+@pytest.mark.parametrize("unit", README_UNITS, ids=[_where(README, u[-1].fence) for u in README_UNITS])
+def test_readme_example_runs_on_its_own(unit, readme_run):
+    # a reader copies one block of the README, after its set-up: it must not need a name or a
+    # file that another block made, nor a module that `make demo` does not install
+    error = readme_run[unit[-1].fence]
+    assert error is None, f"{_where(README, unit[-1].fence)}, run on its own after `make demo`: {error}"
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=[b.where for b in SKIPPED])
@@ -394,19 +469,25 @@ def test_every_exported_name_is_in_the_api_reference():
     assert sorted(name for name, obj in exported if id(obj) not in shown) == []
 
 
-def test_site_builds_strict(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # Material's banner
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    cli = (tmp_path / "site" / "cli.html").read_text(encoding="utf-8")
-    # the CLI reference is rendered from the parsers: every subcommand has its section
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "docs" / "hooks" / "cli_reference.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
-    for command in ("fastcal", "tracking"):
-        for name, _ in hook.subcommands(hook.build_parser(command)):
-            assert f"{command} {name}" in cli
+def test_runner_reads_blocks_one_at_a_time(tmp_path):
+    # units: the items of each fenced block together, a set-up marker with the block after it
+    page = tmp_path / "page.md"
+    page.write_text(textwrap.dedent("""\
+        ```python
+        x = 1
+        ```
+
+        <!-- setup: fastcal simulate preds.parquet --n 2000 --seed 1 -->
+        ```sh
+        fastcal score preds.parquet --prob p --label y
+        fastcal score preds.parquet --prob p --label y --json
+        ```
+
+        ```sh
+        fastcal warmup
+        ```
+        """))
+    assert [[item.line for item in unit] for unit in units(page)] == [[1], [5, 7, 8], [12]]
 
 
 def test_runner_runs_shell_lines(tmp_path, monkeypatch):

@@ -17,7 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"^<!-- cli: (\w+) -->$", re.M)
 # module and the function that builds its parser, per command
 PARSERS = {"fastcal": ("fastcal.cli", "_parser"), "tracking": ("tracking.cli", "build_parser")}
-WIDTH = "100"
+# The longest line of a help block: what a code block of the site shows without scrolling
+# (Material's content column holds about 80 characters of its code font at any window width;
+# a little less than that, for fonts a little wider).
+WIDTH = 78
 
 
 def build_parser(command):
@@ -38,9 +41,9 @@ def subcommands(parser):
 
 @contextlib.contextmanager
 def _columns():
-    # argparse wraps help at $COLUMNS; fix it so the page does not depend on the terminal
+    # argparse wraps help at $COLUMNS - 2; fix it so the page does not depend on the terminal
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = WIDTH
+    os.environ["COLUMNS"] = str(WIDTH + 2)
     try:
         yield
     finally:

@@ -33,6 +33,8 @@ class RuntimeDocstrings(griffe.Extension):
 
 
 def _is_made(path, name):
-    """A function of the module made at import time (by a factory it holds)."""
-    obj = getattr(importlib.import_module(path), name, None)
+    """A function of the module made at import time (by a factory it holds). Read from the
+    module's namespace: a name that a module ``__getattr__`` makes on first use (the scorers
+    of ``fastcal.sklearn``, which import scikit-learn then) is not made here."""
+    obj = vars(importlib.import_module(path)).get(name)
     return inspect.isfunction(obj) and obj.__module__ == path
