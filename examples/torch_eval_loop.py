@@ -45,7 +45,7 @@ def evaluate(model, x, y, metric, batch_size):
     with torch.no_grad():
         for a in range(0, len(y), batch_size):
             metric.update(model(x[a:a + batch_size]), y[a:a + batch_size])
-    return metric.compute()
+    return metric.report()
 
 
 def main(argv=None):

@@ -4,6 +4,7 @@ whatever the batching or the number of processes, in constant memory."""
 import dataclasses
 import pickle
 import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,7 +88,10 @@ def test_same_report_as_calibration_report(case):
     metric = CalibrationMetric(**task, **options)
     for a, b in batches(len(y), 1) + [(0, 0)]:
         metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
-    assert_same(metric.compute(), ref)
+    assert_same(metric.report(), ref)
+    value = metric.compute()  # a 0-d float64 tensor of the report's ECE, like torchmetrics'
+    assert value.dtype == torch.float64 and value.shape == ()
+    np.testing.assert_allclose(float(value), ref.ece, rtol=1e-12, atol=1e-15)
     if options.get("ci"):
         assert np.isfinite(ref.intervals["ecd"]).all()
         assert np.isfinite(ref.intervals["ece"]).all() == bool(options.get("n_boot"))
@@ -100,23 +104,25 @@ def test_nan_policy_omit_counts_the_omitted_rows():
     metric = CalibrationMetric(nan_policy="omit")
     for a, b in batches(len(y), 2):
         metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
-    rep = metric.compute()
+    rep = metric.report()
     assert rep.n_omitted == 2 and rep.n_rows == len(y)
     assert_same(rep, ref)
 
 
-def test_forward_returns_the_batch_report_and_accumulates():
+def test_forward_returns_the_batch_value_and_accumulates():
     p, y = data("binary")
-    metric = CalibrationMetric()
+    metric = CalibrationMetric(value="ecd")
     first = metric(torch.from_numpy(p[:1_000]), torch.from_numpy(y[:1_000]))
-    assert_same(first, fastcal.calibration_report(y[:1_000], p[:1_000], ace=False))
+    assert first.dtype == torch.float64 and first.shape == ()
+    assert float(first) == fastcal.calibration_report(y[:1_000], p[:1_000], ace=False).ecd
     second = metric(torch.from_numpy(p[1_000:]), torch.from_numpy(y[1_000:]))
-    assert second.n == len(y) - 1_000
+    assert float(second) == fastcal.calibration_report(y[1_000:], p[1_000:], ace=False).ecd
     ref = fastcal.calibration_report(y, p, ace=False)
-    assert_same(metric.compute(), ref)
-    # floats for self.log: those of compute(); compute() is the one-pass report to 1e-12
+    assert_same(metric.report(), ref)
+    # the floats of report(); report() is the one-pass report to 1e-12
     # (merging batches is not bit-for-bit the one pass: the block sums round otherwise)
-    rep = metric.compute()
+    rep = metric.report()
+    assert float(metric.compute()) == rep.ecd
     assert type(metric.ecd) is float and type(metric.ece) is float
     assert metric.ecd == rep.ecd and metric.ece == rep.ece
     np.testing.assert_allclose([metric.ecd, metric.ece], [ref.ecd, ref.ece], rtol=1e-12)
@@ -131,7 +137,7 @@ def test_cpu_tensors_are_read_without_a_copy():
     assert arr.ctypes.data == t.data_ptr()
     metric = CalibrationMetric()
     metric.update(t, (t.detach() > 0.5).long())  # requires_grad is detached, not refused
-    assert metric.compute().n == 100
+    assert metric.report().n == 100
 
 
 def test_state_size_does_not_depend_on_the_number_of_predictions():
@@ -199,7 +205,7 @@ def test_bad_input_gets_calibration_reports_message_naming_the_batch(bad):
                        "every update needs shape (n, 4)")
     for name, x in before.items():  # the state is unchanged
         assert torch.equal(getattr(metric, name), x), name
-    assert metric.compute().n == 300
+    assert metric.report().n == 300
 
 
 def test_binary_metric_refuses_class_scores_and_mixed_widths():
@@ -216,13 +222,13 @@ def test_binary_metric_refuses_class_scores_and_mixed_widths():
     msg = first_error(lambda: metric.update(torch.rand(5, dtype=torch.float64),
                                             torch.ones(5, dtype=torch.long)))
     assert msg.startswith("batch 3: y_prob is float64 but earlier batches were float32")
-    assert metric.compute().n == 5
-    # ranks with other widths meet at compute(): the state refuses the sum
+    assert metric.report().n == 5
+    # states of other widths meet at merge_state (or at compute() under DDP): refused
     other = CalibrationMetric()
     other.update(torch.rand(5, dtype=torch.float64), torch.ones(5, dtype=torch.long))
-    metric.merge_state(other)
-    msg = first_error(metric.compute)
+    msg = first_error(lambda: metric.merge_state(other))
     assert msg.startswith("cannot add arrays of float32 and float64 data")
+    assert metric.report().n == 5
 
 
 @pytest.mark.parametrize("options, text", [
@@ -243,8 +249,7 @@ def test_compute_without_rows_says_so():
     metric = CalibrationMetric(nan_policy="omit")
     with pytest.warns(UserWarning, match="called before the ``update``"):  # torchmetrics' own
         msg = first_error(metric.compute)
-    assert msg == ("CalibrationMetric.compute(): no predictions were "
-                                           "given since reset()")
+    assert msg == "CalibrationMetric: no predictions were given since reset()"
     metric.update(torch.tensor([float("nan")]), torch.tensor([1]))
     assert first_error(metric.compute) == "no samples left: all 1 rows were omitted as NaN"
 
@@ -257,20 +262,21 @@ def test_reset_merge_state_pickle_and_collection():
     restored = pickle.loads(pickle.dumps(a))
     restored.merge_state(b)
     ref = fastcal.calibration_report(y, p, ace=False, ci=0.95, n_boot=0)
-    assert_same(restored.compute(), ref)
+    assert_same(restored.report(), ref)
     a.reset()
-    assert all(int(getattr(a, name).count_nonzero()) == 0 for name in a.metric_state)
+    assert all(int(getattr(a, name).count_nonzero()) == 0 for name in a._names)
     a.update(torch.from_numpy(p[:10]), torch.from_numpy(y[:10]))
-    assert a.compute().n == 10
+    assert a.report().n == 10
 
     coll = torchmetrics.MetricCollection({"cal10": CalibrationMetric(),
                                           "cal5": CalibrationMetric(n_bins=5, closed="right")})
     for lo, hi in batches(len(y), 3):
         coll.update(torch.from_numpy(p[lo:hi]), torch.from_numpy(y[lo:hi]))
     out = coll.compute()
-    assert_same(out["cal10"], fastcal.calibration_report(y, p, ace=False))
-    assert_same(out["cal5"], fastcal.calibration_report(y, p, ace=False, n_bins=5,
-                                                        closed="right"))
+    assert_same(coll["cal10"].report(), fastcal.calibration_report(y, p, ace=False))
+    assert_same(coll["cal5"].report(), fastcal.calibration_report(y, p, ace=False, n_bins=5,
+                                                                  closed="right"))
+    assert float(out["cal5"]) == coll["cal5"].report().ece
 
 
 def test_states_keep_their_dtypes_through_casts():
@@ -282,9 +288,246 @@ def test_states_keep_their_dtypes_through_casts():
     metric.half()
     assert metric.sums.dtype == torch.float64 and metric.counts.dtype == torch.int64
     metric.update(torch.from_numpy(p[1_000:]), torch.from_numpy(y[1_000:]))
-    assert_same(metric.compute(), fastcal.calibration_report(y, p, ace=False))
+    assert_same(metric.report(), fastcal.calibration_report(y, p, ace=False))
     metric.reset()  # the defaults were not cast either
     assert metric.sums.dtype == torch.float64
+
+
+# -- compute() is a scalar tensor of the chosen field; report() the whole report ------
+
+@pytest.mark.parametrize("value, task", [
+    ("ece", {}), ("ecd", {}), ("ecd_z", {}), ("brier", {}), ("nll", {}), ("mce", {}),
+    ("brier_reliability", {}),
+    ("classwise_ece", dict(task="multiclass", num_classes=K)),
+    ("esce", dict(task="multiclass", num_classes=K)),
+])
+def test_compute_returns_the_chosen_field_as_a_0d_float64_tensor(value, task):
+    p, y = data("multiclass" if task else "binary", n=600)
+    metric = CalibrationMetric(**task, value=value)
+    for a, b in batches(len(y), 4):
+        metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
+    out = metric.compute()
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float64 and out.shape == ()
+    rep = metric.report()
+    assert float(out) == getattr(rep, value)
+    np.testing.assert_allclose(float(out), getattr(fastcal.calibration_report(y, p, ace=False),
+                                                   value), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("options, text", [
+    (dict(value="ace"), "value must be one of 'ece', 'esce', 'mce', 'ecd', 'ecd_z', "
+                        "'ecd_p_two_sided', 'brier', 'nll', 'ece_l2', 'ece_debiased', "
+                        "'brier_reliability', 'brier_resolution', 'brier_uncertainty', "
+                        "'classwise_ece', 'classwise_ece_debiased'; got 'ace'"),
+    (dict(value="classwise_ece"), "value='classwise_ece' needs task='multiclass' with "
+                                  "classwise=True; got task='binary', classwise=True"),
+    (dict(task="multiclass", num_classes=3, classwise=False, value="brier_resolution"),
+     "value='brier_resolution' of K classes is read off the class-wise state; pass "
+     "classwise=True (the default)"),
+])
+def test_a_value_no_state_gives_is_one_line(options, text):
+    assert first_error(lambda: CalibrationMetric(**options)) == text
+
+
+def test_metric_collection_computes_a_dict_of_tensors():
+    """Metrics of one state share it (compute groups); the options state keeps those of
+    other bins apart even when an empty first batch leaves every count equal."""
+    p, y = data("binary", n=800)
+    edges = [0, 0.3, 0.5, 0.7, 0.9, 1]
+    coll = torchmetrics.MetricCollection({
+        "ece": CalibrationMetric(n_bins=5), "ecd": CalibrationMetric(n_bins=5, value="ecd"),
+        "ece_edges": CalibrationMetric(edges=edges)})
+    coll.update(torch.from_numpy(p[:0]), torch.from_numpy(y[:0]))
+    for a, b in batches(len(y), 5):
+        coll.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]))
+    out = coll.compute()
+    assert sorted(map(sorted, coll.compute_groups.values())) == [["ecd", "ece"], ["ece_edges"]]
+    assert all(x.dtype == torch.float64 and x.shape == () for x in out.values())
+    ref = fastcal.calibration_report(y, p, n_bins=5, ace=False)
+    ref_edges = fastcal.calibration_report(y, p, edges=edges, ace=False)
+    np.testing.assert_allclose([float(out["ece"]), float(out["ecd"]), float(out["ece_edges"])],
+                               [ref.ece, ref.ecd, ref_edges.ece], rtol=1e-12)
+
+
+# Lightning's DataLoader fetch under torch 2.13 (third-party, not ours to fix)
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_lightning_logs_the_metric_with_self_log(tmp_path):
+    """A real Trainer: self.log("val_cal", metric) logs compute() at each epoch's end,
+    the ECE of calibration_report on that epoch's validation predictions."""
+    import csv
+
+    pl = pytest.importorskip("pytorch_lightning")
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.normal(size=(400, 1)))
+    y = torch.from_numpy((rng.random(400) < 1 / (1 + np.exp(-2 * x[:, 0].numpy()))).astype(
+        np.int64))
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1, dtype=torch.float64)
+            self.val_cal = CalibrationMetric(n_bins=5)
+            self.seen = []  # per validation batch: (probabilities, labels)
+
+        def training_step(self, batch, i):
+            xb, yb = batch
+            return torch.nn.functional.binary_cross_entropy_with_logits(self.layer(xb)[:, 0],
+                                                                        yb.double())
+
+        def validation_step(self, batch, i):
+            xb, yb = batch
+            prob = torch.sigmoid(self.layer(xb)[:, 0])
+            self.seen.append((prob.numpy().copy(), yb.numpy()))
+            self.val_cal.update(prob, yb)
+            self.log("val_cal", self.val_cal)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=100)
+    module = Module()
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, log_every_n_steps=1,
+                         logger=pl.loggers.CSVLogger(tmp_path), enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         num_sanity_val_steps=0)
+    trainer.fit(module, loader, loader)
+    with open(Path(trainer.logger.log_dir) / "metrics.csv") as f:
+        logged = [float(r["val_cal"]) for r in csv.DictReader(f) if r.get("val_cal")]
+    assert len(logged) == 2 and len(module.seen) == 8
+    for epoch, value in enumerate(logged):
+        seen = module.seen[4 * epoch:4 * epoch + 4]
+        ref = fastcal.calibration_report(np.concatenate([t for _, t in seen]),
+                                         np.concatenate([q for q, _ in seen]), n_bins=5,
+                                         ace=False)
+        np.testing.assert_allclose(value, ref.ece, rtol=1e-12)
+
+
+# -- merging: only states of the same options, only arrays a state holds ------------
+
+@pytest.mark.parametrize("mine, theirs, name, shown", [
+    (dict(edges=[0, 0.3, 1]), dict(edges=[0, 0.5, 1]), "edges", ("[0.0, 0.3, 1.0]",
+                                                                   "[0.0, 0.5, 1.0]")),
+    ({}, dict(task="multiclass", num_classes=K), "task", ("'binary'", "'multiclass'")),
+    (dict(task="multiclass", num_classes=K), dict(task="multiclass", num_classes=3),
+     "num_classes", ("4", "3")),
+    ({}, dict(n_bins=15), "n_bins", ("10", "15")),
+    ({}, dict(closed="right"), "closed", ("'left'", "'right'")),
+    ({}, dict(logits=True), "logits", ("False", "True")),
+    (dict(task="multiclass", num_classes=K), dict(task="multiclass", num_classes=K,
+                                                  classwise=False), "classwise",
+     ("True", "False")),
+    (dict(ci=0.9, n_boot=4), dict(ci=0.9, n_boot=5), "n_boot", ("4", "5")),
+    ({}, dict(eps=1e-6), "eps", ("0.0", "1e-06")),
+])
+def test_merge_state_refuses_a_metric_of_other_options_naming_it(mine, theirs, name, shown):
+    p, y = data("multiclass" if mine.get("task") else "binary", n=300)
+    a = CalibrationMetric(**mine)
+    a.update(torch.from_numpy(p), torch.from_numpy(y))
+    before = {k: x.clone() for k, x in a.metric_state.items()}
+    b = CalibrationMetric(**theirs)
+    msg = first_error(lambda: a.merge_state(b))
+    assert msg == (f"cannot merge a CalibrationMetric made with {name}={shown[1]} into one "
+                   f"made with {name}={shown[0]}; merge only metrics made with the same options")
+    for k, x in before.items():
+        assert torch.equal(getattr(a, k), x), k
+    # what only chooses what is read off the state may differ
+    c = CalibrationMetric(**mine, value="ecd", observed="accuracy")
+    c.update(torch.from_numpy(p), torch.from_numpy(y))
+    a.merge_state(c)
+    assert a.report().n == 600
+
+
+@pytest.mark.parametrize("change, text", [
+    (("counts", (2, 1), -3), "arrays['counts'] has 1 negative values (first at index (2, 1): "
+                             "-3); counts are >= 0"),
+    (("sums", (1, 0), float("nan")), "arrays['sums'] has 1 NaN or infinite values (first at "
+                                     "index (1, 0): nan); sums are finite (those of "
+                                     "logarithm terms may be +inf)"),
+    (("totals", 4, -float("inf")), "arrays['totals'] has 1 NaN or infinite values (first at "
+                                   "index 4: -inf); sums are finite (those of logarithm "
+                                   "terms may be +inf)"),
+    (("n_rows", (), -1_000), "arrays['n_rows'] is -1000; row counts are >= 0"),
+    (("n_rows", (), 301), "arrays['n_rows'] is 301 but arrays['counts'] holds 300 rows and "
+                          "arrays['n_omitted'] 0; the rows of a state are those counted and "
+                          "those omitted"),
+])
+def test_merge_state_of_a_dict_passes_the_add_arrays_checks(change, text):
+    p, y = data("binary", n=300)
+    metric = CalibrationMetric()
+    metric.update(torch.from_numpy(p), torch.from_numpy(y))
+    incoming = {k: x.clone() for k, x in metric.metric_state.items()}
+    name, at, value = change
+    incoming[name][at] = value
+    before = {k: x.clone() for k, x in metric.metric_state.items()}
+    assert first_error(lambda: metric.merge_state(incoming)) == text
+    for k, x in before.items():
+        assert torch.equal(getattr(metric, k), x), k
+    other = CalibrationMetric(n_bins=5)  # a dict of another metric's states
+    other.update(torch.from_numpy(p), torch.from_numpy(y))
+    assert first_error(lambda: metric.merge_state(dict(other.metric_state))) == (
+        "cannot merge a state made with another n_bins than this metric's (n_bins=10): its "
+        "'options' differ; merge only states of metrics made with the same options")
+    arrays = fastcal.CalibrationAccumulator().update(y, p).to_arrays()  # an accumulator's
+    metric.merge_state({k: torch.from_numpy(x) for k, x in arrays.items()})
+    assert metric.report().n == 600
+
+
+def test_an_empty_batch_leaves_the_float_width_open():
+    p, y = data("binary", n=200)
+    metric = CalibrationMetric()
+    metric.update(torch.zeros(0, dtype=torch.float32), torch.zeros(0, dtype=torch.long))
+    metric.update(torch.from_numpy(p), torch.from_numpy(y))  # float64
+    assert_same(metric.report(), fastcal.calibration_report(y, p, ace=False))
+    acc = fastcal.CalibrationAccumulator().update([], np.zeros(0, np.float32))
+    assert acc.edge_dtype is None and acc.update(y, p).edge_dtype == "float64"
+
+
+def test_a_state_too_large_is_refused_before_it_is_allocated():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        msg = first_error(lambda: CalibrationMetric("multiclass", num_classes=10**7))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert msg == ("num_classes=10,000,000 with n_bins=10 makes a state of 2.24 GiB, mostly "
+                   "class-wise counters (10,000,000 classes x n_bins x 24 bytes); a state may "
+                   "take at most 1 GiB (fastcal.accumulators.settings.MAX_STATE_BYTES): pass "
+                   "classwise=False (top-label state only) or fewer bins")
+    assert peak < 1 << 20
+    assert CalibrationMetric("multiclass", num_classes=10**7, classwise=False).report  # fits
+    msg = first_error(lambda: fastcal.CalibrationAccumulator(n_classes=10**7))
+    assert msg.startswith("n_classes=10,000,000 with n_bins=10 makes a state of 2.24 GiB")
+    # K from the data: refused before the fill sizes the state
+    P = np.full((2, 100), 0.01)
+    msg = first_error(lambda: fastcal.calibration_report([0, 1], P, n_bins=10**6))
+    assert msg.startswith("y_prob's 100 columns with n_bins=1,000,000 makes a state of 2.29 GiB")
+    msg = first_error(lambda: fastcal.CalibrationAccumulator(n_bins=1_000, n_boot=50_000))
+    assert msg == ("n_bins=1,000 makes a state of 1.49 GiB, mostly bootstrap replicates "
+                   "(n_boot=50,000 x n_bins x 32 bytes); a state may take at most 1 GiB "
+                   "(fastcal.accumulators.settings.MAX_STATE_BYTES): use fewer replicates or "
+                   "bins")
+
+
+def test_metrics_pickled_when_compute_was_the_report_load():
+    """Metrics pickled by fastcal at a1ef6a5 (compute() returned the report), from
+    tests/test_bins.py's _pickled_data(): CalibrationMetric(n_bins=7, ci=0.9, n_boot=4)
+    updated with (p, y), and CalibrationMetric("multiclass", num_classes=3, n_bins=5) with
+    (P, yk); compute() had been called on both before pickling."""
+    from tests.test_bins import _pickled_data
+
+    y, p, yk, P = _pickled_data()
+    made = {"binary": (CalibrationMetric(n_bins=7, ci=0.9, n_boot=4), p, y),
+            "multiclass": (CalibrationMetric("multiclass", num_classes=3, n_bins=5), P, yk)}
+    for name, (now, x, t) in made.items():
+        with open(Path(__file__).parent / "data" / "pickled_metric" / f"{name}.pkl", "rb") as f:
+            old = pickle.load(f)
+        now.update(torch.from_numpy(x), torch.from_numpy(t))
+        assert_same(old.report(), now.report())  # to 1e-12: the fill's threads may differ
+        np.testing.assert_allclose(float(old.compute()), now.report().ece, rtol=1e-12)
+        old.merge_state(now)
+        assert old.report().n == 1_000
 
 
 # -- the accumulator's arrays (the hook the metric's states are) ------------------
@@ -356,11 +599,46 @@ def _ddp_worker(rank, world, port, out_dir):
         for a in range(lo, hi, 400):  # batches of 400 and a short last one
             b = min(a + 400, hi)
             metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]), start=a)
-        rep = metric.compute()
+        rep = metric.report()
         with open(f"{out_dir}/rank{rank}.pkl", "wb") as f:
             pickle.dump((rep, int(metric.n_rows)), f)
+        if world == 2:
+            with open(f"{out_dir}/cases{rank}.pkl", "wb") as f:
+                pickle.dump(_ddp_cases(rank), f)
     finally:
         dist.destroy_process_group()
+
+
+# Two ranks whose metrics differ, or whose batches do: what each rank's compute() gives
+DDP_CASES = {
+    "n_bins": ({}, dict(n_bins=16)),
+    "num_classes": (dict(task="multiclass", num_classes=K), dict(task="multiclass",
+                                                                  num_classes=3)),
+    "empty float32 batch": ({}, {}),
+    "task": ({}, dict(task="multiclass", num_classes=K)),  # other states: last (see below)
+}
+
+
+def _ddp_cases(rank):
+    """Each case in turn on both ranks (a refused sync leaves both ready for the next; the
+    states of "task" have other names, so torchmetrics' own sync would hang: it is last)."""
+    out = {}
+    for case, options in DDP_CASES.items():
+        metric = CalibrationMetric(**options[rank])
+        if options[rank].get("num_classes") == 3:
+            rng = np.random.default_rng(1)
+            p, y = rng.dirichlet(np.ones(3), 600), rng.integers(0, 3, 600)
+        else:
+            p, y = data("multiclass" if options[rank].get("task") else "binary", n=600)
+        if case == "empty float32 batch" and rank == 1:
+            metric.update(torch.zeros(0, dtype=torch.float32), torch.zeros(0, dtype=torch.long))
+        rows = slice(300 * rank, 300 * rank + 300)
+        metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]))
+        try:
+            out[case] = float(metric.compute())
+        except (ValueError, RuntimeError) as err:
+            out[case] = f"{type(err).__name__}: {err}"
+    return out
 
 
 def free_port():
@@ -382,28 +660,65 @@ def run_ddp(world, out_dir):
                        join=True, start_method="fork")
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_ddp_every_rank_computes_the_report_of_all_the_data(tmp_path, world):
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    """The folder of one run of ``world`` ranks (each world runs once per module)."""
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    code = f"from tests.test_torch_metric import run_ddp; run_ddp({world}, {str(tmp_path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {}
+
+    def run(world):
+        if world not in runs:
+            out = tmp_path_factory.mktemp(f"ddp{world}")
+            root = Path(__file__).resolve().parents[1]
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root),
+                                                               os.environ.get("PYTHONPATH", "")]))
+            code = f"from tests.test_torch_metric import run_ddp; run_ddp({world}, {str(out)!r})"
+            proc = subprocess.run([sys.executable, "-c", code], cwd=root, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            runs[world] = out
+        return runs[world]
+
+    return run
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ddp_every_rank_computes_the_report_of_all_the_data(ddp_run, world):
+    out = ddp_run(world)
     kind, options, task, shards = DDP[world]
     p, y = data(kind)
     assert sum(shards) == len(y)
     ref = fastcal.calibration_report(y, p, ace=False, **options)
     for rank in range(world):
-        with open(tmp_path / f"rank{rank}.pkl", "rb") as f:
+        with open(out / f"rank{rank}.pkl", "rb") as f:
             rep, local_rows = pickle.load(f)
-        assert local_rows == shards[rank]  # compute() left the rank's own state in place
+        assert local_rows == shards[rank]  # report() left the rank's own state in place
         assert_same(rep, ref)
+
+
+def test_ddp_other_options_are_one_line_on_every_rank_and_empty_batches_add_nothing(ddp_run):
+    out = ddp_run(2)
+    cases = []
+    for rank in range(2):
+        with open(out / f"cases{rank}.pkl", "rb") as f:
+            cases.append(pickle.load(f))
+    lines = {
+        "n_bins": "n_bins=10 on rank 0; n_bins=16 on rank 1",
+        "num_classes": "num_classes=4 on rank 0; num_classes=3 on rank 1",
+        "task": "task='binary' on rank 0; task='multiclass' on rank 1",
+    }
+    for case, line in lines.items():
+        for rank in range(2):
+            assert cases[rank][case] == (
+                f"ValueError: CalibrationMetric options differ between processes: {line}; make "
+                "the metric with the same options on every process"), (case, rank)
+    p, y = data("binary", n=600)
+    ece = fastcal.calibration_report(y, p, ace=False).ece
+    for rank in range(2):
+        np.testing.assert_allclose(cases[rank]["empty float32 batch"], ece, rtol=1e-12)
 
 
 # -- docs: the docstring example and the example script run -----------------------
@@ -446,14 +761,14 @@ m = CalibrationMetric(n_bins=5)
 m.update(cuda.to_device(p[:25]), cuda.to_device(y[:25]))
 m.update(torch.from_numpy(p[25:]), torch.from_numpy(y[25:]))  # CPU and GPU batches mix
 ref = fastcal.calibration_report(y, p, n_bins=5, ace=False)
-got = m.compute()
+got = m.report()
 assert got.n == 40 and np.array_equal(got.bins["count"], ref.bins["count"])
 assert np.isclose(got.ecd, ref.ecd, rtol=1e-12) and np.isclose(got.ece, ref.ece, rtol=1e-12)
 P = rng.dirichlet(np.ones(3), 30); Y = rng.integers(0, 3, 30)
 mc = CalibrationMetric("multiclass", num_classes=3)
 mc.update(cuda.to_device(P), cuda.to_device(Y))
 ref = fastcal.calibration_report(Y, P, ace=False)
-assert np.isclose(mc.compute().ecd, ref.ecd, rtol=1e-12)
+assert np.isclose(mc.report().ecd, ref.ecd, rtol=1e-12)
 p[3] = np.nan
 try:
     m.update(cuda.to_device(p), cuda.to_device(y))

@@ -28,6 +28,12 @@ _PARALLEL_MIN_DRAWS = 5_000_000
 # The float widths whose rounding of k / n_bins uniform edges may use (Binned.edge_dtype).
 EDGE_DTYPES = ("float32", "float64")
 
+# What the arrays of Binned.to_arrays() may hold (add_arrays checks it): the int64 ones
+# count rows, >= 0; the float64 ones are sums, finite except the sums of logarithm terms
+# (in the kernels' layout: sums[:, 1] the ECD terms, totals[1, 2, 4] NLL, squared ECD,
+# squared NLL), which are +inf when some p is exactly 0 or 1 on the wrong side.
+_MAY_BE_INF = {"sums": np.s_[:, 1], "totals": np.s_[[1, 2, 4]]}
+
 
 @runtime_checkable
 class Accumulator(Protocol):
@@ -97,6 +103,29 @@ def _copied(x):
     if isinstance(x, Mergeable):
         return x.copy()
     return x
+
+
+def _check_values(name, x):
+    """Refuse values that no state's array ``name`` of :meth:`Binned.to_arrays` holds."""
+    if x.dtype.kind == "i":
+        bad, found, expected = x < 0, "negative", "counts are >= 0"
+    else:
+        bad, found, expected = ~np.isfinite(x), "NaN or infinite", "sums are finite"
+        if name in _MAY_BE_INF:
+            inf = np.zeros(x.shape, bool)
+            inf[_MAY_BE_INF[name]] = True
+            bad &= ~(inf & (x == np.inf))
+            expected += " (those of logarithm terms may be +inf)"
+    if not bad.any():
+        return
+    if x.ndim == 0:
+        msg = f"arrays[{name!r}] is {x.item()!r}; row counts are >= 0"
+        raise ValueError(msg)
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    where = first[0] if len(first) == 1 else first
+    msg = (f"arrays[{name!r}] has {int(bad.sum())} {found} values (first at index {where}: "
+           f"{x[first].item()!r}); {expected}")
+    raise ValueError(msg)
 
 
 def check_start(start):
@@ -187,7 +216,8 @@ class Binned(Mergeable):
         its backend fills the chunk; the state is left unchanged on invalid input."""
         self._check_batch(batch)
         row0 = self.n_rows if start is None else check_start(start)
-        self._fix_dtype(batch.dtype)
+        if batch.n:  # an empty chunk bins nothing: it leaves the float width open
+            self._fix_dtype(batch.dtype)
         backend = backends.of(batch)
         state = backend.fill(self, batch)
         checks = state[self.checks_at]
@@ -273,8 +303,11 @@ class Binned(Mergeable):
         ------
         ValueError
             A name missing or extra, a shape or dtype other than this state's,
-            or data of two float widths (their uniform bins differ). The state
-            is unchanged on error.
+            a value no state holds (a negative count or row count, a NaN or
+            infinite sum: only the sums of logarithm terms may be +inf), a
+            row count other than the rows counted and omitted, or data of two
+            float widths (their uniform bins differ). The state is unchanged
+            on error.
         """
         mine = self._summed()
         expected = {**{k: (x.shape, x.dtype) for k, x in mine.items()},
@@ -290,6 +323,14 @@ class Binned(Mergeable):
                 msg = (f"arrays[{name!r}] has shape {got[name].shape} and dtype {got[name].dtype}; "
                        f"this state's has shape {shape} and dtype {dtype}")
                 raise ValueError(msg)
+        for name in expected:
+            _check_values(name, got[name])
+        n = int(got["counts"][: self.n_bins, 0].sum())
+        if int(got["n_rows"]) != n + int(got["n_omitted"]):
+            msg = (f"arrays['n_rows'] is {int(got['n_rows'])} but arrays['counts'] holds {n} "
+                   f"rows and arrays['n_omitted'] {int(got['n_omitted'])}; the rows of a state "
+                   "are those counted and those omitted")
+            raise ValueError(msg)
         widths = [EDGE_DTYPES[i] for i in np.flatnonzero(got["edge_dtype"])]
         if self.edge_dtype is not None and self.edge_dtype not in widths:
             widths.insert(0, self.edge_dtype)

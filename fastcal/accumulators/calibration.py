@@ -78,6 +78,10 @@ class CalibrationAccumulator(Mergeable):
     classwise : bool, default True
         Multi-class only: also keep the per-class, per-bin state of
         class-wise ECE (K x n_bins counters, one more pass over each row).
+        A state of more than ``MAX_STATE_BYTES`` (1 GiB: these counters take
+        K x n_bins x 24 bytes, bootstrap replicates n_boot x n_bins x 32) is
+        refused in one line before it is allocated
+        (:func:`fastcal.accumulators.settings.check_state_size`).
     ace_buckets : int, default 0
         Also keep, per value bucket floor(x * ace_buckets) (a power of two),
         the rows, positives, correct labels and sum of x, x being p, the

@@ -12,7 +12,7 @@ from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
-from fastcal.accumulators.settings import KEYWORDS, state_settings
+from fastcal.accumulators.settings import KEYWORDS, check_state_size, state_settings
 from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import _config
 from fastcal._kernels import multiclass as km
@@ -71,7 +71,11 @@ class MulticlassAccumulator(Binned):
             self.class_sums += csums
 
     def _check_k(self, k):
-        if self.n_classes is not None and k != self.n_classes:
+        if self.n_classes is None:  # K from the data: the state is sized by the fill
+            check_state_size(self.n_bins, k, classwise=self.classwise, n_boot=self.n_boot,
+                             ace_buckets=self.ace_buckets, smooth=self.grid.on,
+                             what=f"y_prob's {k:,} columns")
+        elif k != self.n_classes:
             msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
                    f"state; every update needs shape (n, {self.n_classes})")
             raise ValueError(msg)

@@ -13,6 +13,8 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
+from fastcal._kernels import binary as kb
+from fastcal._kernels import smooth as ks
 from fastcal.reports.stats import check_count, check_seed
 
 # The keyword options of every kind, as CalibrationAccumulator takes them.
@@ -23,6 +25,15 @@ KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot
 BIN_KEYWORDS = ("n_bins", "edges", "closed")
 # the keywords of the binned states of one probability or logit column
 BINNED = frozenset(KEYWORDS) - {"logits", "renormalize", "n_classes", "classwise"}
+# the keywords that decide what a state holds: two states merge only when these are equal
+# (threads and nan_policy change how rows are read, not what the sums mean)
+STATE_KEYWORDS = tuple(k for k in KEYWORDS if k not in ("threads", "nan_policy"))
+
+#: The most memory one binned state may take (its per-bin arrays, bootstrap replicates,
+#: ACE's buckets, the smooth ECE grid and K x n_bins class-wise counters), checked
+#: before any of it is allocated: a state is meant to be small, and it is copied per
+#: thread while filling and gathered from every process under DDP.
+MAX_STATE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,15 @@ class Settings:
             smooth=bool(self.smooth))
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
+        k = self.n_classes
+        self.check_size(k, "" if k is None else f"n_classes={k:,}")
+
+    def check_size(self, n_classes, what):
+        """:func:`check_state_size` of a state of these settings with ``n_classes``
+        classes (None: binary, or K not known yet)."""
+        check_state_size(self.bins.n_bins, n_classes, classwise=self.classwise,
+                         n_boot=self.n_boot, ace_buckets=self.ace_buckets, smooth=self.smooth,
+                         what=what)
 
     @classmethod
     def of(cls, options, takes=KEYWORDS):
@@ -120,6 +140,56 @@ def state_settings(settings, options, takes):
                f"settings and {', '.join(sorted(options))}")
         raise TypeError(msg)
     return settings
+
+
+def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets=0,
+                smooth=False):
+    """The bytes of a binned state by part (a dict of part -> bytes): ``n_classes``
+    None for a binary state (or one whose K is not known yet)."""
+    # 8 bytes an int64 count or a float64 sum (the arrays of kb.new_state, Bootstrap,
+    # ValueBuckets, SmoothGridSums and km.new_state's class-wise ones)
+    parts = {"per-bin arrays": 8 * ((n_bins + 1) * (kb.N_COUNTS + kb.N_SUMS) + kb.N_TOTALS),
+             f"bootstrap replicates (n_boot={n_boot:,} x n_bins x 32 bytes)": n_boot * n_bins * 32,
+             f"ACE buckets (ace_buckets={ace_buckets:,})":
+                 8 * (ace_buckets + 1) * (kb.N_COUNTS + 1) if ace_buckets else 0,
+             "smooth ECE grid": 8 * (2 * (ks.GRID + 1) + 1) if smooth else 0}
+    if n_classes is not None and classwise:
+        parts[f"class-wise counters ({n_classes:,} classes x n_bins x 24 bytes)"] = \
+            n_classes * n_bins * 24
+    return parts
+
+
+def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets=0,
+                     smooth=False, what=""):
+    """Refuse, before anything is allocated, a binned state of more than
+    ``MAX_STATE_BYTES``. ``what`` says where K comes from in the message
+    (``"n_classes=1,000"``, ``"y_prob's 1,000 columns"``).
+
+    Raises
+    ------
+    ValueError
+        One line: the options, the memory the state would take, its largest part
+        and the limit.
+    """
+    parts = state_bytes(n_bins, n_classes, classwise=classwise, n_boot=n_boot,
+                        ace_buckets=ace_buckets, smooth=smooth)
+    total = sum(parts.values())
+    if total <= MAX_STATE_BYTES:
+        return
+    largest = max(parts, key=parts.get)
+    hint = ("pass classwise=False (top-label state only) or fewer bins"
+            if largest.startswith("class-wise") else
+            "use fewer replicates or bins" if largest.startswith("bootstrap") else
+            "use fewer bins or buckets")
+    source = f"{what} with " if what else ""
+    msg = (f"{source}n_bins={n_bins:,} makes a state of {_gib(total)}, mostly {largest}; a "
+           f"state may take at most {_gib(MAX_STATE_BYTES)} "
+           f"(fastcal.accumulators.settings.MAX_STATE_BYTES): {hint}")
+    raise ValueError(msg)
+
+
+def _gib(n):
+    return f"{n / 2**30:,.3g} GiB" if n >= 2**30 else f"{n / 2**20:,.3g} MiB"
 
 
 def check_buckets(n):
