@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from fastcal._atomic import write_atomically
+from fastcal.io import write_atomically
 from tracking.consistency import evaluate
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
 from tracking.scenario import Scenario, make_scenario, simulate

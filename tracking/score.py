@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from fastcal.gaussian import anees_bounds, ecd_bounds, nees
-from fastcal._atomic import write_atomically
+from fastcal.io import write_atomically
 from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
 from tracking.compare import _legend_above, check_plot_path, verdict
 from tracking.inputs import open_input, resolve_columns
