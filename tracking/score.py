@@ -452,7 +452,8 @@ def _series(values):
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def add_score_parser(sub):
+def add_score_parser(sub, formatter_class=None):
+    """The ``score`` subcommand on ``sub``; ``formatter_class`` shows each default once."""
     import argparse
 
     p = sub.add_parser(
@@ -469,7 +470,7 @@ def add_score_parser(sub):
             "numbers, strings or timestamps; runs may be ragged (missing steps, all-NaN rows): each "
             "step is scored over the runs it has, and what is missing is counted."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=formatter_class or argparse.HelpFormatter,
     )
     p.add_argument("file", help="Parquet, Feather/Arrow or CSV file, .npz, a directory of .npy files, "
                                 "or a directory of table files")
@@ -478,9 +479,9 @@ def add_score_parser(sub):
     p.add_argument("--step", default=None, metavar="NAME",
                    help="step id column or array (default: 'step'; arrays: 0..steps-1 when absent)")
     p.add_argument("--estimate", action="append", default=None, metavar="[NAME=]SPEC",
-                   help="estimate columns or array: prefix*, comma list or name; NAME=SPEC once per filter "
-                        "(default: x_*)")
-    p.add_argument("--truth", default="t_*", metavar="SPEC", help="true state columns or array")
+                   help="estimate columns or array: a pattern where * is any text (x_*, *_est), a comma list "
+                        "or a name; NAME=SPEC once per filter (default: x_*)")
+    p.add_argument("--truth", default="t_*", metavar="SPEC", help="true state columns or array, named as --estimate")
     p.add_argument("--cov", action="append", default=None, metavar="[NAME=]SPEC",
                    help="covariance columns (d*d, row-major) or array (runs, steps, d, d); NAME=SPEC once "
                         "per filter (default: P_*)")
