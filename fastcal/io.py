@@ -41,8 +41,6 @@ import os
 
 from fastcal import _atomic
 from fastcal.reports._json import json_text
-from fastcal.sources.io import DEFAULT_CHUNK_ROWS, FORMATS, Chunk, detect_format, open_reader
-from fastcal.sources.readers.arrays import NpyArrays
 
 __all__ = ["ARRAY_FORMATS", "DEFAULT_CHUNK_ROWS", "FORMATS", "Arrays", "Chunk", "Table",
            "commit", "detect_format", "is_special", "json_text", "open_arrays", "open_table",
@@ -51,14 +49,33 @@ __all__ = ["ARRAY_FORMATS", "DEFAULT_CHUNK_ROWS", "FORMATS", "Arrays", "Chunk", 
 #: Formats :func:`open_arrays` reads.
 ARRAY_FORMATS = ("npz", "npy")
 
+# The readers are imported on first use: writing a file or JSON needs none of them.
+_FROM_READERS = ("Chunk", "DEFAULT_CHUNK_ROWS", "FORMATS", "detect_format")
+
+
+def __getattr__(name):
+    if name in _FROM_READERS:
+        from fastcal.sources import io as readers
+
+        value = getattr(readers, name)
+        globals()[name] = value
+        return value
+    msg = f"module 'fastcal.io' has no attribute {name!r}"
+    raise AttributeError(msg)
+
 #: :func:`read_columns` reads at most this many rows unless told otherwise.
 MAX_WHOLE_ROWS = 1 << 26
 
 
-def _check_chunk_rows(chunk_rows):
+def _chunk_rows(chunk_rows):
+    if chunk_rows is None:
+        from fastcal.sources.io import DEFAULT_CHUNK_ROWS
+
+        return DEFAULT_CHUNK_ROWS
     if not isinstance(chunk_rows, int) or isinstance(chunk_rows, bool) or chunk_rows < 1:
         msg = f"chunk_rows must be an integer >= 1, got {chunk_rows!r}"
         raise ValueError(msg)
+    return chunk_rows
 
 
 def _names(names, what="names"):
@@ -108,8 +125,9 @@ class Table:
         """The numpy dtype the chunks of numeric column ``name`` have (widest over the files)."""
         return self._reader.dtype(name)
 
-    def chunks(self, names, chunk_rows=DEFAULT_CHUNK_ROWS, *, any_type=()):
-        """The columns ``names`` in :class:`Chunk` s of at most ``chunk_rows`` rows, in file order.
+    def chunks(self, names, chunk_rows=None, *, any_type=()):
+        """The columns ``names`` in :class:`Chunk` s of at most ``chunk_rows`` rows (default
+        :data:`DEFAULT_CHUNK_ROWS`), in file order.
 
         Each chunk's ``columns`` are 1-D numpy arrays in the order of ``names``;
         ``start`` is the global row number (from 0) of its first row, ``file``
@@ -117,7 +135,7 @@ class Table:
         first (:meth:`check`).
         """
         names, any_type = _names(names), set(_names(any_type, "any_type"))
-        _check_chunk_rows(chunk_rows)
+        chunk_rows = _chunk_rows(chunk_rows)
         self._reader.check(names, any_type)
         return self._reader.chunks(names, chunk_rows, any_type)
 
@@ -146,6 +164,8 @@ def open_table(path, format=None, *, verify_checksums=True):
         a file that does not read as its format says, and every format rule of
         fastcal's readers.
     """
+    from fastcal.sources.io import open_reader
+
     reader, fmt = open_reader(path, format, verify_checksums=verify_checksums)
     return Table(reader, fmt)
 
@@ -166,7 +186,7 @@ def read_columns(table, names, *, any_type=(), max_rows=MAX_WHOLE_ROWS):
 
     parts = {n: [] for n in names}
     seen = 0
-    for ch in table.chunks(names, min(DEFAULT_CHUNK_ROWS, max(max_rows, 1)), any_type=any_type):
+    for ch in table.chunks(names, min(_chunk_rows(None), max(max_rows, 1)), any_type=any_type):
         seen += len(ch.columns[0])
         if seen > max_rows:
             msg = f"{table.path}: more than {max_rows} rows; at most {max_rows} are read whole"
@@ -211,12 +231,12 @@ class Arrays:
         before anything is allocated."""
         return self._arrays.read(name, max_bytes)
 
-    def chunks(self, names, chunk_rows=DEFAULT_CHUNK_ROWS):
+    def chunks(self, names, chunk_rows=None):
         """The arrays ``names`` (one length along the first axis) in :class:`Chunk` s of at
-        most ``chunk_rows`` rows: ``columns`` holds each array's rows a..b, ``start`` is a."""
+        most ``chunk_rows`` rows (default :data:`DEFAULT_CHUNK_ROWS`): ``columns`` holds each
+        array's rows a..b, ``start`` is a."""
         names = _names(names)
-        _check_chunk_rows(chunk_rows)
-        return self._arrays.chunks(names, chunk_rows)
+        return self._arrays.chunks(names, _chunk_rows(chunk_rows))
 
 
 def open_arrays(path, format=None):
@@ -234,6 +254,8 @@ def open_arrays(path, format=None):
     -------
     Arrays
     """
+    from fastcal.sources.readers.arrays import NpyArrays
+
     return Arrays(NpyArrays(os.fspath(path), format))
 
 
