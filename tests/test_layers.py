@@ -22,6 +22,22 @@ def test_import_contracts_hold():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
+    # tracking builds on fastcal's public door only (fastcal.io, fastcal.jit, the API)
+    assert "tracking imports only fastcal's public modules KEPT" in proc.stdout
+
+
+def test_tracking_reads_files_only_through_fastcal_io():
+    import ast
+    import pathlib
+
+    tracking = pathlib.Path(__file__).resolve().parents[1] / "tracking"
+    found = []
+    for path in tracking.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [(path.name, n) for n in names if n.split(".")[0] == "pyarrow"]
+    assert found == []
 
 
 def test_the_kernels_import_nothing_of_the_api():

@@ -131,3 +131,24 @@ def test_chi_square_quantiles_are_scipy_stats_ones():
     for dof in (1, 4, 40, 4_000):
         for q in (1e-10, 0.025, 0.5, 0.975):
             assert _chi2_ppf(q, dof) == stats.chi2.ppf(q, dof)
+
+
+def test_help_names_each_default_once_and_version(capsys):
+    import re
+
+    import fastcal
+    from tracking.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.choices and "score" in a.choices)
+    for name, p in sub.choices.items():
+        formatter = p._get_formatter()
+        for a in p._actions:
+            if a.help and a.help != "==SUPPRESS==":
+                text = formatter._expand_help(a)  # the help line as --help prints it
+                assert text.count("default") <= 1, (name, a.option_strings, text)
+        assert "(default: None)" not in re.sub(r"\s+", " ", p.format_help())
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == f"tracking {fastcal.__version__}\n"

@@ -152,3 +152,35 @@ def test_plot_checked_before_reading(tmp_path, capsys):
         main(["score", str(tmp_path / "does-not-exist.parquet"), "--plot", str(tmp_path / "x.nope")])
     assert stop.value.code == 2
     assert "cannot tell the image format" in capsys.readouterr().err
+
+
+def test_the_verdict_judges_the_mean_by_the_band_of_the_mean(tmp_path):
+    # Every NEES is 1.1 (d = 1): each step's ANEES lies inside its band over 50 runs, but the
+    # mean over all 50 x 100 run-steps is chi-square(5000)/5000 under consistency, whose band
+    # [0.961, 1.040] it lies far above. The per-step share is reported beside the verdict.
+    from tracking.compare import verdict
+    from tracking.consistency import evaluate
+    from tracking.filters import FilterRun
+    from tracking.score import format_score
+
+    runs, steps = 50, 100
+    truth = np.zeros((runs, steps, 1))
+    x = np.full((runs, steps, 1), np.sqrt(1.1))
+    P = np.ones((runs, steps, 1, 1))
+    np.savez(tmp_path / "a.npz", x=x, t=truth, P=P)
+    rep = score_file(tmp_path / "a.npz", estimate="x", truth="t", cov="P")
+    assert rep["inside_fraction"] == 1.0 and rep["nees_count"] == 5000
+    assert tuple(rep["bounds"]["mean_anees"]) == anees_bounds(5000, 1)
+    assert rep["verdict"] == "above (over-confident)"
+    text = format_score(rep)
+    assert "95% band of the mean ANEES over all 5000 run-steps: [0.961, 1.040]" in text
+    assert "mean ANEES 1.100, mean ECD 0.050; 100% of steps inside the band; mean ANEES vs band of the mean: " \
+           "above (over-confident)" in text
+    # the filters' consistency (tracking compare) judges the same way
+    run = FilterRun(x, P, np.zeros((runs, steps, 1)), np.ones((runs, steps, 1, 1)),
+                    np.zeros((runs, steps), np.int8), None)
+    c = evaluate(run, truth)
+    assert c.inside_fraction == 1.0 and c.mean_bounds == anees_bounds(5000, 1) and c.nees_count == 5000
+    np.testing.assert_allclose(c.mean_nees, 1.1, rtol=1e-12)
+    assert verdict(c.mean_nees, c.mean_bounds) == "above (over-confident)"
+    assert verdict(1.0, c.mean_bounds) == "inside" and verdict(0.9, c.mean_bounds) == "below (under-confident)"

@@ -25,7 +25,7 @@
 import numpy as np
 from numba import prange  # noqa: F401 (model functions written into this file may use it)
 
-from fastcal._kernels._cache import njit
+from fastcal.jit import njit
 from tracking import _kernels as _k
 
 OK = 0

@@ -21,7 +21,7 @@ or NaN (which the filters report as singular geometry) instead of raising.
 
 import numpy as np
 
-from fastcal._kernels._cache import njit
+from fastcal.jit import njit
 
 TWO_PI = 2.0 * np.pi
 

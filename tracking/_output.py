@@ -4,7 +4,7 @@ JSON: NaN becomes ``null`` and +-inf the strings ``"inf"`` / ``"-inf"`` (as
 ``fastcal score --json``), built whole in memory before anything is printed.
 Outputs: refused when they are an input (or inside an input directory) or
 another output, by path or through a link; written with
-:func:`fastcal._atomic.commit`, all of them or none.
+:func:`fastcal.io.commit`, all of them or none.
 """
 
 import contextlib
@@ -12,15 +12,14 @@ import os
 import signal
 import threading
 
-from fastcal import _atomic
-from fastcal.reports._json import json_text
+from fastcal import io as fio
 
 __all__ = ["to_json", "check_outputs", "commit", "commit_with_stdout", "signals_held"]
 
 
 def to_json(obj):
     """One line of strict JSON for ``obj``, with fastcal's convention."""
-    return json_text(obj)
+    return fio.json_text(obj)
 
 
 @contextlib.contextmanager
@@ -61,9 +60,9 @@ def check_outputs(outputs, inputs):
     """
     seen = []
     for option, target in outputs:
-        if target is None or target == "-" or _atomic.is_special(target):
+        if target is None or target == "-" or fio.is_special(target):
             continue
-        real = _atomic.resolve(target)
+        real = os.path.realpath(os.fspath(target))
         if os.path.isdir(real):
             msg = f"{option} {target}: is a directory; expected a file name"
             raise ValueError(msg)
@@ -85,12 +84,12 @@ def check_outputs(outputs, inputs):
 
 def commit(outputs):
     """Write ``[(path, bytes)]`` all together (``"-"`` is standard output, written last)."""
-    _atomic.commit(outputs)
+    fio.commit(outputs)
 
 
 def cleanup():
     """Remove temporary files of an interrupted write."""
-    _atomic.cleanup()
+    fio.remove_temporaries()
 
 
 def commit_with_stdout(outputs, text, plot):

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from fastcal import __version__
 from tracking._output import check_outputs, cleanup, commit_with_stdout, signals_held, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
@@ -47,6 +48,7 @@ class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser():
     parser = _OneLineParser(prog=PROG, description="EKF vs UKF consistency (NEES, Gaussian ECD) for tracking.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (also TRACKING_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_OneLineParser)
     d = Scenario()
@@ -88,7 +90,7 @@ def build_parser():
                    help="write ANEES (with an ECD scale) and NIS over time with bands; format from the extension")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
-    add_score_parser(sub)
+    add_score_parser(sub, _DefaultsFormatter)
     return parser
 
 

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from fastcal._atomic import write_atomically
+from fastcal.io import write_atomically
 from tracking.consistency import evaluate
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
 from tracking.scenario import Scenario, make_scenario, simulate
@@ -25,14 +25,15 @@ def _float(v):
     return None if math.isnan(v) else float(v)
 
 
-def verdict(mean_anees, bounds):
-    """Where the time-averaged ANEES lies against the per-step band."""
+def verdict(mean_nees, bounds):
+    """Where the mean of all NEES values scored lies against its own band, the band of the
+    mean (``anees_bounds(N, d)`` for N values), not one step's band."""
     lo, hi = bounds
-    if mean_anees is None or not math.isfinite(mean_anees):
+    if mean_nees is None or not math.isfinite(mean_nees) or not (math.isfinite(lo) and math.isfinite(hi)):
         return "undefined"
-    if mean_anees > hi:
+    if mean_nees > hi:
         return "above (over-confident)"
-    if mean_anees < lo:
+    if mean_nees < lo:
         return "below (under-confident)"
     return "inside"
 
@@ -55,9 +56,13 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
     dict
         JSON-ready report. Contract keys: ``filters`` -> ``ekf``/``ukf`` ->
         ``runs``, ``steps``, ``dim``, ``anees``, ``ecd``, ``nis`` (lists per
-        step), ``bounds`` (``anees``, ``ecd``, ``nis``: [lo, hi]),
-        ``inside_fraction``, ``mean_anees``, ``mean_ecd``, ``verdict``, ``rmse``,
-        ``singular_steps``, ``failed_runs``; ``bounds`` (the same bands);
+        step), ``bounds`` (``anees``, ``ecd``, ``nis``: one step's [lo, hi];
+        ``mean_anees``: the band of the mean over all runs and steps),
+        ``inside_fraction`` (steps inside their band), ``mean_anees``,
+        ``mean_ecd``, ``mean_nees`` (the mean of all NEES values, the mean ANEES
+        when no run failed), ``nees_count``, ``verdict`` (``mean_nees`` against
+        the band of the mean), ``rmse``, ``singular_steps``, ``failed_runs``;
+        ``bounds`` (the same bands);
         ``scenario`` (every parameter used).
 
     Examples
@@ -87,7 +92,8 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
             warnings.simplefilter("ignore", RuntimeWarning)  # counted in the report instead
             run = flt.run(sim.x0, sim.P0, sim.measurements)
         c = evaluate(run, sim.truth, alpha=alpha)
-        bounds = {"anees": list(c.anees_bounds), "ecd": list(c.ecd_bounds), "nis": list(c.nis_bounds)}
+        bounds = {"anees": list(c.anees_bounds), "ecd": list(c.ecd_bounds), "nis": list(c.nis_bounds),
+                  "mean_anees": list(c.mean_bounds)}
         spread = np.nanpercentile(c.nees, [5, 50, 95], axis=0) if np.isfinite(c.nees).any() else np.full((3, sc.steps), np.nan)
         report["filters"][name] = {
             "runs": sc.runs,
@@ -103,7 +109,9 @@ def compare(scenario=None, *, alpha=0.05, ukf_alpha=1.0, ukf_beta=2.0, ukf_kappa
             "inside_fraction": c.inside_fraction,
             "mean_anees": _float(c.mean_anees),
             "mean_ecd": _float(c.mean_ecd),
-            "verdict": verdict(c.mean_anees, c.anees_bounds),
+            "mean_nees": _float(c.mean_nees),
+            "nees_count": c.nees_count,
+            "verdict": verdict(c.mean_nees, c.mean_bounds),
             "rmse": _float(c.rmse),
             "singular_steps": c.singular_steps,
             "failed_runs": c.failed_runs,
@@ -130,20 +138,24 @@ def format_table(report):
     Examples
     --------
     >>> from tracking import Scenario, compare, format_table
-    >>> print(format_table(compare(Scenario(runs=5, steps=3))).splitlines()[3])
-    filter    mean ANEES   mean ECD  steps in band  pos RMSE [m]  mean ANEES vs band
+    >>> print(format_table(compare(Scenario(runs=5, steps=3))).splitlines()[4])
+    filter    mean ANEES   mean ECD  steps in band  pos RMSE [m]  mean ANEES vs band of the mean
     """
     sc = report["scenario"]
     d = sc["state_dim"]
     lo, hi = report["bounds"]["anees"]
     elo, ehi = report["bounds"]["ecd"]
     level = round(100 * sc["confidence"])
+    mlo, mhi = report["bounds"]["mean_anees"]
     lines = [
         f"EKF vs UKF ({sc['name']}): {sc['runs']} runs x {sc['steps']} steps, seed {sc['seed']}; {sc['description']}",
         f"{level}% bands per step (d={d}): ANEES [{lo:.3f}, {hi:.3f}]   ECD [{elo:.3f}, {ehi:.3f}]   "
         f"(consistent: ANEES {d}, ECD 0)",
+        f"{level}% band of the mean ANEES over all {report['filters'][FILTER_NAMES[-1]]['nees_count']} run-steps: "
+        f"[{mlo:.3f}, {mhi:.3f}]",
         "",
-        f"{'filter':<8}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}{'pos RMSE [m]':>14}  mean ANEES vs band",
+        f"{'filter':<8}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}{'pos RMSE [m]':>14}"
+        "  mean ANEES vs band of the mean",
     ]
     notes = []
     for name in FILTER_NAMES:
@@ -156,6 +168,11 @@ def format_table(report):
         if f.get("singular_steps") or f.get("failed_runs"):
             notes.append(f"{name.upper()}: {f['singular_steps']} run-steps skipped for singular geometry, "
                          f"{f['failed_runs']} runs stopped (covariance not positive definite)")
+        if f.get("failed_runs"):
+            m = f["mean_nees"]
+            notes.append(f"{name.upper()}: the verdict judges the mean NEES of the {f['nees_count']} run-steps "
+                         f"scored, {'nan' if m is None else format(m, '.3f')}, against its band "
+                         f"[{f['bounds']['mean_anees'][0]:.3f}, {f['bounds']['mean_anees'][1]:.3f}]")
     return "\n".join(lines + ([""] + notes if notes else []))
 
 

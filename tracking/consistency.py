@@ -21,6 +21,12 @@ class Consistency(NamedTuple):
     inside_fraction : fraction of steps whose ANEES lies inside its band (the
         ECD band is the same event, so it holds the same steps).
     mean_anees, mean_ecd : time averages over steps.
+    mean_nees : the mean of all N NEES values scored (the runs' NEES at every
+        step), equal to ``mean_anees`` when no run failed.
+    mean_bounds : (lo, hi) two-sided chi-square band of ``mean_nees``: under
+        consistency ``N * mean_nees`` is chi-square with ``N d`` degrees of
+        freedom, a band much narrower than one step's.
+    nees_count : N, the NEES values scored (runs x steps less failed steps).
     rmse : position RMSE over all runs and steps (m); NaN when the position
         components are not known (pass ``position=`` to :func:`evaluate`).
     nis_bounds : (lo, hi) chi-square band of the mean NIS at one step (m dof).
@@ -52,6 +58,9 @@ class Consistency(NamedTuple):
     nis_bounds: tuple = (np.nan, np.nan)
     singular_steps: int = 0
     failed_runs: int = 0
+    mean_nees: float = np.nan
+    mean_bounds: tuple = (np.nan, np.nan)
+    nees_count: int = 0
 
 
 def evaluate(run, truth, *, alpha=0.05, position=None):
@@ -80,6 +89,12 @@ def evaluate(run, truth, *, alpha=0.05, position=None):
     runs, and the Gaussian ECD ``0.5 ANEES - d/2`` (eq. 10); all come from one
     :class:`fastcal.gaussian.GaussianAccumulator` per time step. Steps of runs
     that failed (NaN estimates, see ``FilterRun.status``) are left out.
+
+    Two bands answer two questions. One step's ANEES over ``R`` runs has the
+    band ``chi2_{R d} / R`` (``anees_bounds``); the mean over all ``N = R T``
+    NEES values has ``chi2_{N d} / N`` (``mean_bounds``), which judges the
+    filter as a whole: a mean ANEES of 4.28 for ``d = 4`` may lie inside most
+    steps' bands and still be far outside the band of the mean.
 
     Examples
     --------
@@ -123,6 +138,10 @@ def evaluate(run, truth, *, alpha=0.05, position=None):
         sq = np.sum(errors[..., list(position)] ** 2, axis=-1)
         ok = np.isfinite(sq)
         rmse = float(np.sqrt(np.mean(sq[ok]))) if ok.any() else float("nan")
+    finite = np.isfinite(per_run)
+    count = int(finite.sum())
+    mean_nees = float(per_run[finite].mean()) if count else float("nan")
+    mean_bounds = anees_bounds(count, d, alpha=alpha) if count >= 2 else (float("nan"), float("nan"))
     status = getattr(run, "status", None)
     singular = int(np.count_nonzero(status == 2)) if status is not None else 0
     failed = int(np.count_nonzero((status == 3).any(axis=1))) if status is not None else 0
@@ -141,4 +160,7 @@ def evaluate(run, truth, *, alpha=0.05, position=None):
         nis_bounds=(n_lo, n_hi),
         singular_steps=singular,
         failed_runs=failed,
+        mean_nees=mean_nees,
+        mean_bounds=mean_bounds,
+        nees_count=count,
     )

@@ -23,7 +23,7 @@ import numpy as np
 
 import warnings
 
-from fastcal._kernels._threads import run_threads, thread_range
+from fastcal.jit import run_threads, thread_range
 from tracking._factory import jacobian_pattern, kernel_for
 from tracking._guard import probe_models
 

@@ -15,23 +15,36 @@ Layouts (see the README's tracking section):
   and ``step`` (steps,) id arrays. A prefix matching several estimate arrays
   (``x_ekf``, ``x_ukf``) gives one filter per array.
 
-Run and step ids may be integers, floats, strings or timestamps; they are
-mapped to dense codes in the order met and never used as array indices.
+Run and step ids may be integers, floats, strings, bytes or timestamps; they
+are mapped to dense codes in the order met and never used as array indices.
+Bytes (a binary column, a CSV file that is not UTF-8, an ``S`` array) are
+decoded as UTF-8 text; an id that does not decode is an error naming its row.
+
+Files are read through :mod:`fastcal.io`, with every format rule of fastcal's
+readers (headers checked against file sizes before anything is allocated, a
+CSV file without a final newline noted, ...), in chunks of bounded size.
+
+Column and array patterns: a comma list of names, one name, or a pattern in
+which ``*`` stands for any run of characters (``x_*``, ``*_est``, ``x_*_ekf``); a
+name that is not a column is read as a prefix (``x_`` is ``x_*``).
 """
 
 import bisect
 import os
-import zipfile
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
+
+from fastcal import io as fio
 
 __all__ = ["Block", "Layout", "open_input", "filter_specs"]
 
 FILTER_COLUMNS = ("filter", "method")
 TABLE_FORMATS = ("parquet", "feather", "csv", "npy")
-_EXT = {".parquet": "parquet", ".pq": "parquet", ".feather": "feather", ".arrow": "feather",
-        ".ipc": "feather", ".csv": "csv", ".csv.gz": "csv", ".npz": "npz", ".npy": "npy"}
+_EXT = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".feather": "feather",
+        ".arrow": "feather", ".ipc": "feather", ".arrows": "feather", ".csv": "csv", ".csv.gz": "csv",
+        ".npz": "npz", ".npy": "npy"}
 
 
 class Block(NamedTuple):
@@ -107,10 +120,32 @@ def _as_map(what, spec, path):
     return out
 
 
+def match_names(spec, names):
+    """Names for ``spec``: a comma list (those present), an exact name, or a pattern where
+    ``*`` is any run of characters (a name that is not present is a prefix: ``x_`` is ``x_*``)."""
+    if "," in spec:
+        return [s.strip() for s in spec.split(",") if s.strip() in names]
+    if "*" not in spec and spec in names:
+        return [spec]
+    rx = _pattern(spec)
+    return [n for n in names if rx.match(n)]
+
+
+def _pattern(spec):
+    pattern = spec if "*" in spec else spec + "*"
+    return re.compile("(.*)".join(re.escape(p) for p in pattern.split("*")) + r"\Z", re.S)
+
+
+def _tail(spec, name):
+    """What the ``*`` of ``spec`` stand for in ``name`` (a filter's name: ``xs_*`` in ``xs_ekf``
+    is ``ekf``), underscores at its ends dropped."""
+    return "".join(_pattern(spec).match(name).groups()).strip("_")
+
+
 def resolve_columns(spec, available, *, what, path):
-    """Columns named by ``spec``: a comma list, a prefix ending in ``*``, an exact name, or a prefix."""
+    """Columns named by ``spec``: a comma list, an exact name, or a pattern (see :func:`match_names`)."""
     if not isinstance(spec, str) or not spec.strip():
-        msg = f"{path}: --{what} must be a column prefix ('x_*') or a comma list of columns, got {spec!r}"
+        msg = f"{path}: --{what} must be a column pattern ('x_*') or a comma list of columns, got {spec!r}"
         raise ValueError(msg)
     spec = spec.strip()
     if "," in spec:
@@ -121,10 +156,7 @@ def resolve_columns(spec, available, *, what, path):
                    f"the file has {', '.join(map(repr, available))}")
             raise ValueError(msg)
         return cols
-    if not spec.endswith("*") and spec in available:
-        return [spec]
-    prefix = spec.rstrip("*")
-    cols = [c for c in available if c.startswith(prefix)]
+    cols = match_names(spec, available)
     if not cols:
         msg = f"{path}: --{what} {spec!r} matches no column; the file has {', '.join(map(repr, available))}"
         raise ValueError(msg)
@@ -138,13 +170,7 @@ def _kind_of(path, format):
             raise ValueError(msg)
         return format
     if os.path.isdir(path):
-        exts = {_ext(f) for f in os.listdir(path) if not f.startswith((".", "_"))} & set(_EXT)
-        if not exts:
-            _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .csv, .npy or .npz)")
-        kinds = {_EXT[e] for e in exts}
-        if len(kinds) > 1:
-            _fail(path, f"directory mixes formats ({', '.join(sorted(kinds))}); expected one (pass --format)")
-        return kinds.pop()
+        return fio.detect_format(path)  # one format among the directory's files
     ext = _ext(path)
     if ext not in _EXT:
         _fail(path, f"cannot tell the layout from the extension {ext or '(none)'!r}; expected .parquet, "
@@ -157,17 +183,6 @@ def _ext(name):
     return ".csv.gz" if low.endswith(".csv.gz") else os.path.splitext(low)[1]
 
 
-def _files(path, kind):
-    if not os.path.isdir(path):
-        return [path]
-    exts = [e for e, k in _EXT.items() if k == kind]
-    files = sorted(os.path.join(path, f) for f in os.listdir(path)
-                   if not f.startswith((".", "_")) and _ext(f) in exts)
-    if not files:
-        _fail(path, f"directory holds no {kind} files")
-    return files
-
-
 def open_input(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P_*", filter=None,
                format=None):
     """Decide the layout of ``path`` and return a :class:`Layout` that reads it in blocks.
@@ -178,86 +193,51 @@ def open_input(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P
         One line naming the file, the layout expected and what was found.
     """
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         _fail(path, "no such file or directory")
     kind = _kind_of(path, format)
     specs = filter_specs(estimate, cov, path=path)
     if kind == "npz":
-        return _arrays(path, _npz_arrays(path), run, step, specs, truth)
+        return _arrays(path, fio.open_arrays(path, "npz"), run, step, specs, truth)
     if kind == "npy":
         if not os.path.isdir(path):
             _fail(path, "a single .npy file holds one array; expected a .npz or a directory of .npy files "
                         "(estimate, truth and covariance arrays, or one 1-D file per table column)")
-        arrays = _npy_arrays(path)
-        if any(len(shape) > 1 for shape, _ in arrays.values()):
+        arrays = fio.open_arrays(path, "npy")
+        if any(len(shape) != 1 for shape in arrays.shapes.values()):
             return _arrays(path, arrays, run, step, specs, truth)
-        return _table(path, "npy", list(arrays), run, step, specs, truth, filter, arrays)
-    return _table(path, kind, _table_columns(path, kind), run, step, specs, truth, filter, None)
+        return _table(path, _ColumnFiles(arrays), run, step, specs, truth, filter)
+    return _table(path, fio.open_table(path, kind), run, step, specs, truth, filter)
 
 
 # -- arrays --------------------------------------------------------------------------------------
 
-def _npz_arrays(path):
-    """``{name: (shape, loader)}`` read from the headers, nothing loaded."""
-    out = {}
-    try:
-        with zipfile.ZipFile(path) as z:
-            for info in z.infolist():
-                if not info.filename.endswith(".npy"):
-                    continue
-                with z.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shape, _, _ = read(fh)
-                name = info.filename[:-4]
-                out[name] = (tuple(shape), lambda n=name: _load_npz(path, n))
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        _fail(path, f"cannot read as .npz ({exc}); expected a NumPy .npz archive")
-    return out
+class _ColumnFiles:
+    """A directory of 1-D ``.npy`` files as a table: one column per file, all of one length."""
 
+    def __init__(self, arrays):
+        self.arrays = arrays
+        self.columns = list(arrays.shapes)
 
-def _load_npz(path, name):
-    with np.load(path, allow_pickle=False) as z:
-        return z[name]
-
-
-def _npy_arrays(path):
-    out = {}
-    for f in _files(path, "npy"):
-        try:
-            a = np.load(f, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            _fail(f, f"cannot read as .npy ({exc})")
-        out[os.path.splitext(os.path.basename(f))[0]] = (a.shape, lambda a=a: a)
-    return out
-
-
-def _match(spec, names):
-    """Array names for ``spec``: exact name, comma list, or prefix (ending in ``*`` or not)."""
-    if "," in spec:
-        return [s.strip() for s in spec.split(",") if s.strip() in names]
-    if not spec.endswith("*") and spec in names:
-        return [spec]
-    prefix = spec.rstrip("*")
-    return [n for n in names if n.startswith(prefix)]
+    def chunks(self, names, chunk_rows, *, any_type=()):
+        return self.arrays.chunks(names, chunk_rows)
 
 
 def _listing(arrays):
-    return ", ".join(f"{n} {shape}" for n, (shape, _) in arrays.items()) or "(no arrays)"
+    return ", ".join(f"{n} {shape}" for n, shape in arrays.shapes.items()) or "(no arrays)"
 
 
 def _arrays(path, arrays, run, step, specs, truth):
-    names = list(arrays)
+    names = list(arrays.shapes)
+    shapes = arrays.shapes
     expected = "the arrays layout: estimate and truth (runs, steps, d), covariance (runs, steps, d, d)"
     if list(specs) == [None]:
         est_spec, cov_spec = specs[None]
-        est = _match(est_spec, names)
-        if len(est) > 1:  # one filter per matching array, named by what follows the prefix
-            cvs = _match(cov_spec, names)
-            pre_e, pre_c = est_spec.rstrip("*"), cov_spec.rstrip("*")
-            tails_e = {n[len(pre_e):].lstrip("_"): n for n in est}
-            tails_c = {n[len(pre_c):].lstrip("_"): n for n in cvs}
+        est = match_names(est_spec, names)
+        if len(est) > 1:  # one filter per matching array, named by what its * stands for
+            cvs = match_names(cov_spec, names)
+            tails_e = {_tail(est_spec, n): n for n in est}
+            tails_c = {_tail(cov_spec, n): n for n in cvs}
             if set(tails_e) != set(tails_c):
                 _fail(path, f"--estimate {est_spec!r} matches {', '.join(est)} and --cov {cov_spec!r} matches "
                             f"{', '.join(cvs) or 'nothing'}; expected one covariance per estimate array")
@@ -269,15 +249,19 @@ def _arrays(path, arrays, run, step, specs, truth):
         pairs = {k: (_one(path, "estimate", e, names, arrays, expected),
                      _one(path, "cov", c, names, arrays, expected)) for k, (e, c) in specs.items()}
     t_name = _one(path, "truth", truth, names, arrays, expected)
-    t_shape = arrays[t_name][0]
+    t_shape = shapes[t_name]
     if len(t_shape) != 3:
         _fail(path, f"truth array {t_name!r} has shape {t_shape}; expected {expected}")
     R, T, d = t_shape
     for e_name, c_name in pairs.values():
-        e_shape, c_shape = arrays[e_name][0], arrays[c_name][0]
+        e_shape, c_shape = shapes[e_name], shapes[c_name]
         if e_shape != (R, T, d) or c_shape != (R, T, d, d):
             _fail(path, f"arrays {e_name!r} {e_shape}, {c_name!r} {c_shape}, {t_name!r} {t_shape}; expected "
                         f"estimate and truth (runs, steps, d) = {(R, T, d)} and covariance {(R, T, d, d)}")
+    values = list(dict.fromkeys([t_name] + [n for pair in pairs.values() for n in pair]))
+    for name in values:
+        if arrays.dtypes[name].kind not in "fiub":
+            _fail(path, f"array {name!r} holds {arrays.dtypes[name]} values; expected numbers")
     run_ids = _ids_array(path, "run", run, arrays, R)
     step_ids = _ids_array(path, "step", step, arrays, T)
 
@@ -286,21 +270,21 @@ def _arrays(path, arrays, run, step, specs, truth):
         return f"{path}: [{r}, {k}] of the arrays"
 
     def blocks(chunk_rows):
-        truth_arr = arrays[t_name][1]()
-        per = max(1, int(chunk_rows) // max(T, 1))
-        loaded = {k: (arrays[e][1](), arrays[c][1]()) for k, (e, c) in pairs.items()}
-        for r0 in range(0, R, per):
-            r1 = min(R, r0 + per)
+        per = max(1, int(chunk_rows) // max(T, 1))  # runs per block
+        for ch in arrays.chunks(values, per):
+            cols = dict(zip(values, ch.columns))
+            r0 = ch.start
+            r1 = r0 + len(cols[t_name])
             n = (r1 - r0) * T
             runs = np.repeat(run_ids[r0:r1], T)
             steps = np.tile(step_ids, r1 - r0)
-            t = np.asarray(truth_arr[r0:r1], dtype=np.float64).reshape(n, d)
-            for k, (ea, ca) in loaded.items():
-                x = np.asarray(ea[r0:r1], dtype=np.float64).reshape(n, d)
-                P = np.asarray(ca[r0:r1], dtype=np.float64).reshape(n, d, d)
+            t = np.asarray(cols[t_name], dtype=np.float64).reshape(n, d)
+            for k, (e, c) in pairs.items():
+                x = np.asarray(cols[e], dtype=np.float64).reshape(n, d)
+                P = np.asarray(cols[c], dtype=np.float64).reshape(n, d, d)
                 yield Block(k, runs, steps, x, t, P, r0 * T)
 
-    columns = {"run": run if run in arrays else None, "step": step if step in arrays else None,
+    columns = {"run": run if run in shapes else None, "step": step if step in shapes else None,
                "truth": t_name, "estimate": {k: e for k, (e, _) in pairs.items()},
                "cov": {k: c for k, (_, c) in pairs.items()}}
     if list(pairs) == [None]:
@@ -309,7 +293,7 @@ def _arrays(path, arrays, run, step, specs, truth):
 
 
 def _one(path, what, spec, names, arrays, expected):
-    got = _match(spec, names)
+    got = match_names(spec, names)
     if len(got) != 1:
         found = f"matches {', '.join(got)}" if got else "matches no array"
         _fail(path, f"--{what} {spec!r} {found}; the file holds {_listing(arrays)}; expected one array "
@@ -320,17 +304,17 @@ def _one(path, what, spec, names, arrays, expected):
 def _ids_array(path, what, name, arrays, n):
     explicit = name is not None
     name = what if name is None else name
-    if name not in arrays:
+    if name not in arrays.shapes:
         if explicit:
             _fail(path, f"--{what} {name!r} names no array; the file holds {_listing(arrays)}")
         return np.arange(n)
-    shape = arrays[name][0]
+    shape = arrays.shapes[name]
     if shape != (n,):
         _fail(path, f"--{what} array {name!r} has shape {shape}; expected ({n},), one id per {what}")
-    ids = np.asarray(arrays[name][1]())
-    if len(np.unique(ids)) != n:
-        _fail(path, f"--{what} array {name!r} holds {n - len(np.unique(ids))} repeated ids; expected one "
-                    f"id per {what}")
+    ids = _clean_ids(arrays.read(name), name, lambda i: f"{path}: {name}[{i}]")
+    uniq = len(_unique(ids))
+    if uniq != n:
+        _fail(path, f"--{what} array {name!r} holds {n - uniq} repeated ids; expected one id per {what}")
     return ids
 
 
@@ -346,78 +330,10 @@ def _show(v):
 
 # -- tables --------------------------------------------------------------------------------------
 
-def _table_columns(path, kind):
-    f = _files(path, kind)[0]
-    try:
-        if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            return list(pq.ParquetFile(f).schema_arrow.names)
-        if kind == "feather":
-            import pyarrow as pa
-
-            with pa.memory_map(f) as src:
-                return list(pa.ipc.open_file(src).schema.names)
-        import pyarrow.csv as pcsv
-
-        with pcsv.open_csv(f) as reader:
-            return list(reader.schema.names)
-    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        text = str(exc).strip().splitlines()
-        _fail(f, f"cannot read as {kind} ({text[0] if text else type(exc).__name__})")
-
-
-def _batches(path, kind, names, chunk_rows, npy):
-    """``(file, file_start, {name: numpy array})`` in file order, at most ``chunk_rows`` rows each."""
-    chunk_rows = max(1, int(chunk_rows))
-    if kind == "npy":
-        cols = {n: npy[n][1]() for n in names}
-        lengths = {n: len(c) for n, c in cols.items()}
-        if len(set(lengths.values())) > 1:
-            _fail(path, f"the .npy columns have different lengths ({lengths}); expected one length")
-        n = next(iter(lengths.values()))
-        for a in range(0, n, chunk_rows):
-            yield path, a, {k: np.asarray(c[a:a + chunk_rows]) for k, c in cols.items()}
-        return
-    import pyarrow as pa
-
-    for f in _files(path, kind):
-        start = 0
-        try:
-            if kind == "parquet":
-                import pyarrow.parquet as pq
-
-                it = pq.ParquetFile(f).iter_batches(batch_size=chunk_rows, columns=names)
-            elif kind == "feather":
-                src = pa.memory_map(f)
-                r = pa.ipc.open_file(src)
-                it = (r.get_batch(i) for i in range(r.num_record_batches))
-            else:
-                import pyarrow.csv as pcsv
-
-                it = pcsv.open_csv(f, read_options=pcsv.ReadOptions(block_size=1 << 20))
-            for batch in it:
-                for a in range(0, batch.num_rows, chunk_rows):
-                    part = batch.slice(a, chunk_rows)
-                    yield f, start, {n: _numpy(part.column(part.schema.get_field_index(n))) for n in names}
-                    start += part.num_rows
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
-            text = str(exc).strip().splitlines()
-            _fail(f, f"cannot read {kind} data near row {start} ({text[0] if text else type(exc).__name__})")
-
-
-def _numpy(col):
-    import pyarrow as pa
-
-    if pa.types.is_floating(col.type) or pa.types.is_integer(col.type):
-        return col.to_numpy(zero_copy_only=False).astype(np.float64) if col.null_count else \
-            col.to_numpy(zero_copy_only=False)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    return np.asarray(col.to_numpy(zero_copy_only=False))
-
-
-def _table(path, kind, available, run, step, specs, truth, filter, npy):
+def _table(path, table, run, step, specs, truth, filter):
+    """A long or wide table read through ``table`` (a :class:`fastcal.io.Table`, or
+    :class:`_ColumnFiles`): ``columns`` and ``chunks(names, rows, any_type=ids)``."""
+    available = table.columns
     run = "run" if run is None else run
     step = "step" if step is None else step
     for name, col in (("run", run), ("step", step)):
@@ -445,13 +361,11 @@ def _table(path, kind, available, run, step, specs, truth, filter, npy):
         if len(cvs) != d * d:
             _fail(path, f"--cov{label} has {len(cvs)} columns; expected d*d = {d * d} (row-major) for d = {d}")
         groups[k] = (est, cvs)
-    names = list(dict.fromkeys([run, step] + ([filter] if filter else []) + tru
-                               + [c for est, cvs in groups.values() for c in est + cvs]))
-    if npy is not None:
-        bad = [n for n in names if len(npy[n][0]) != 1]
-        if bad:
-            _fail(path, f"column file {bad[0]}.npy has shape {npy[bad[0]][0]}; expected 1-D columns")
-    spans = []  # (global start, file, file start) of each batch, for row messages
+    ids = list(dict.fromkeys([run, step] + ([filter] if filter else [])))
+    names = list(dict.fromkeys(ids + tru + [c for est, cvs in groups.values() for c in est + cvs]))
+    if isinstance(table, fio.Table):
+        table.check(names, any_type=ids)  # before any row is read: types, duplicate names
+    spans = []  # (global start, file, file start) of each chunk, for row messages
 
     def where(row):
         i = bisect.bisect_right([s[0] for s in spans], int(row)) - 1
@@ -460,15 +374,15 @@ def _table(path, kind, available, run, step, specs, truth, filter, npy):
 
     def blocks(chunk_rows):
         spans.clear()
-        g = 0
-        for f, fs, cols in _batches(path, kind, names, chunk_rows, npy):
-            n = len(cols[run])
+        for ch in table.chunks(names, int(chunk_rows), any_type=ids):
+            cols = dict(zip(names, ch.columns))
+            n = len(ch.columns[0])
             if n == 0:
                 continue
-            spans.append((g, f, fs))
-            runs, steps = cols[run], cols[step]
-            for name, ids in ((run, runs), (step, steps)):
-                _check_ids(ids, name, lambda i: where(g + i))
+            g = ch.start
+            spans.append((g, ch.file, ch.file_start))
+            at = lambda i, g=g: where(g + i)  # noqa: E731
+            runs, steps = _clean_ids(cols[run], run, at), _clean_ids(cols[step], step, at)
             t = _stack([cols[c] for c in tru], tru, path)
             for k, (est, cvs) in groups.items():
                 x = _stack([cols[c] for c in est], est, path)
@@ -476,13 +390,11 @@ def _table(path, kind, available, run, step, specs, truth, filter, npy):
                 if filter is None:
                     yield Block(k, runs, steps, x, t, P, g)
                     continue
-                fcol = cols[filter]
-                _check_ids(fcol, filter, lambda i: where(g + i))
+                fcol = _clean_ids(cols[filter], filter, at)
                 for value in _unique(fcol):
                     m = fcol == value
                     rows = np.flatnonzero(m)
                     yield Block(_show(value), runs[m], steps[m], x[m], t[m], P[m], g, rows)
-            g += n
 
     if filter is not None:
         cols_info = {"run": run, "step": step, "filter": filter, "estimate": groups[None][0],
@@ -506,25 +418,46 @@ def _unique(a):
     return list(u)
 
 
-def _check_ids(ids, name, where):
-    """Ids must be present: no null (None) and no NaN."""
+def _clean_ids(ids, name, where):
+    """The one gate for ids (run, step, filter): present in every row (no null, NaN or NaT),
+    bytes decoded as UTF-8 text; ``where(i)`` names row i in a message."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind == "S":
+        ids = ids.astype(object)
     if ids.dtype == object:
-        bad = np.array([v is None or (isinstance(v, float) and v != v) for v in ids.tolist()])
+        values = ids.tolist()
+        bad = np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
+        if any(isinstance(v, bytes) for v in values):
+            out = np.empty(len(values), dtype=object)
+            for i, v in enumerate(values):
+                if isinstance(v, bytes):
+                    try:
+                        v = v.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        msg = (f"{where(i)}: {name} id {v[:40]!r} is not UTF-8 text ({exc.reason} at byte "
+                               f"{exc.start}); expected ids that are numbers, timestamps or UTF-8 text")
+                        raise ValueError(msg) from None
+                out[i] = v
+            ids = out
     elif ids.dtype.kind == "f":
         bad = np.isnan(ids)
-    elif ids.dtype.kind == "M":
+    elif ids.dtype.kind in "Mm":
         bad = np.isnat(ids)
     else:
-        return
+        return ids
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         msg = f"{where(i)}: {name} id is empty (null or NaN) in {int(bad.sum())} rows; expected an id in every row"
         raise ValueError(msg)
+    return ids
 
 
 def _stack(cols, names, path):
     out = np.empty((len(cols[0]), len(cols)), dtype=np.float64)
     for j, c in enumerate(cols):
+        if np.ndim(c) != 1:
+            msg = f"{path}: column {names[j]!r} holds {np.shape(c)[1:]} values per row; expected one number"
+            raise ValueError(msg)
         try:
             out[:, j] = c
         except (ValueError, TypeError):

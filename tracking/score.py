@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from fastcal.gaussian import anees_bounds, ecd_bounds, nees
-from fastcal._atomic import write_atomically
+from fastcal.io import write_atomically
 from tracking._output import check_outputs, commit_with_stdout, signals_held, to_json
 from tracking.compare import _legend_above, check_plot_path, verdict
 from tracking.inputs import open_input, resolve_columns
@@ -57,8 +57,12 @@ def score_file(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P
     -------
     dict
         One filter: ``runs``, ``steps``, ``dim``, ``anees`` and ``ecd`` (lists
-        per step), ``bounds`` (``anees``, ``ecd``), ``mean_anees``, ``mean_ecd``,
-        ``inside_fraction``, ``verdict``, ``nees_per_run``, ``run_ids``,
+        per step), ``bounds`` (``anees``, ``ecd``: one step's band over all runs;
+        ``mean_anees``: the band of the mean), ``mean_anees``, ``mean_ecd``,
+        ``mean_nees`` and ``nees_count`` (the mean of all N NEES values scored,
+        the mean ANEES when every step has every run), ``inside_fraction`` (the
+        share of steps inside their band), ``verdict`` (``mean_nees`` against the
+        band of the mean), ``nees_per_run``, ``run_ids``,
         ``step_ids``, ``runs_per_step``, ``missing_pairs``, ``skipped_rows``,
         ``file``, ``layout``, ``columns``, ``alpha``. Several filters:
         ``filters`` -> name -> those keys, beside ``file``, ``layout``, ``alpha``.
@@ -76,7 +80,11 @@ def score_file(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P
     NEES ``e^T P^-1 e`` with ``e = t - x`` (paper eq. 11); ANEES is its mean over
     the runs present at one step and the Gaussian ECD ``0.5 ANEES - d/2``
     (eq. 10). Under consistency ``R_k * ANEES`` is chi-square with ``R_k d``
-    degrees of freedom, which gives each step's band (``R_k`` runs at step k).
+    degrees of freedom, which gives each step's band (``R_k`` runs at step k),
+    and ``N * mean_nees`` over all ``N`` NEES values is chi-square with ``N d``,
+    which gives the band of the mean the verdict uses: much narrower than one
+    step's, so a filter whose steps mostly lie inside their bands can still be
+    judged over- or under-confident as a whole.
     Ragged runs are scored as they are: a (run, step) pair without a row, and a
     row whose whole estimate, truth or covariance is NaN (padding), are counted
     and the first one named (``missing_pairs``, ``skipped_rows``), never dropped
@@ -281,17 +289,22 @@ class _Scorer:
         banded = n_k >= 2
         inside = (anees >= lo_k) & (anees <= hi_k)
         mean_anees = float(anees.mean())
+        n_nees = int(n_k.sum())  # >= 2: R >= 2 runs, each with a row
+        mean_nees = float(self.step_sum.sum() / n_nees)
+        m_lo, m_hi = anees_bounds(n_nees, d, alpha=alpha)
         rep = {
             "runs": R,
             "steps": T,
             "dim": d,
             "anees": anees.tolist(),
             "ecd": ecd.tolist(),
-            "bounds": {"anees": [a_lo, a_hi], "ecd": [e_lo, e_hi]},
+            "bounds": {"anees": [a_lo, a_hi], "ecd": [e_lo, e_hi], "mean_anees": [m_lo, m_hi]},
             "mean_anees": mean_anees,
             "mean_ecd": float(ecd.mean()),
+            "mean_nees": mean_nees,
+            "nees_count": n_nees,
             "inside_fraction": float(inside[banded].mean()) if banded.any() else math.nan,
-            "verdict": verdict(mean_anees, (a_lo, a_hi)),
+            "verdict": verdict(mean_nees, (m_lo, m_hi)),
             "nees_per_run": (self.run_sum[run_order] / self.run_n[run_order]).tolist(),
             "run_ids": [_show(self.run_labels[i]) for i in run_order],
             "step_ids": [_show(self.step_labels[i]) for i in step_order],
@@ -336,14 +349,17 @@ def format_score(rep, *, per_run=False, per_step=False):
     level = round(100 * first["confidence"])
     d = first["dim"]
     names = ", ".join(str(n) for n, _ in items) if items[0][0] is not None else ""
+    mlo, mhi = first["bounds"]["mean_anees"]
     lines = [
         f"{rep['file']} ({rep['layout']}{'; filters ' + names if names else ''}): {first['runs']} runs x "
         f"{first['steps']} steps, state dimension {d}",
         f"{level}% bands per step: ANEES [{lo:.3f}, {hi:.3f}]   ECD [{elo:.3f}, {ehi:.3f}]   "
         f"(consistent: ANEES {d}, ECD 0)",
+        f"{level}% band of the mean ANEES over all {first['nees_count']} run-steps: [{mlo:.3f}, {mhi:.3f}]",
     ]
     if items[0][0] is not None:
-        lines += ["", f"{'filter':<10}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}  mean ANEES vs band"]
+        lines += ["", f"{'filter':<10}{'mean ANEES':>12}{'mean ECD':>11}{'steps in band':>15}"
+                      "  mean ANEES vs band of the mean"]
     notes = []
     for name, f in items:
         frac = f["inside_fraction"]
@@ -352,18 +368,22 @@ def format_score(rep, *, per_run=False, per_step=False):
             inside = "no step has 2 runs for a band" if nan_frac else \
                 f"{100 * frac:.0f}% of steps inside the band"
             lines += ["", f"mean ANEES {_num(f['mean_anees'], 0)}, mean ECD {_num(f['mean_ecd'], 0)}; {inside}; "
-                          f"mean ANEES vs band: {f['verdict']}"]
+                          f"mean ANEES vs band of the mean: {f['verdict']}"]
         else:
             frac_s = f"{'n/a':>15}" if nan_frac else f"{100 * frac:>14.0f}%"
             lines.append(f"{name!s:<10}{_num(f['mean_anees'], 12)}{_num(f['mean_ecd'], 11)}{frac_s}"
                          f"  {f['verdict']}")
         who = f"{name}: " if name is not None else ""
-        if (f["runs"], f["steps"]) != (first["runs"], first["steps"]):
-            notes.append(f"{who}{f['runs']} runs x {f['steps']} steps")
+        if (f["runs"], f["steps"], f["nees_count"]) != (first["runs"], first["steps"], first["nees_count"]):
+            b = f["bounds"]["mean_anees"]
+            notes.append(f"{who}{f['runs']} runs x {f['steps']} steps, {f['nees_count']} run-steps: band of the "
+                         f"mean [{b[0]:.3f}, {b[1]:.3f}]")
         m = f["missing_pairs"]
         if m["count"]:
             notes.append(f"{who}{m['count']} (run, step) pairs have no row (first: run {m['first']['run']}, "
                          f"step {m['first']['step']}); each step is scored over the runs it has, with its own band")
+            notes.append(f"{who}the verdict judges the mean NEES of the {f['nees_count']} run-steps scored, "
+                         f"{_num(f['mean_nees'], 0)} (the mean ANEES weighs each step alike)")
         s = f["skipped_rows"]
         if s["count"]:
             notes.append(f"{who}{s['count']} rows skipped as missing (whole estimate, truth or covariance NaN); "
@@ -432,7 +452,8 @@ def _series(values):
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def add_score_parser(sub):
+def add_score_parser(sub, formatter_class=None):
+    """The ``score`` subcommand on ``sub``; ``formatter_class`` shows each default once."""
     import argparse
 
     p = sub.add_parser(
@@ -449,7 +470,7 @@ def add_score_parser(sub):
             "numbers, strings or timestamps; runs may be ragged (missing steps, all-NaN rows): each "
             "step is scored over the runs it has, and what is missing is counted."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=formatter_class or argparse.HelpFormatter,
     )
     p.add_argument("file", help="Parquet, Feather/Arrow or CSV file, .npz, a directory of .npy files, "
                                 "or a directory of table files")
@@ -458,9 +479,9 @@ def add_score_parser(sub):
     p.add_argument("--step", default=None, metavar="NAME",
                    help="step id column or array (default: 'step'; arrays: 0..steps-1 when absent)")
     p.add_argument("--estimate", action="append", default=None, metavar="[NAME=]SPEC",
-                   help="estimate columns or array: prefix*, comma list or name; NAME=SPEC once per filter "
-                        "(default: x_*)")
-    p.add_argument("--truth", default="t_*", metavar="SPEC", help="true state columns or array")
+                   help="estimate columns or array: a pattern where * is any text (x_*, *_est), a comma list "
+                        "or a name; NAME=SPEC once per filter (default: x_*)")
+    p.add_argument("--truth", default="t_*", metavar="SPEC", help="true state columns or array, named as --estimate")
     p.add_argument("--cov", action="append", default=None, metavar="[NAME=]SPEC",
                    help="covariance columns (d*d, row-major) or array (runs, steps, d, d); NAME=SPEC once "
                         "per filter (default: P_*)")

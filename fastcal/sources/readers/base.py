@@ -111,14 +111,42 @@ def _check_unique(path, names, available):
                         "(rename the duplicates)")
 
 
-def _check_schema(path, names, schema):
-    """Every name is a column of the Arrow schema, once, of a numeric type."""
+def _check_schema(path, names, schema, any_type=()):
+    """Every name is a column of the Arrow schema, once, of a numeric type (of a type
+    :func:`_arrow_to_any` converts, for the names in ``any_type``)."""
     missing = [n for n in names if n not in schema.names]
     if missing:
         _missing(path, missing, schema.names)
     _check_unique(path, names, schema.names)
     for n in names:
-        _check_arrow_type(path, n, schema.field(n).type)
+        if n in any_type:
+            _check_any_arrow_type(path, n, schema.field(n).type)
+        else:
+            _check_arrow_type(path, n, schema.field(n).type)
+
+
+ANY_TYPES = "numbers, bool, text, bytes, timestamps or dates"
+
+
+def _check_any_arrow_type(path, name, typ):
+    """A column read as it is (ids): numbers, bool, text, bytes, timestamps, dates, durations
+    (or a dictionary of them); not lists, structs or other nested types."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(typ):
+        typ = typ.value_type
+    if (t.is_integer(typ) or t.is_floating(typ) or t.is_boolean(typ) or t.is_null(typ)
+            or t.is_string(typ) or t.is_large_string(typ) or t.is_binary(typ)
+            or t.is_large_binary(typ) or t.is_fixed_size_binary(typ) or t.is_timestamp(typ)
+            or t.is_date(typ) or t.is_duration(typ)):
+        return
+    _fail(path, f"column {name!r} has type {typ}; expected one value per row: {ANY_TYPES}")
+
+
+def _check_any_numpy_type(path, name, dtype):
+    if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in "fiubUSMm":
+        _fail(path, f"column {name!r} has dtype {dtype}; expected one value per row: {ANY_TYPES}")
 
 
 def _numpy_dtype(typ):
@@ -189,8 +217,72 @@ def _arrow_to_numpy(arr):
                          offset=arr.offset * dtype.itemsize)
 
 
+def _texts(arr):
+    """An Arrow text or bytes array as an object array of ``str`` / ``bytes``, None where
+    null, from its buffers (``to_pylist`` imports pandas, a second of start-up)."""
+    import pyarrow as pa
+
+    typ, n = arr.type, len(arr)
+    bufs = arr.buffers()
+    out = np.empty(n, dtype=object)
+    if pa.types.is_fixed_size_binary(typ):
+        w = typ.byte_width
+        data = bytes(bufs[1])[arr.offset * w:(arr.offset + n) * w] if bufs[1] is not None else b""
+        out[:] = [data[i * w:(i + 1) * w] for i in range(n)]
+    else:
+        wide = pa.types.is_large_string(typ) or pa.types.is_large_binary(typ)
+        dt = np.dtype(np.int64 if wide else np.int32)
+        offs = np.frombuffer(bufs[1], dtype=dt, count=n + 1, offset=arr.offset * dt.itemsize)
+        data = bytes(bufs[2]) if bufs[2] is not None else b""
+        vals = [data[a:b] for a, b in zip(offs[:-1].tolist(), offs[1:].tolist())]
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            vals = [v.decode("utf-8") for v in vals]
+        out[:] = vals
+    if arr.null_count:
+        valid = np.unpackbits(np.frombuffer(bufs[0], dtype=np.uint8), bitorder="little")
+        out[valid[arr.offset:arr.offset + n] == 0] = None
+    return out
+
+
+def _arrow_to_any(arr):
+    """An Arrow array of any type :func:`_check_any_arrow_type` admits, as numpy:
+    numbers as :func:`_arrow_to_numpy` gives them; text and bytes as object arrays of
+    ``str`` / ``bytes`` (None where null); timestamps, dates and durations as
+    ``datetime64`` / ``timedelta64`` of their unit (NaT where null). Without pandas."""
+    import pyarrow as pa
+
+    t = pa.types
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if t.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    typ = arr.type
+    if (t.is_string(typ) or t.is_large_string(typ) or t.is_binary(typ) or t.is_large_binary(typ)
+            or t.is_fixed_size_binary(typ)):
+        return _texts(arr)
+    if t.is_timestamp(typ) or t.is_date(typ) or t.is_duration(typ):
+        import pyarrow.compute as pc
+
+        if t.is_date32(typ):
+            unit, kind = "D", "M8"
+        elif t.is_date64(typ):
+            unit, kind = "ms", "M8"
+        else:
+            unit, kind = typ.unit, ("m8" if t.is_duration(typ) else "M8")
+        ints = arr.view(pa.int32()).cast(pa.int64()) if t.is_date32(typ) else arr.view(pa.int64())
+        if ints.null_count:
+            ints = pc.fill_null(ints, np.iinfo(np.int64).min)  # NaT
+        return _arrow_to_numpy(ints).view(f"{kind}[{unit}]")
+    return _arrow_to_numpy(arr)
+
+
 class _Reader:
-    """Base: ``columns`` lists the available names; ``chunks(names, rows)`` yields Chunks."""
+    """Base: ``columns`` lists the available names; ``chunks(names, rows)`` yields Chunks.
+
+    ``check(names, any_type)`` and ``chunks(names, rows, any_type)``: the names in
+    ``any_type`` are read as they are (ids: text, timestamps, numbers, see
+    :func:`_arrow_to_any`), the others as numbers.
+    """
 
     def __init__(self, path):
         self.path = path
@@ -198,7 +290,7 @@ class _Reader:
         self.n_rows = None  # None if unknown before reading (CSV)
         self.schema = None  # the first file's Arrow schema (Parquet, Feather, CSV)
 
-    def check(self, names):
+    def check(self, names, any_type=()):
         missing = [n for n in names if n not in self.columns]
         if missing:
             _missing(self.path, missing, self.columns)
@@ -211,7 +303,7 @@ class _Reader:
     def _dtype(self, name):
         raise NotImplementedError
 
-    def chunks(self, names, chunk_rows):
+    def chunks(self, names, chunk_rows, any_type=()):
         raise NotImplementedError
 
 
@@ -219,10 +311,10 @@ class _ArrowFiles(_Reader):
     """Base of the readers of Arrow-typed files (Parquet, Feather): ``files`` and
     their ``_schemas``, each checked, and a column's dtype the widest over them."""
 
-    def check(self, names):
+    def check(self, names, any_type=()):
         super().check(names)
         for f, s in zip(self.files, self._schemas):
-            _check_schema(f, names, s)
+            _check_schema(f, names, s, any_type)
 
     def _dtype(self, name):
         return _widest([_numpy_dtype(s.field(name).type) for s in self._schemas

@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 
-from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_numpy, _check_schema,
-                                          _check_unique, _fail, _one_line)
+from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_any, _arrow_to_numpy,
+                                          _check_schema, _check_unique, _fail, _one_line)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -72,7 +72,7 @@ class CsvReader(_Reader):
         self.schema = self._schema(self.files[0])
         self.columns = list(self.schema.names)
 
-    def _fail_csv(self, f, exc, file_start, start):
+    def _fail_csv(self, f, exc, file_start, start, any_type=()):
         # Single-threaded parsing makes pyarrow number the rows: "Row #302: ..." counts
         # from 1 with the header as row 1 (blank lines not counted), so data row = # - 2.
         text = _one_line(exc)
@@ -92,15 +92,20 @@ class CsvReader(_Reader):
         if m:
             k, row, value = int(m.group(1)), int(m.group(2)) - 2, m.group(4)
             try:
-                name = repr(self._schema(f).names[k])
+                col = self._schema(f).names[k]
+                name = repr(col)
             except (ValueError, IndexError):
-                name = f"number {k} (from 0)"
+                col, name = None, f"number {k} (from 0)"
             if row >= file_start:
                 local = start + row
                 where = (f"at row {local}" if start == 0
                          else f"at row {local} (row {row} of this file)")
             else:  # not the numbering expected: name the block instead
                 where = f"in the rows after row {start + file_start}"
+            if col in any_type:
+                _fail(f, f"column {name} {where} holds {value[:80]!r}, not a value of type "
+                         f"{m.group(3)} as the first rows of the file are; expected one kind of "
+                         "value in a column (rows counted from 0)")
             _fail(f, f"column {name} {where} holds {value[:80]!r}; expected a number (or an "
                      "empty field, NA, NaN or null for a missing value) (rows counted from 0)")
         low = text.lower()
@@ -142,22 +147,23 @@ class CsvReader(_Reader):
         reader.close()
         return schema
 
-    def check(self, names):
+    def check(self, names, any_type=()):
         super().check(names)
         import pyarrow as pa
 
         for f in self.files:
             s = self.schema if f == self.files[0] else self._schema(f)
             for n in names:
-                if s.names.count(n) == 1 and pa.types.is_binary(s.field(n).type):
+                if (n not in any_type and s.names.count(n) == 1
+                        and pa.types.is_binary(s.field(n).type)):
                     _fail(f, f"column {n!r} holds bytes that are not UTF-8 text; expected "
                              "numbers in a UTF-8 (or ASCII) CSV file")
-            _check_schema(f, names, s)
+            _check_schema(f, names, s, any_type)
 
     def _dtype(self, name):
         return np.dtype(np.float64)  # every column asked for is parsed as float64
 
-    def chunks(self, names, chunk_rows):
+    def chunks(self, names, chunk_rows, any_type=()):
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
@@ -174,15 +180,16 @@ class CsvReader(_Reader):
                     f, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
                     convert_options=pcsv.ConvertOptions(
                         include_columns=list(dict.fromkeys(names)),
-                        column_types={n: pa.float64() for n in names}))
+                        column_types={n: pa.float64() for n in names if n not in any_type}))
                 for batch in reader:
                     for off in range(0, batch.num_rows, chunk_rows):
                         part = batch.slice(off, chunk_rows)
-                        cols = tuple(_arrow_to_numpy(part.column(n)) for n in names)
+                        cols = tuple((_arrow_to_any if n in any_type else _arrow_to_numpy)(
+                            part.column(n)) for n in names)
                         yield Chunk(cols, f, start, file_start)
                         start += part.num_rows
                         file_start += part.num_rows
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
                 if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
                     raise
-                self._fail_csv(f, exc, file_start, start - file_start)
+                self._fail_csv(f, exc, file_start, start - file_start, any_type)

@@ -5,8 +5,8 @@ import os
 
 from fastcal.sources.readers._ipc import (_Corrupt, _direct, _ipc_batch, _ipc_blocks,
                                           _lengths_agree, _pread_all, _type_layout)
-from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_numpy, _check_unique,
-                                          _fail, _fail_os, _one_line, _widen)
+from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_any, _arrow_to_numpy,
+                                          _check_unique, _fail, _fail_os, _one_line, _widen)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -98,14 +98,16 @@ class FeatherReader(_ArrowFiles):
         finally:
             os.close(fd)
 
-    def chunks(self, names, chunk_rows):
-        dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in names}
+    def chunks(self, names, chunk_rows, any_type=()):
+        dtypes = {n: self._dtype(n) if len(self.files) > 1 and n not in any_type else None
+                  for n in names}
         start = 0
         for f, schema, size, stream in zip(self.files, self._schemas, self._sizes,
                                            self._streams):
             _check_unique(f, names, schema.names)
             parts = (self._stream_parts if stream else self._file_parts)(f, schema, size,
-                                                                        names, chunk_rows)
+                                                                        names, chunk_rows,
+                                                                        any_type)
             file_start = 0
             try:
                 for part in parts:
@@ -122,11 +124,12 @@ class FeatherReader(_ArrowFiles):
                 parts.close()
 
     @staticmethod
-    def _columns(part, names):
+    def _columns(part, names, any_type=()):
         idx = [part.schema.get_field_index(n) for n in names]
-        return tuple(_arrow_to_numpy(part.column(i)) for i in idx)
+        return tuple((_arrow_to_any if n in any_type else _arrow_to_numpy)(part.column(i))
+                     for n, i in zip(names, idx))
 
-    def _stream_parts(self, f, schema, size, names, chunk_rows):
+    def _stream_parts(self, f, schema, size, names, chunk_rows, any_type=()):
         """An IPC stream, batch by batch from a file handle (memory: one batch)."""
         import pyarrow.ipc as ipc
 
@@ -149,7 +152,7 @@ class FeatherReader(_ArrowFiles):
                     raise
                 for off in range(0, batch.num_rows, chunk_rows):
                     part = batch.slice(off, chunk_rows)
-                    yield self._columns(part, names)
+                    yield self._columns(part, names, any_type)
                     row += part.num_rows
         finally:
             handle.close()
@@ -183,7 +186,7 @@ class FeatherReader(_ArrowFiles):
             return None
         return rows, nodes, bufs, body
 
-    def _file_parts(self, f, schema, opened, names, chunk_rows):
+    def _file_parts(self, f, schema, opened, names, chunk_rows, any_type=()):
         """An IPC file, read chunk by chunk with ordinary reads (never a memory map).
 
         For each record batch the reader reads its metadata, then for each chunk only the
@@ -236,7 +239,7 @@ class FeatherReader(_ArrowFiles):
                     b = min(a + chunk_rows, rows)
                     _check_size(f, os.fstat(fd).st_size, size, row)
                     if batch is not None:
-                        cols = self._columns(batch.slice(a, b - a), names)
+                        cols = self._columns(batch.slice(a, b - a), names, any_type)
                     else:
                         cols = tuple(self._ipc_column(fd, schema.field(n).type, nodes, bufs,
                                                       *layout[0][n], body, a, b, shrank)

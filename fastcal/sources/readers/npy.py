@@ -7,8 +7,10 @@ import os
 
 import numpy as np
 
-from fastcal.sources.readers.base import (MAX_COLUMNS, Chunk, _check_numpy_type, _fail,
-                                          _fail_os, _one_line, _Reader)
+from fastcal.sources.readers._npyheader import (check_items, check_size, native, parse_header,
+                                               pread_into)
+from fastcal.sources.readers.base import (MAX_COLUMNS, Chunk, _check_any_numpy_type,
+                                          _check_numpy_type, _fail, _fail_os, _one_line, _Reader)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -59,55 +61,36 @@ class NpyReader(_Reader):
         Sizes are exact Python integers (an int64 product can wrap to 0), and the
         column count is capped, before anything is built per row or per column.
         """
-        fmt = np.lib.format
         size = os.path.getsize(f)
         if size == 0:
             _fail(f, "file is empty (0 bytes)")
         try:
             with open(f, "rb") as fh:
-                version = fmt.read_magic(fh)
-                if version == (1, 0):
-                    shape, fortran, dtype = fmt.read_array_header_1_0(fh)
-                elif version == (2, 0):
-                    shape, fortran, dtype = fmt.read_array_header_2_0(fh)
-                else:
-                    shape, fortran, dtype = fmt._read_array_header(fh, version)
-                offset = fh.tell()
-        except Exception as exc:
-            _fail(f, f"not a readable NPY file: {_one_line(exc)}")
-        if dtype.hasobject:
-            _fail(f, "array holds Python objects; only numeric arrays are read "
-                     "(allow_pickle=False)")
-        shape = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):
-            _fail(f, f"header gives a negative dimension in shape {shape}; expected sizes >= 0")
+                dtype, shape, fortran, offset = parse_header(fh, f)
+        except OSError as exc:
+            _fail_os(f, exc, "read it")
+        check_items(f, dtype, shape)
         if len(shape) == 0 or len(shape) > 2:
             _fail(f, f"array has shape {shape}; expected 1-D (N,) or 2-D (N, K)")
         if dtype.names is not None and len(shape) != 1:
             _fail(f, f"structured array has shape {shape}; expected 1-D")
-        data = math.prod(shape) * dtype.itemsize  # Python ints: no wrap-around
-        if size < offset + data:
-            _fail(f, f"file is truncated: the header promises shape {shape} of {dtype.str}, "
-                     f"{data} bytes of data after its {offset} bytes, expected a file of "
-                     f"{offset + data} bytes; the file has {size}")
-        if size > offset + data:  # NPY's size is exact: anything more is damage
-            _fail(f, f"file is longer than its header says: shape {shape} of {dtype.str} is "
-                     f"{data} bytes of data after its {offset} bytes, expected a file of "
-                     f"{offset + data} bytes; the file has {size} ({size - offset - data} "
-                     f"bytes appended or a range duplicated?)")
+        check_size(f, dtype, shape, offset, size)
         n_cols = len(dtype.names) if dtype.names is not None else (
             shape[1] if len(shape) == 2 else 1)
         if n_cols > MAX_COLUMNS:
             _fail(f, f"array has {n_cols} columns; at most {MAX_COLUMNS} are read (expected "
                      "an (N, K) array with K a number of classes)")
-        return dtype, shape, bool(fortran), offset
+        return dtype, shape, fortran, offset
 
-    def check(self, names):
+    def check(self, names, any_type=()):
         super().check(names)
         for n in names:
             f, dtype, _, _, _, field, _ = self.sources[n]
             dt = dtype[field] if field is not None else dtype
-            _check_numpy_type(f, n, dt)
+            if n in any_type:
+                _check_any_numpy_type(f, n, dt)
+            else:
+                _check_numpy_type(f, n, dt)
 
     def _dtype(self, name):
         _, dtype, _, _, _, field, _ = self.sources[name]
@@ -116,24 +99,11 @@ class NpyReader(_Reader):
 
     @staticmethod
     def _pread(fd, f, out, pos, row0, row_bytes, need):
-        """Fill ``out`` (a numpy array) with the file's bytes from ``pos``; a short read is
-        a file truncated since its header was read: one line with the first missing row."""
-        view = memoryview(out).cast("B")
-        got = 0
-        while got < view.nbytes:
-            k = os.preadv(fd, [view[got:]], pos + got)
-            if k == 0:
-                now = os.fstat(fd).st_size
-                _fail(f, f"file is truncated: it now has {now} bytes, so row "
-                         f"{row0 + got // row_bytes} is missing; the header promised "
-                         f"{need} bytes (expected a file that does not change while it is "
-                         "scored)")
-            got += k
+        pread_into(fd, f, out, pos, row0, row_bytes, need)
 
     @staticmethod
     def _native(out):
-        if out.dtype.byteorder not in ("=", "|"):
-            out = out.astype(out.dtype.newbyteorder("="))
+        out = native(out)
         if out.dtype == np.bool_:
             out = out.view(np.uint8)
         return out
@@ -177,7 +147,7 @@ class NpyReader(_Reader):
                     out[n] = self._native(res[n])
         return tuple(out[n] for n in names)
 
-    def chunks(self, names, chunk_rows):
+    def chunks(self, names, chunk_rows, any_type=()):
         files = list(dict.fromkeys(self.sources[n][0] for n in names))
         fds = {}
         try:

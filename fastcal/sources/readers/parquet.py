@@ -4,8 +4,8 @@ by default (see :mod:`fastcal.sources.io`)."""
 
 import os
 
-from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_numpy, _check_flag,
-                                          _check_unique, _fail, _one_line, _widen)
+from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_any, _arrow_to_numpy,
+                                          _check_flag, _check_unique, _fail, _one_line, _widen)
 from fastcal.sources.readers.paths import _files_of
 
 
@@ -51,9 +51,11 @@ class ParquetReader(_ArrowFiles):
         return pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER,
                               page_checksum_verification=self.verify_checksums)
 
-    def chunks(self, names, chunk_rows):
+    def chunks(self, names, chunk_rows, any_type=()):
         wanted = list(dict.fromkeys(names))
-        dtypes = {n: self._dtype(n) if len(self.files) > 1 else None for n in wanted}
+        dtypes = {n: self._dtype(n) if len(self.files) > 1 and n not in any_type else None
+                  for n in wanted}
+        convert = {n: _arrow_to_any if n in any_type else _arrow_to_numpy for n in wanted}
         start = 0
         for f, schema in zip(self.files, self._schemas):
             _check_unique(f, names, schema.names)
@@ -66,7 +68,7 @@ class ParquetReader(_ArrowFiles):
                     for batch in pf.iter_batches(batch_size=chunk_rows, row_groups=[g],
                                                  columns=wanted, use_threads=True):
                         idx = {n: batch.schema.get_field_index(n) for n in wanted}
-                        cols = tuple(_widen(_arrow_to_numpy(batch.column(idx[n])), dtypes[n])
+                        cols = tuple(_widen(convert[n](batch.column(idx[n])), dtypes[n])
                                      for n in names)
                         n = batch.num_rows
                         batch = None
