@@ -22,10 +22,12 @@ they are cached too. What cannot be written down (an array global, a lambda)
 is compiled in memory, once per process, with one note.
 
 A kernel file is imported only when it and its directory are the user's own,
-not group- or world-writable, and it holds exactly the text that would be
-written now; otherwise it is rewritten (its Numba cache removed) with a note.
-A damaged Numba cache file is recompiled and rewritten, with a note naming it
-(the digest check of ``fastcal._kernels._cache``, which the kernels are compiled with).
+not group- or world-writable (the rule of ``fastcal._kernels._trust``, which fastcal's
+kernel cache applies too), and it holds exactly the text that would be written
+now; otherwise it is rewritten (its Numba cache removed) with a note. Numba's
+cache of a kernel is loaded under the same rule, wherever ``NUMBA_CACHE_DIR``
+puts it, and a damaged cache file is recompiled and rewritten with a note naming
+it (``fastcal._kernels._cache``, which the kernels are compiled with).
 
 Where the motion Jacobian is sparse (most of a coordinated turn's or a
 constant-velocity model's ``F`` is zero), the factory also writes
@@ -57,6 +59,7 @@ import threading
 import numba
 import numpy as np
 
+from fastcal._kernels import _trust
 from tracking import _kernels as _k
 
 _TEMPLATE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_batch_template.py")
@@ -220,17 +223,16 @@ def _note(text):
 
 
 def _private(st):
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return not _trust.problem(st)
 
 
 def _private_dir(path):
     """``path`` is (or is made) a directory of ours that no one else can write to."""
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError:
+        _trust.make_dir(path, mode=0o700)
+    except OSError:  # _trust.Untrusted included
         return False
-    return stat.S_ISDIR(st.st_mode) and _private(st)
+    return True
 
 
 def _why_not(path, text):
