@@ -133,10 +133,12 @@ z = np.stack([np.log(np.sqrt((truth - 3.0) ** 2 + 1.0)), truth], axis=-1)
 inf = np.inf
 for f_past, H_past, h_past, zs in [(2.2, inf, inf, np.full_like(z, np.nan)),  # f: an overrun of 800 MB
                                    (inf, 2.2, inf, z),  # H: one column too far, into the next row
-                                   (inf, inf, 2.2, z)]:  # h: an endless loop
+                                   (inf, inf, 2.2, z),  # h: an endless loop
+                                   (inf, inf, -inf, z)]:  # h: an endless loop at once, in the probe
     motion, sensor = WalkOverrunsLate(), LogRangeBadLate()
     motion.params = np.array([f_past])
-    sensor.params = np.array([3.0, H_past, h_past])
+    # (a function is probed once per shape of its arguments: the last case's params are longer)
+    sensor.params = np.array([3.0, H_past, h_past] + [0.0] * (h_past == -inf))
     try:
         ExtendedKalmanFilter(motion, sensor).run(x0, P0, zs)
         print("no error")
@@ -159,5 +161,7 @@ def test_a_mistake_at_a_later_step_is_one_error_naming_the_function():
         "sensor.H_jit (log_range_H_overruns_late) raised IndexError in run 2, step 4: index is out of bounds; "
         "expected indices within x (2,), p (3,) and out (2, 2)",
         "sensor.h_jit (log_range_h_loops_late) did not return within 1 s in run 2, step 4 (an endless loop?); "
+        "expected model functions that return (TRACKING_MODEL_TIMEOUT sets the limit in seconds)",
+        "sensor.h_jit (log_range_h_loops_late) did not return within 1 s at a probe state (an endless loop?); "
         "expected model functions that return (TRACKING_MODEL_TIMEOUT sets the limit in seconds)",
     ]
