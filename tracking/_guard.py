@@ -223,6 +223,18 @@ def _work(inbox):
         job.reply.put(None)
 
 
+def _after_fork():
+    # a forked child has none of the parent's threads: forget their inboxes (and any lock they held)
+    global _IDLE_LOCK, _CHECKED_LOCK
+    _IDLE.clear()
+    _IDLE_LOCK = threading.Lock()
+    _CHECKED_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _submit(fn):
     """Run ``fn()`` on an idle worker thread (a daemon: one that never returns does not hold up exit)."""
     job = _Job(fn)
