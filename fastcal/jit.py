@@ -6,6 +6,9 @@ that build compiled kernels on fastcal (``tracking``'s batched filters).
   is unpickled (a damaged file is recompiled with one :class:`CacheWarning` naming
   it), and where no cache location is writable the kernels are compiled in memory
   for the process, with one note.
+- :func:`trust_problem`, :func:`make_trusted_dir` and :func:`open_trusted` are the rule
+  by which a cache of compiled code is loaded: only directories and files of the
+  current user that no one else can write (:class:`Untrusted` otherwise).
 - :func:`thread_range` and :func:`run_threads` are the house pattern of a parallel
   run: serial ``nogil`` kernels, each thread on one contiguous range of its own,
   so results do not depend on the thread count.
@@ -28,5 +31,9 @@ Examples
 
 from fastcal._kernels._cache import CacheWarning, njit
 from fastcal._kernels._threads import run_threads, thread_range
+from fastcal._kernels._trust import Untrusted, open_trusted
+from fastcal._kernels._trust import make_dir as make_trusted_dir
+from fastcal._kernels._trust import problem as trust_problem
 
-__all__ = ["CacheWarning", "njit", "run_threads", "thread_range"]
+__all__ = ["CacheWarning", "Untrusted", "make_trusted_dir", "njit", "open_trusted",
+           "run_threads", "thread_range", "trust_problem"]

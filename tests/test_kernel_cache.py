@@ -7,6 +7,7 @@ rest of the suite (the ``background`` mark: tests/subsuites.py).
 """
 
 import os
+import pickle
 import shutil
 import stat
 import subprocess
@@ -167,3 +168,73 @@ def test_a_changed_kernel_module_recompiles_kernels_of_the_others(tmp_path):
     other.write_text(other.read_text() + "\n# changed\n")
     assert hits_misses() == ["0", "1"]  # another kernel module changed: compiled again
     assert hits_misses() == ["1", "0"]
+
+
+class _Plant:
+    """Unpickled, it creates the file ``path``: a stand-in for any code a planted pickle runs."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _old_format(marker):
+    # the format fastcal wrote before: a pickled version record in front of the digest (any
+    # pickle would do: nothing of a file that is not yours alone is read, whatever its format)
+    return pickle.dumps(_Plant(marker)) + b"\0" * 16 + pickle.dumps(("stamp", {}))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
+@pytest.mark.parametrize("case", ["dir of another user", "group-writable dir", "file of another user",
+                                  "old format"])
+def test_a_planted_cache_is_never_unpickled(filled_cache, tmp_path, case):
+    # a shared NUMBA_CACHE_DIR (mode 1777, as in containers) where another user created the
+    # directory that Numba predicts for fastcal/_kernels and planted an index file there
+    cache, expected = filled_cache
+    (index,) = cache.rglob("*.log64-*.nbi")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    leaf = shared / index.parent.name
+    leaf.mkdir()
+    target = leaf / index.name
+    marker = tmp_path / "planted-ran"
+    nobody = 65534
+    if case == "dir of another user":
+        target.write_bytes(_old_format(marker))
+        os.chown(target, nobody, nobody)
+        os.chown(leaf, nobody, nobody)
+    elif case == "group-writable dir":
+        target.write_bytes(_old_format(marker))
+        leaf.chmod(0o775)
+    elif case == "file of another user":  # in a directory of ours
+        target.write_bytes(_old_format(marker))
+        os.chown(target, nobody, nobody)
+    else:  # ours, written in the format before magic bytes (the version record pickled first)
+        target.write_bytes(_old_format(marker))
+    env = _env(NUMBA_CACHE_DIR=str(shared))
+
+    res = _run(["-c", SMALL], env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == expected
+    assert not marker.exists()
+    notes = _notes(res.stderr)
+    if case == "dir of another user":
+        assert len(notes) == 1, res.stderr
+        assert f"the kernel cache directory {leaf} is owned by uid {nobody}, not by you (uid 0): not used" in notes[0]
+    elif case == "group-writable dir":
+        assert len(notes) == 1, res.stderr
+        assert f"the kernel cache directory {leaf} is writable by group (mode 775): not used" in notes[0]
+    elif case == "file of another user":
+        assert len(notes) == 1, res.stderr
+        assert f"cannot load the kernel cache file {target} (owned by uid {nobody}" in notes[0]
+        assert "recompiled and rewrote it" in notes[0]
+    else:
+        assert notes == []  # stale: recompiled and replaced without a word
+    if case in ("file of another user", "old format"):  # replaced by our own file
+        assert target.stat().st_uid == 0 and target.read_bytes().startswith(b"\x93fastcal-nbi")
+    if case == "file of another user":  # and loaded next time
+        again = _run(["-c", SMALL], env)
+        assert again.returncode == 0 and again.stdout == expected and _notes(again.stderr) == []

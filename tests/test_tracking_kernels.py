@@ -30,7 +30,8 @@ def _run_with(flt, pattern, x0, P0, zs):
            np.empty((runs, steps, m, m)), np.empty((runs, steps), np.int8)]
     Wm, Wc, scale = flt._weights()
     kernel(np.ascontiguousarray(x0), np.ascontiguousarray(np.broadcast_to(P0, (runs, n, n))),
-           np.ascontiguousarray(zs), ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale, *out, False)
+           np.ascontiguousarray(zs), ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale, *out, False,
+           np.full(3, -1, np.int64))
     return out
 
 

@@ -82,3 +82,53 @@ def drift_f_raises_far(x, dt, p, out):
 
 class DriftRaisesFar(Drift):
     f_jit = staticmethod(drift_f_raises_far)
+
+
+# ---- mistakes that show only at a later step: the state walks to the right by dt a step, and
+# each bad function misbehaves once the position passes a threshold in its params (inf: never)
+@njit(error_model="numpy")
+def walk_f_overruns_late(x, dt, p, out):
+    # writes far past its output (800 MB) once the position passes p[0]
+    out[0] = x[0] + dt
+    out[1] = x[1]
+    if x[0] > p[0]:
+        out[100_000_000] = 0.0
+
+
+class WalkOverrunsLate(MotionModel):
+    ndim = 2
+    dt = 0.5
+    params = np.array([np.inf])
+    f_jit = staticmethod(walk_f_overruns_late)
+    position_indices = (0,)
+
+    @property
+    def Q(self):
+        return np.diag([1e-4, 1e-4])
+
+
+@njit(error_model="numpy")
+def log_range_h_loops_late(x, p, out):
+    # log_range_h, never returning once the position passes p[2]
+    while x[0] > p[2]:
+        out[0] = 0.0
+    out[0] = np.log(np.sqrt((x[0] - p[0]) ** 2 + 1.0))
+    out[1] = x[0]
+
+
+@njit(error_model="numpy")
+def log_range_H_overruns_late(x, p, out):
+    # its Jacobian, written one column too far (into the next row) once the position passes p[1]
+    d = x[0] - p[0]
+    out[0, 0] = d / (d * d + 1.0)
+    out[0, 1] = 0.0
+    out[1, 0] = 1.0
+    out[1, 1] = 0.0
+    if x[0] > p[1]:
+        out[0, 2] = 0.0
+
+
+class LogRangeBadLate(LogRange):
+    params = np.array([3.0, np.inf, np.inf])
+    h_jit = staticmethod(log_range_h_loops_late)
+    H_jit = staticmethod(log_range_H_overruns_late)

@@ -37,34 +37,39 @@ _OPTS = dict(cache=CACHE, error_model="numpy", inline="always")  # noqa: F821 (b
 
 
 @njit(**_OPTS)
-def motion_jacobian(x, dt, mp, Fm, xa, fa, fb):
+def motion_jacobian(x, dt, mp, Fm, xa, fa, fb, where):
     if HAS_F:
         Fm[:, :] = np.nan  # an unwritten component cannot pass as a number
+        _k.mark(where, _k.SLOT_JF)
         F(x, dt, mp, Fm)
     else:
+        _k.mark(where, _k.SLOT_F)
         _k.numjac_f(f, x, dt, mp, Fm, xa, fa, fb)
 
 
 @njit(**_OPTS)
-def sensor_jacobian(x, sp, Hm, xa, za, zb):
+def sensor_jacobian(x, sp, Hm, xa, za, zb, where):
     if HAS_H:
         Hm[:, :] = np.nan
+        _k.mark(where, _k.SLOT_JH)
         H(x, sp, Hm)
     else:
+        _k.mark(where, _k.SLOT_H)
         _k.numjac_h(h, x, sp, Hm, READS, ANGLES, xa, za, zb)
 
 
 @njit(**_OPTS)
-def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb):
+def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb, where):
     """``xp = f(x)``, ``Pp = F P F^T + Q`` (symmetrised), ``F`` the Jacobian at ``x``.
 
     With ``F_SPARSE`` and ``F`` zero outside its pattern, the product runs over the
     nonzeros only; otherwise (or if ``F`` has a nonzero outside it) the dense loops.
     """
     xp[:] = np.nan
+    _k.mark(where, _k.SLOT_F)
     f(x, dt, mp, xp)
     if not LINEAR:
-        motion_jacobian(x, dt, mp, Fm, xa, fa, fb)
+        motion_jacobian(x, dt, mp, Fm, xa, fa, fb, where)
     if F_SPARSE and pattern_holds(Fm):  # noqa: F821 (bound by the header / factory)
         fpft_sparse(Fm, P, Q, Pp)  # noqa: F821
         _k.symmetrise(Pp, N)
@@ -85,7 +90,7 @@ def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb):
 
 
 @njit(**_OPTS)
-def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
+def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs, where):
     """Unscented prediction: sigma points of ``(x, P)`` through ``f``; False if ``P`` is not PD."""
     if not _k.cholesky_lower(P, L_P, N):
         return False
@@ -96,6 +101,7 @@ def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
             d = scale * L_P[i, j]
             sig[1 + j, i] = x[i] + d
             sig[1 + N + j, i] = x[i] - d
+    _k.mark(where, _k.SLOT_F)
     for s_i in range(N_SIGMA):
         Xs[s_i, :] = np.nan
         f(sig[s_i], dt, mp, Xs[s_i])
@@ -123,7 +129,7 @@ def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
 
 @njit(**_OPTS)
 def ekf_update(xp, Pp, z, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K, B, BHt, KR,
-               inv_diag, sol, tmp_m, xa, za, zb):
+               inv_diag, sol, tmp_m, xa, za, zb, where):
     """EKF update with a Joseph-form covariance; returns a status code.
 
     ``S = H Pp H^T + R``, ``K = Pp H^T S^-1`` (Cholesky solve), ``x = xp + K y``
@@ -133,8 +139,9 @@ def ekf_update(xp, Pp, z, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K, B, BHt, KR,
     Pp - K (Pp H^T)^T``, then ``P = B - (B H^T) K^T + K R K^T``.
     """
     zhat[:] = np.nan
+    _k.mark(where, _k.SLOT_H)
     h(xp, sp, zhat)
-    sensor_jacobian(xp, sp, Hm, xa, za, zb)
+    sensor_jacobian(xp, sp, Hm, xa, za, zb, where)
     for a in range(M):
         if not np.isfinite(zhat[a]):
             return SINGULAR
@@ -191,7 +198,7 @@ def ekf_update(xp, Pp, z, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K, B, BHt, KR,
 
 @njit(**_OPTS)
 def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, dz,
-               PXZ, L_S, K, tmp_m, inv_diag, sol):
+               PXZ, L_S, K, tmp_m, inv_diag, sol, where):
     """UKF update on sigma points redrawn from ``(xp, Pp)``; returns a status code.
 
     ``zhat`` is the weighted mean (angles wrapped, see :func:`_k.sigma_mean`),
@@ -208,6 +215,7 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
             d = scale * L_P[i, j]
             sig[1 + j, i] = xp[i] + d
             sig[1 + N + j, i] = xp[i] - d
+    _k.mark(where, _k.SLOT_H)
     for s_i in range(N_SIGMA):
         Zs[s_i, :] = np.nan
         h(sig[s_i], sp, Zs[s_i])
@@ -260,7 +268,7 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
 
 @njit(cache=CACHE, nogil=True, error_model="numpy")  # noqa: F821
 def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
-              means, covs, innov, innov_covs, status, skip_first_predict):
+              means, covs, innov, innov_covs, status, skip_first_predict, where):
     """Run R filters over T steps: predict, then update with ``zs[r, k]``.
 
     ``x0`` (R, N), ``P0`` (R, N, N), ``zs`` (R, T, M). Writes posterior ``means``
@@ -274,6 +282,9 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
 
     With ``skip_first_predict`` the first step updates ``(x0, P0)`` directly
     (the object API's single ``update`` is this kernel with T = 1).
+
+    ``where`` int64, at least 3 long: the run, step and model function
+    (``_k.SLOT_*``) being computed, kept up to date for the caller (``tracking._guard``).
     """
     n_runs, n_steps = zs.shape[0], zs.shape[1]
     # Scratch space, allocated once per call.
@@ -308,13 +319,15 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
     Zs = np.empty((N_SIGMA, M))
     zk = np.empty(M)
     if LINEAR and n_runs > 0:
-        motion_jacobian(x0[0], dt, mp, Fm, xa, fa, fb)
+        _k.mark_step(where, 0, 0)
+        motion_jacobian(x0[0], dt, mp, Fm, xa, fa, fb, where)
     for r in range(n_runs):
         for i in range(N):
             x[i] = x0[r, i]
             for j in range(N):
                 P[i, j] = P0[r, i, j]
         for k in range(n_steps):
+            _k.mark_step(where, r, k)
             code = OK
             if k == 0 and skip_first_predict:
                 for i in range(N):
@@ -322,10 +335,10 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
                     for j in range(N):
                         Pp[i, j] = P[i, j]
             elif USE_UKF and not LINEAR:
-                if not predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs):
+                if not predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs, where):
                     code = FAILED
             else:
-                predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb)
+                predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb, where)
             if code == OK:
                 for a in range(M):
                     zk[a] = zs[r, k, a]
@@ -334,10 +347,10 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
             if code == OK:
                 if USE_UKF:
                     code = ukf_update(xp, Pp, zk, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig,
-                                      Zs, zhat, dz, PHt, L_S, K, tmp_m, inv_diag, sol)
+                                      Zs, zhat, dz, PHt, L_S, K, tmp_m, inv_diag, sol, where)
                 else:
                     code = ekf_update(xp, Pp, zk, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K,
-                                      B, BHt, KR, inv_diag, sol, tmp_m, xa, za, zb)
+                                      B, BHt, KR, inv_diag, sol, tmp_m, xa, za, zb, where)
             if code == FAILED:
                 for kk in range(k, n_steps):
                     status[r, kk] = FAILED

@@ -22,10 +22,12 @@ they are cached too. What cannot be written down (an array global, a lambda)
 is compiled in memory, once per process, with one note.
 
 A kernel file is imported only when it and its directory are the user's own,
-not group- or world-writable, and it holds exactly the text that would be
-written now; otherwise it is rewritten (its Numba cache removed) with a note.
-A damaged Numba cache file is recompiled and rewritten, with a note naming it
-(the digest check of ``fastcal._kernels._cache``, which the kernels are compiled with).
+not group- or world-writable (the rule of ``fastcal.jit.trust_problem``, which fastcal's
+kernel cache applies too), and it holds exactly the text that would be written
+now; otherwise it is rewritten (its Numba cache removed) with a note. Numba's
+cache of a kernel is loaded under the same rule, wherever ``NUMBA_CACHE_DIR``
+puts it, and a damaged cache file is recompiled and rewritten with a note naming
+it (``fastcal.jit.njit``, which the kernels are compiled with).
 
 Where the motion Jacobian is sparse (most of a coordinated turn's or a
 constant-velocity model's ``F`` is zero), the factory also writes
@@ -57,7 +59,9 @@ import threading
 import numba
 import numpy as np
 
+from fastcal.jit import make_trusted_dir, trust_problem
 from tracking import _kernels as _k
+from tracking._guard import ModelStalled, bounds_checked, call_watched
 
 _TEMPLATE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_batch_template.py")
 _LOCK = threading.Lock()
@@ -132,8 +136,10 @@ def _header(paths, consts, cache):
         "",
         "",
     ]
+    if paths:
+        lines += ["from tracking._guard import bounds_checked as _checked", ""]
     for name, path in paths.items():
-        lines.append(f"{name} = _resolve({path[0]!r}, {path[1]!r})")
+        lines.append(f"{name} = _checked(_resolve({path[0]!r}, {path[1]!r}))")
     for name, value in consts.items():
         lines.append(f"{name} = {value!r}")
     lines.append(f"CACHE = {cache!r}")
@@ -159,16 +165,22 @@ def jacobian_pattern(F, n, dt, params, *, probes=3, seed=20261123):
     """
     if F is None:
         return None
+    F = bounds_checked(F)
     rng = np.random.default_rng(seed)
     nonzero = np.zeros((n, n), dtype=bool)
     p = np.require(np.asarray(params, dtype=np.float64), requirements=["C", "W"])
+    who = f"motion.F_jit ({getattr(F.py_func, '__qualname__', '?')})"
     try:
         for _ in range(probes):
             x = 10.0 * rng.standard_normal(n)
             out = np.zeros((n, n))
-            F(x, float(dt), p, out)
+            args = (x, float(dt), p, out)
+            F.compile(tuple(numba.typeof(a) for a in args))  # here: compiling is not the model's time
+            call_watched(F, args, who=who, where="at a random state")
             nonzero |= (out != 0.0) | ~np.isfinite(out)
-    except Exception:  # noqa: BLE001 - any failure only means "no fast path"
+    except ModelStalled:
+        raise
+    except Exception:  # noqa: BLE001 - any other failure only means "no fast path"
         return None
     nnz = int(nonzero.sum())
     if nnz > _MAX_SPARSE_DENSITY * n * n or 2 * n * nnz > _MAX_SPARSE_TERMS:
@@ -220,17 +232,16 @@ def _note(text):
 
 
 def _private(st):
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return not trust_problem(st)
 
 
 def _private_dir(path):
     """``path`` is (or is made) a directory of ours that no one else can write to."""
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError:
+        make_trusted_dir(path, mode=0o700)
+    except OSError:  # fastcal.jit.Untrusted included
         return False
-    return stat.S_ISDIR(st.st_mode) and _private(st)
+    return True
 
 
 def _why_not(path, text):
@@ -346,7 +357,7 @@ def _load_kernel(name, path, text):
         return _load_file(name, path)
 
 
-_RESERVED = {"f", "F", "h", "H", "np", "njit", "prange", "CACHE", "_resolve", "_importlib", "_njit"}
+_RESERVED = {"f", "F", "h", "H", "np", "njit", "prange", "CACHE", "_resolve", "_importlib", "_njit", "_checked"}
 
 
 def _inline_sources(slots, template, consts):
@@ -379,7 +390,7 @@ def _inline_sources(slots, template, consts):
             path = _import_path(v)
             if path is None:
                 return visit(v)
-            line = f"{ref} = _resolve({path[0]!r}, {path[1]!r})"
+            line = f"{ref} = _checked(_resolve({path[0]!r}, {path[1]!r}))"
         else:
             return False
         if ref in reserved or names.get(ref, line) != line:
@@ -401,7 +412,9 @@ def _inline_sources(slots, template, consts):
         lines = src.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("def ")), None)
         opts = dict(getattr(disp, "targetoptions", {}))
-        opts.pop("nopython", None)  # njit's own
+        for k in ("nopython", "inline"):  # njit's own; inlined code would take the kernel's options
+            opts.pop(k, None)
+        opts.update(boundscheck=True, nogil=True)  # as tracking._guard.bounds_checked compiles them
         if start is None or not all(v is None or isinstance(v, (bool, int, float, str)) for v in opts.values()):
             return False
         defs[name] = "\n".join(lines[start:]) + f"\n\n\n{name} = _njit(**{opts!r})({name})\n"
@@ -417,8 +430,9 @@ def _inline_sources(slots, template, consts):
     for disp in slots.values():
         if not visit(disp):
             return None
-    out = ["# model functions defined where they cannot be imported (a script, a notebook): their source",
-           "from numba import njit as _njit", ""]
+    out = ["# model functions defined where they cannot be imported (a script, a notebook): their source,",
+           "# compiled with bounds checks (tracking._guard.bounds_checked)",
+           "from numba import njit as _njit", "from tracking._guard import bounds_checked as _checked", ""]
     out += sorted(v for v in names.values() if v.startswith("import"))
     out += sorted(v for v in names.values() if not v.startswith("import"))
     out += ["", ""] + [defs[k] for k in defs] + [""]
@@ -493,6 +507,9 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             text = _header({k: p for k, p in paths.items() if p is not None}, consts, True) + (inline or "") + template
             digest = hashlib.sha256(text.encode())
             digest.update(numba.__version__.encode())
+            # NUMBA_BOUNDSCHECK=0 compiles the model functions without their bounds checks:
+            # another kernel, which a process without it must not load from the cache
+            digest.update(repr(numba.config.BOUNDSCHECK).encode())
             # the template inlines tracking._kernels: an edit there must give a new kernel too
             digest.update(_kernels_source().encode())
             for disp in funcs.values():
@@ -509,7 +526,7 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             module = None
             _note_in_memory(funcs)
         if module is None:
-            namespace = dict(funcs)
+            namespace = {k: bounds_checked(v) for k, v in funcs.items()}
             namespace.update(consts)
             namespace["CACHE"] = False
             namespace["__name__"] = "tracking_kernel_in_memory"
@@ -518,7 +535,7 @@ def kernel_for(f, F, h, H, *, n, m, reads, angles, linear, ukf, f_pattern=None):
             kernel = namespace["run_batch"]
         else:
             # a damaged Numba cache file is found by its digest and recompiled, with one
-            # note naming it (fastcal._kernels._cache)
+            # note naming it (fastcal.jit.njit)
             kernel = module.run_batch
         _KERNELS[key] = kernel
         return kernel

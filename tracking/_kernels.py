@@ -20,6 +20,9 @@ or NaN (which the filters report as singular geometry) instead of raising.
 """
 
 import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from fastcal.jit import njit
 
@@ -141,6 +144,50 @@ def sigma_mean(Wm, Z, zbar, angles):
         zbar[a] = ref + s
         if angles[a]:
             zbar[a] = wrap_angle(zbar[a])
+
+
+# ------------------------------------------------------------------ where a batch is
+# The batched kernel writes, into a small int64 array ``where``, the run and step it is
+# on and which model function it is about to call (``SLOT_*``), so the caller can name
+# the function that raised or never returned (tracking._guard). Atomic (relaxed) stores:
+# the watching thread sees each one when it happens (a plain store could stay in a
+# register for the whole loop); on x86 they are plain moves.
+SLOT_F = 1
+SLOT_JF = 2
+SLOT_H = 3
+SLOT_JH = 4
+
+
+@intrinsic
+def _store_seen(typingctx, arr, i, v):
+    """``arr[i] = v`` for an int64 array, as an atomic store another thread sees."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64
+            and isinstance(i, types.Integer) and isinstance(v, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        val = context.cast(builder, args[2], sig.args[2], types.int64)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx])
+        builder.store_atomic(val, ptr, "monotonic", 8)
+        return context.get_dummy_value()
+
+    return types.void(arr, i, v), codegen
+
+
+@njit(**_INLINE)
+def mark_step(where, r, k):
+    """The batch starts step ``k`` of run ``r`` (of its own range of runs)."""
+    _store_seen(where, 0, r)
+    _store_seen(where, 1, k)
+
+
+@njit(**_INLINE)
+def mark(where, slot):
+    """The batch calls the model function ``slot`` (``SLOT_F``, ``SLOT_JF``, ``SLOT_H``, ``SLOT_JH``)."""
+    _store_seen(where, 2, slot)
 
 
 # ------------------------------------------------------------------ numerical Jacobians

@@ -25,7 +25,8 @@ import warnings
 
 from fastcal.jit import run_threads, thread_range
 from tracking._factory import jacobian_pattern, kernel_for
-from tracking._guard import probe_models
+from tracking._guard import ModelStalled, model_timeout, probe_models, run_watched, shape_text, stall_text
+from tracking._kernels import SLOT_F, SLOT_H, SLOT_JF, SLOT_JH
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]
@@ -339,92 +340,57 @@ class _KalmanFilter:
         Wm, Wc, scale = self._weights()
         ms, ss = self._ms, self._ss
         x0, P0, zs = _kernel_array(x0), _kernel_array(P0), _kernel_array(zs)
+        outs = (means, covs, innov, innov_covs, status)
+        # contiguous ranges of runs, one per worker thread; each run is written by one thread
+        n_threads = max(1, min(numba.get_num_threads(), runs))
+        ranges = [thread_range(t, runs, n_threads) for t in range(n_threads)]
+        # per thread: run (in its range), step, model function; rows 128 bytes apart, so the
+        # threads' writes never share a cache line
+        where = np.full((n_threads, 16), -1, dtype=np.int64)
 
-        def run(a, b, c, outs, n_threads):
-            # contiguous ranges of runs, one per thread; each run is written by one thread
-            n_threads = max(1, min(n_threads, c.shape[0]))
+        def part(t):
+            i, j = ranges[t]
+            return lambda: self._kernel(x0[i:j], P0[i:j], zs[i:j], ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc,
+                                        scale, *(o[i:j] for o in outs), skip_first_predict, where[t])
 
-            def part(t):
-                i, j = thread_range(t, c.shape[0], n_threads)
-                self._kernel(a[i:j], b[i:j], c[i:j], ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc, scale,
-                             *(o[i:j] for o in outs), skip_first_predict)
-            run_threads(n_threads, part)
+        timeout = model_timeout()
 
-        def call(a, b, c):
-            r, k = c.shape[0], c.shape[1]
-            outs = (np.empty((r, k, n)), np.empty((r, k, n, n)), np.empty((r, k, m)), np.empty((r, k, m, m)),
-                    np.full((r, k), -1, dtype=np.int8))
-            run(a, b, c, outs, 1)
-            if (outs[-1] < 0).any():
-                msg = "the compiled batch stopped early: a model function raised"
-                raise RuntimeError(msg)
-            return outs
+        def place(t):
+            r, k, slot = (int(v) for v in where[t, :3])
+            return self._slot_name(slot), f"in run {ranges[t][0] + r}, step {k}"
 
-        try:
-            run(x0, P0, zs, (means, covs, innov, innov_covs, status), numba.get_num_threads())
-        except Exception as exc:  # a model function raised inside the compiled batch
-            raise self._model_error(exc, call, x0, P0, zs) from None
-        if (status < 0).any():  # or stopped without an exception
-            stopped = RuntimeError("the compiled batch stopped early: a model function raised")
-            raise self._model_error(stopped, call, x0, P0, zs)
+        def stalled(t):
+            name, at = place(t)
+            return ModelStalled(stall_text(name, at, timeout))
+
+        errors = run_watched([part(t) for t in range(n_threads)], where, timeout=timeout, stalled=stalled)
+        for t, err in enumerate(errors):
+            if err is not None:  # a model function raised inside the compiled batch
+                name, at = place(t)
+                raise ValueError(self._raised_text(name, at, err, int(where[t, 2]))) from None
+        if (status < 0).any():  # stopped without an exception
+            msg = "the compiled batch stopped early: a model function raised"
+            raise RuntimeError(msg)
         return FilterRun(means, covs, innov, innov_covs, status, ms.position), status
 
-    def _model_error(self, exc, call, x0, P0, zs):
-        """One ValueError naming the model functions, the run and the step where one raised.
-
-        Runs are independent: each is re-run alone (one thread, so the exception
-        itself comes back, not a SystemError), then its steps are bisected.
-        """
+    def _slot_name(self, slot):
+        """``motion.f_jit (its name)`` for the batch's model-function code ``slot`` (``_k.SLOT_*``)."""
         ms, ss = self._ms, self._ss
-        names = [f"motion.f_jit ({_qual(ms.f)})", f"sensor.h_jit ({_qual(ss.h)})"]
-        names += [f"motion.F_jit ({_qual(ms.F)})"] if ms.F is not None else []
-        names += [f"sensor.H_jit ({_qual(ss.H)})"] if ss.H is not None else []
-        where, cause = "", exc
-        for r in range(zs.shape[0]):
-            try:
-                call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1])
-                continue
-            except Exception as err:  # noqa: BLE001 - this run raises: find the step
-                cause = err
-            lo, hi = 0, zs.shape[1] - 1  # the first step whose prefix raises
-            while lo < hi:
-                mid = (lo + hi) // 2
-                try:
-                    call(x0[r:r + 1], P0[r:r + 1], zs[r:r + 1, :mid + 1])
-                    lo = mid + 1
-                except Exception:  # noqa: BLE001
-                    hi = mid
-            where = f" in run {r}, step {lo}"
-            culprit = self._culprit(call, x0[r:r + 1], P0[r:r + 1], zs[r:r + 1], lo)
-            if culprit is not None:
-                name, err = culprit
-                text = str(err).strip().splitlines()
-                msg = (f"{name} raised {type(err).__name__}{where}: {text[0] if text else ''}; expected model "
-                       "functions that do not raise")
-                return ValueError(msg)
-            break
-        text = str(cause).strip().splitlines()
-        msg = (f"a model function raised {type(cause).__name__}{where}: {text[0] if text else ''} "
-               f"(one of {', '.join(names)}); expected model functions that do not raise")
-        return ValueError(msg)
+        owner, attr, fn = {SLOT_F: ("motion", "f_jit", ms.f), SLOT_JF: ("motion", "F_jit", ms.F),
+                           SLOT_H: ("sensor", "h_jit", ss.h), SLOT_JH: ("sensor", "H_jit", ss.H)}.get(
+                               slot, ("a model", "function", None))
+        return f"{owner}.{attr}" + (f" ({_qual(fn)})" if fn is not None else "")
 
-    def _culprit(self, call, x0, P0, zs, k):
-        """``(name, exception)`` of the model function that raises in Python at step ``k``'s state, or None."""
-        ms, ss = self._ms, self._ss
-        x = x0[0] if k == 0 else call(x0, P0, zs[:, :k])[0][0, -1]
-        pred = np.empty(ms.n)
-        tries = [("motion.f_jit", ms.f, lambda: (x, ms.dt, ms.params.copy()), pred),
-                 ("motion.F_jit", ms.F, lambda: (x, ms.dt, ms.params.copy()), np.empty((ms.n, ms.n))),
-                 ("sensor.h_jit", ss.h, lambda: (pred.copy(), ss.params.copy()), np.empty(ss.m)),
-                 ("sensor.H_jit", ss.H, lambda: (pred.copy(), ss.params.copy()), np.empty((ss.m, ms.n)))]
-        for slot, fn, args, out in tries:
-            if fn is None:
-                continue
-            try:
-                getattr(fn, "__func__", fn)(*args(), out)
-            except Exception as err:  # noqa: BLE001 - the one to name
-                return f"{slot} ({_qual(fn)})", err
-        return None
+    def _raised_text(self, name, at, err, slot):
+        text = str(err).strip().splitlines()
+        head = f"{name} raised {type(err).__name__} {at}: {text[0] if text else ''}"
+        if isinstance(err, IndexError):
+            n, m = self._ms.n, self._ss.m
+            p = self._ms.params if slot in (SLOT_F, SLOT_JF) else self._ss.params
+            out = {SLOT_F: (n,), SLOT_JF: (n, n), SLOT_H: (m,), SLOT_JH: (m, n)}.get(slot)
+            if out is not None:
+                return f"{head}; expected indices within x ({n},), p ({p.shape[0]},) and out {shape_text(out)}"
+        return f"{head}; expected model functions that do not raise"
 
     def _check_state(self, state):
         n = self._ms.n
@@ -458,7 +424,10 @@ class _KalmanFilter:
         Raises
         ------
         ValueError
-            On shape mismatches or a non-SPD initial covariance.
+            On shape mismatches or a non-SPD initial covariance; when a model
+            function raises, indexes outside an array or does not return within
+            ``$TRACKING_MODEL_TIMEOUT`` seconds (default 10), one line naming it,
+            the run and the step (see :mod:`tracking._guard`).
 
         Warns
         -----

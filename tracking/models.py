@@ -68,6 +68,7 @@ import numbers
 import numpy as np
 
 from tracking import _kernels as _k
+from tracking._guard import bounds_checked
 
 __all__ = [
     "MotionModel",
@@ -174,7 +175,7 @@ class MotionModel:
         """``f(x, dt)`` for states shaped (..., n), through the compiled ``f_jit``."""
         X, lead = _rows(x, self.ndim)
         out = np.empty_like(X)
-        _k.map_f(self.f_jit, X, float(self.dt), np.asarray(self.params, dtype=np.float64), out)
+        _k.map_f(bounds_checked(self.f_jit), X, float(self.dt), np.asarray(self.params, dtype=np.float64), out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -185,9 +186,9 @@ class MotionModel:
         if self.F_jit is not None:
             # called directly: its own cached kernel, where jacobian_f (a kernel taking
             # functions, which Numba cannot cache) would compile in every process
-            self.F_jit(x0, dt, params, out)
+            bounds_checked(self.F_jit)(x0, dt, params, out)
         else:
-            _k.jacobian_f(self.f_jit, _k.no_jacobian_f, False, x0, dt, params, out)
+            _k.jacobian_f(bounds_checked(self.f_jit), _k.no_jacobian_f, False, x0, dt, params, out)
         return out
 
 
@@ -225,7 +226,7 @@ class SensorModel:
         n = x.shape[-1] if x.ndim else 0
         X, lead = _rows(x, n)
         out = np.empty((X.shape[0], self.ndim))
-        _k.map_h(self.h_jit, X, np.asarray(self.params, dtype=np.float64), out)
+        _k.map_h(bounds_checked(self.h_jit), X, np.asarray(self.params, dtype=np.float64), out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -234,8 +235,8 @@ class SensorModel:
         n = x.shape[-1]
         out = np.empty((self.ndim, n))
         H = self.H_jit
-        _k.jacobian_h(self.h_jit, H if H is not None else _k.no_jacobian_h, H is not None,
-                      x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64), out,
+        _k.jacobian_h(bounds_checked(self.h_jit), bounds_checked(H) if H is not None else _k.no_jacobian_h,
+                      H is not None, x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64), out,
                       self._reads(n), self._angle_flags())
         return out
 
