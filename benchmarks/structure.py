@@ -1,6 +1,10 @@
-"""The structural measures of issue 25, counted the same way each time.
+"""The structural measures of the code, counted the same way each time.
 
     python benchmarks/structure.py            # fastcal/ and tracking/ of this checkout
+    python benchmarks/structure.py -v         # and where each one is
+    python benchmarks/structure.py PATH       # another checkout (e.g. an earlier commit)
+
+Layers and seams:
 
 - device branches: ``if`` lines that ask where data lives (``is_device_array``,
   ``device ==``, ``.device ==``) outside the gate (``fastcal/inputs``) and the
@@ -9,27 +13,54 @@
 - functions of 60 or more code lines (docstrings, comments and blank lines
   not counted) in fastcal/;
 - the near-copy pairs are counted by the ``duplicates`` tool (run it in fastcal/).
+
+Values across boundaries (a backend takes a batch and a spec and returns named
+arrays; the gate only asks where data lives):
+
+- accumulator attributes read by the backends: the distinct ``acc.<name>``
+  reads (and private method calls, named with ``()``) in ``fastcal/backends``
+  (goal 0);
+- GPU kernel launches and CUDA loads outside ``fastcal/backends/cuda.py`` and
+  ``fastcal/_kernels``: calls of a kernel with a launch configuration
+  (``kernel[blocks, threads](...)``), ``kernels("_cuda")``-style loads of the
+  CUDA kernel modules, imports of ``numba.cuda`` and ``import_module`` of
+  ``fastcal._kernels`` (goal 0);
+- device questions in the gate: code lines of ``fastcal/inputs`` that ask
+  where data lives (``is_device_array(``, ``device ==`` / ``!=`` / ``is``,
+  ``on_gpu``), docstrings and comments not counted (goal at most 6);
+- state read or returned by position: integer or slice subscripts of what a
+  backend's ``fill*`` function returned (or of a ``filled`` / ``state``
+  argument), tuple unpacking of such a call, and tuples returned by the
+  ``fill*`` functions of ``fastcal/backends`` (goal 0: named arrays).
 """
 
 import ast
+import io
 import pathlib
 import re
 import sys
+import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEVICE_IF = re.compile(r"^\s*(if|elif)\b.*(is_device_array|device ==|device is|\.device ==)")
 LOCAL_IMPORT = re.compile(r"^\s+(from fastcal|import fastcal|from \.|from tracking)")
+DEVICE_QUESTION = re.compile(r"\bis_device_array\(|\bdevice\s*(==|!=|is\b)|\bon_gpu\b")
+CUDA_MODULE = re.compile(r"^_?cuda")  # fastcal._kernels._cuda, cuda_binary, ...
 
 
-def files(*dirs):
+def files(*dirs, root=None):
     for d in dirs:
-        yield from sorted((ROOT / d).rglob("*.py"))
+        yield from sorted(((root or ROOT) / d).rglob("*.py"))
 
 
-def device_branches():
+def _rel(f, root):
+    return f.relative_to(root).as_posix()
+
+
+def device_branches(root=ROOT):
     out = []
-    for f in files("fastcal"):
-        rel = f.relative_to(ROOT).as_posix()
+    for f in files("fastcal", root=root):
+        rel = _rel(f, root)
         if rel.startswith(("fastcal/inputs/", "fastcal/backends/")):
             continue
         out += [f"{rel}:{i}" for i, line in enumerate(f.read_text().splitlines(), 1)
@@ -37,14 +68,14 @@ def device_branches():
     return out
 
 
-def local_imports():
-    return [f"{f.relative_to(ROOT)}:{i}" for f in files("fastcal", "tracking")
+def local_imports(root=ROOT):
+    return [f"{_rel(f, root)}:{i}" for f in files("fastcal", "tracking", root=root)
             for i, line in enumerate(f.read_text().splitlines(), 1) if LOCAL_IMPORT.match(line)]
 
 
-def long_functions(limit=60):
+def long_functions(limit=60, root=ROOT):
     out = []
-    for f in files("fastcal"):
+    for f in files("fastcal", root=root):
         text = f.read_text()
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
@@ -59,14 +90,165 @@ def long_functions(limit=60):
             code = [i for i in range(node.lineno, node.end_lineno + 1) if i not in skip
                     and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#")]
             if len(code) >= limit:
-                out.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} ({len(code)})")
+                out.append(f"{_rel(f, root)}:{node.lineno} {node.name} ({len(code)})")
     return out
 
 
+# -- values across boundaries ----------------------------------------------------
+
+def accumulator_reads(root=ROOT):
+    """Distinct ``acc.<name>`` reads in fastcal/backends (private calls as ``name()``)."""
+    found = {}
+    for f in files("fastcal/backends", root=root):
+        tree = ast.parse(f.read_text())
+        calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "acc":
+                name = node.attr + ("()" if id(node) in calls else "")
+                found.setdefault(name, f"{_rel(f, root)}:{node.lineno}")
+    return [f"{where} acc.{name}" for name, where in sorted(found.items())]
+
+
+def _call_name(func):
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _is_cuda_load(node):
+    """A load of the CUDA kernels or of numba.cuda."""
+    if isinstance(node, ast.Import):
+        return any(a.name.startswith("numba.cuda") for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        mod = node.module or ""
+        return (mod == "numba" and any(a.name == "cuda" for a in node.names)) or \
+            mod.startswith("numba.cuda") or (mod.startswith("fastcal._kernels") and any(
+                CUDA_MODULE.match(a.name) for a in node.names)) or bool(
+                re.match(r"fastcal\._kernels\._?cuda", mod))
+    if not isinstance(node, ast.Call):
+        return False
+    name = _call_name(node.func)
+    arg = node.args[0] if node.args else None
+    if name == "import_module" and arg is not None:
+        return "_kernels" in ast.unparse(arg)
+    return name in ("kernels", "_k") and isinstance(arg, ast.Constant) and isinstance(
+        arg.value, str) and bool(CUDA_MODULE.match(arg.value))
+
+
+def _is_launch(node):
+    """``kernel[config](...)``: a call of a subscript with two or more launch values."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
+        isinstance(node.func.slice, ast.Tuple) and len(node.func.slice.elts) >= 2
+
+
+def gpu_work_outside_backend(root=ROOT):
+    out = []
+    for f in files("fastcal", root=root):
+        rel = _rel(f, root)
+        if rel == "fastcal/backends/cuda.py" or rel.startswith("fastcal/_kernels/"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if _is_launch(node):
+                out.append(f"{rel}:{node.lineno} launch")
+            elif _is_cuda_load(node):
+                out.append(f"{rel}:{node.lineno} load")
+    return sorted(set(out))
+
+
+def _code_lines(text):
+    """Each line's code, strings and comments blanked (so docstrings do not count)."""
+    lines = text.splitlines()
+    keep = [list(line) for line in lines]
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in (tokenize.STRING, tokenize.COMMENT):
+            (r0, c0), (r1, c1) = tok.start, tok.end
+            for r in range(r0, r1 + 1):
+                a = c0 if r == r0 else 0
+                b = c1 if r == r1 else len(keep[r - 1])
+                keep[r - 1][a:b] = " " * (b - a)
+    return ["".join(x) for x in keep]
+
+
+def gate_device_questions(root=ROOT):
+    out = []
+    for f in files("fastcal/inputs", root=root):
+        for i, line in enumerate(_code_lines(f.read_text()), 1):
+            if DEVICE_QUESTION.search(line) and not line.lstrip().startswith("def "):
+                out.append(f"{_rel(f, root)}:{i}")
+    return out
+
+
+def _positional(node):
+    s = node.slice
+    return isinstance(s, ast.Slice) or (isinstance(s, ast.Constant) and isinstance(s.value, int)) \
+        or (isinstance(s, ast.UnaryOp) and isinstance(s.operand, ast.Constant))
+
+
+_NOT_BACKENDS = ("source", "em", "self")  # a source's fill (acc, rows), the equal-mass groups
+
+
+def _backend_fills(root):
+    """The names of the fill functions of fastcal/backends."""
+    return {node.name for f in files("fastcal/backends", root=root)
+            for node in ast.parse(f.read_text()).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("fill")}
+
+
+def _is_fill_call(node, fills):
+    if not isinstance(node, ast.Call) or _call_name(node.func) not in fills:
+        return False
+    owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+    return not (isinstance(owner, ast.Name) and owner.id in _NOT_BACKENDS)
+
+
+def positional_state(root=ROOT):
+    out = []
+    fills = _backend_fills(root)
+    for f in files("fastcal", root=root):
+        rel = _rel(f, root)
+        if rel.startswith("fastcal/_kernels/"):
+            continue
+        tree = ast.parse(f.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.Lambda)):
+                continue
+            held = {a.arg for a in fn.args.args if a.arg in ("filled", "state")}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and _is_fill_call(node.value, fills):
+                    for t in node.targets:
+                        if isinstance(t, ast.Name):
+                            held.add(t.id)
+                        elif isinstance(t, ast.Tuple):
+                            out.append(f"{rel}:{node.lineno} unpacked")
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Subscript) and _positional(node) and (
+                        (isinstance(node.value, ast.Name) and node.value.id in held)
+                        or _is_fill_call(node.value, fills)):
+                    out.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+            if rel.startswith("fastcal/backends/") and isinstance(fn, ast.FunctionDef) \
+                    and fn.name.lstrip("_").startswith("fill"):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Return) and node.value is not None and (
+                            isinstance(node.value, ast.Tuple) or (
+                                isinstance(node.value, ast.Subscript)
+                                and _positional(node.value))):
+                        out.append(f"{rel}:{node.lineno} return {ast.unparse(node.value)}")
+    return sorted(set(out))
+
+
 def main():
-    for name, found in (("device branches outside the gate and backends", device_branches()),
-                        ("function-local imports of own modules", local_imports()),
-                        ("functions of 60+ code lines in fastcal/", long_functions())):
+    args = [a for a in sys.argv[1:] if a != "-v"]
+    root = pathlib.Path(args[0]).resolve() if args else ROOT
+    for name, found in (
+            ("device branches outside the gate and backends", device_branches(root)),
+            ("function-local imports of own modules", local_imports(root)),
+            ("functions of 60+ code lines in fastcal/", long_functions(root=root)),
+            ("accumulator attributes read by the backends", accumulator_reads(root)),
+            ("GPU kernel launches or CUDA loads outside backends/cuda.py and _kernels/",
+             gpu_work_outside_backend(root)),
+            ("device questions in the gate (fastcal/inputs/)", gate_device_questions(root)),
+            ("state read or returned by position", positional_state(root))):
         print(f"{name}: {len(found)}")
         if "-v" in sys.argv:
             for x in found:

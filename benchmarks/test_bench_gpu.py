@@ -86,18 +86,21 @@ def binary_cpu_state(binary_data):
     """The CPU kernels on a host copy: the reference every GPU run must equal."""
     y, p = (t.cpu().numpy() for t in binary_data)
     edges = kernel_edges(N_BINS, "<f4")
-    return kb.fill_parallel(p, y, edges, True, False, False, 0.0, True, 16 if N > 10**6 else 1)
+    return mc.named(mc.BINARY, kb.fill_parallel(p, y, edges, True, False, False, 0.0, True,
+                                                16 if N > 10**6 else 1))
 
 
 def _report(state, n_bins=N_BINS):
-    counts, sums, totals, _ = state
+    counts, sums, totals = state["counts"], state["sums"], state["totals"]
     return CalibrationReport.from_state(
         counts[:n_bins], sums[:n_bins], totals, edges=fastcal.uniform_edges(n_bins),
         closed="left", n_omitted=0, observed="frac_pos", strategy="uniform", eps=0.0)
 
 
 def _check_state(gpu, cpu):
-    for g, c in zip(gpu, cpu):
+    """The same named arrays on both backends."""
+    assert list(gpu) == list(cpu)
+    for g, c in zip(gpu.values(), cpu.values()):
         if c.dtype.kind in "iu":
             np.testing.assert_array_equal(g, c)
         else:
@@ -184,7 +187,8 @@ def test_fastcal_binary_many_bins(benchmark, binary_data, n_bins):
 
     rep = _race(benchmark, run, n=N, name=f"fastcal GPU report, {n_bins} bins", dtype="float32")
     yh, ph = (t.cpu().numpy() for t in binary_data)
-    cpu = kb.fill_parallel(ph, yh, edges, True, False, False, 0.0, True, 16 if N > 10**6 else 1)
+    cpu = mc.named(mc.BINARY, kb.fill_parallel(ph, yh, edges, True, False, False, 0.0, True,
+                                               16 if N > 10**6 else 1))
     _check_state(fc.fill_binary(dy, dp, edges, True, False, False, 0.0, True), cpu)
     benchmark.extra_info.update(ece=float(rep.ece), n_bins=n_bins)
 
@@ -220,7 +224,7 @@ def test_fastcal_multiclass(benchmark, mc_data):
     yh, Ph = y.cpu().numpy(), P.cpu().numpy()
     cpu = mc.fill_multiclass(yh, Ph, edges, True, False, 0.0, False, True, True, 16 if N_MC > 10**5 else 1)
     _check_state(state, cpu)
-    counts, sums = state[0][:N_BINS], state[1][:N_BINS]
+    counts, sums = state["counts"][:N_BINS], state["sums"][:N_BINS]
     n = counts[:, 0].sum()
     ece = np.abs(counts[:, 1] - sums[:, 0]).sum() / n
     benchmark.extra_info.update(ece=float(ece))

@@ -416,7 +416,7 @@ def smece(y_true, y_prob, sigma=None, *, nan_policy="raise", threads=None, logit
     sigma = check_sigma(sigma)
     acc, _ = _arrays(y_true, y_prob, nan_policy=nan_policy, threads=threads, logits=logits,
                      renormalize=renormalize, classwise=False, with_logs=False, smooth=True)
-    grid = SmoothGrid(acc.grid.mass, acc.grid.resid)
+    grid = SmoothGrid(*acc.smooth_grid())
     if sigma is None:
         value, sigma = grid.fixed_point()
     else:

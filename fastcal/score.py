@@ -243,7 +243,8 @@ def _binned_report(source, acc, opts):
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
         rep.ace = rep.ece
-        acc.grid.set_report(rep)
+        if acc.smooth:
+            rep.set_smooth(*acc.smooth_grid())
         steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)

@@ -330,7 +330,7 @@ def _report_cases():
         tag = kind.replace(" ", "-")
         data = functools.partial(_ranked, kind, True)
         kw = RANKED_OPTS[kind]
-        boot = ("fastcal.accumulators.base.Bootstrap.fill",)  # replicates: on the GPU
+        boot = ("fastcal.backends.cpu.fill_replicates",)  # replicates: on the GPU
         cases += [Case(f"omit-{tag}", data, dict(n_bins=10, nan_policy="omit", **kw),
                        omitted=2, on_device=boot),
                   Case(f"omit-ci-{tag}", data, dict(n_bins=10, nan_policy="omit", ci=0.9,
@@ -373,7 +373,7 @@ def _report_cases():
         # the device state merges with host state, NaN rows omitted
         Case("smooth-omit", functools.partial(_smooth, 1200, 4, True),
              dict(smooth=True, nan_policy="omit", ace=False), fields=("smece",),
-             stream=True, merge=500, merge_state=("grid.n",), merge_close=("grid.mass",),
+             stream=True, merge=500, merge_state=("smooth_n",), merge_close=("smooth_mass",),
              merge_fields=("smece",)),
     ]
     # rows of equal probabilities: the row code takes H of tied rows exactly

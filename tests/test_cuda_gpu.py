@@ -81,32 +81,34 @@ for n_bins in (1, 10, 15, 47):
     for right in (False, True):
         e = kernel_edges(n_bins, "<f4")
         gpu = fc.fill_binary(y, p, e, True, right, True, 0.0, True)
-        cpu = kb.fill_parallel(ph, yh, e, True, right, True, 0.0, True, 8)
-        for a, b in zip(gpu, cpu):
+        cpu = mc.named(mc.BINARY, kb.fill_parallel(ph, yh, e, True, right, True, 0.0, True, 8))
+        assert list(gpu) == list(cpu)
+        for a, b in zip(gpu.values(), cpu.values()):
             assert a.dtype == b.dtype and a.shape == b.shape
             if b.dtype.kind == "i":
                 assert np.array_equal(a, b), (n_bins, right, a, b)
             else:
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
-        assert gpu[3][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 123_457
+        assert gpu["checks"][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 123_457
 # float64 tensors, logits, host chunks
 p64 = p.double().nan_to_num(0.5).clamp(0, 1)
 e = kernel_edges(15, "<f8")
 gpu = fc.fill_binary(y, p64, e, True, False, True, 0.0, True)
 chunked = fc.fill_binary(y.cpu().numpy(), p64.cpu().numpy(), e, True, False, True, 0.0, True,
                          chunk_rows=3_000_000)
-for a, b in zip(gpu, chunked):
-    np.testing.assert_allclose(a, b, rtol=1e-12)
+for name in gpu:
+    np.testing.assert_allclose(gpu[name], chunked[name], rtol=1e-12)
 z = torch.randn(n, generator=g, device="cuda", dtype=torch.float64) * 3
 gl = fc.fill_binary_logits(y, z, e, True, False, 0.0)
-assert gl[0][:15, 0].sum() == n
+assert gl["counts"][:15, 0].sum() == n
 # multi-class, K = 10, 2e6 rows
 P = torch.softmax(torch.randn(2_000_000, 10, generator=g, device="cuda") * 2, dim=1)
 yk = torch.multinomial(P, 1, generator=g).squeeze(1)
 e = kernel_edges(15, "<f4")
 gpu = fc.fill_multiclass(yk, P, e, True, False, 0.0, False, True, True)
 cpu = mc.fill_multiclass(yk.cpu().numpy(), P.cpu().numpy(), e, True, False, 0.0, False, True, True, 8)
-for a, b in zip(gpu, cpu):
+assert list(gpu) == list(cpu)
+for a, b in zip(gpu.values(), cpu.values()):
     if b.dtype.kind == "i":
         assert np.array_equal(a, b)
     else:
@@ -146,7 +148,8 @@ for name in ("ece", "esce", "mce"):
 e = kernel_edges(15, "<f4")
 c = np.zeros((100, 15, 3), np.int64); s = np.zeros((100, 15))
 kboot.boot_fill_parallel(p.cpu().numpy(), yp.cpu().numpy(), 0, e, True, False, 0, 8, c, s)
-gc, gs = fc.fill_bootstrap(yp, p, 0, e, True, False, 0, 100)
+boot = fc.fill_bootstrap(yp, p, 0, e, True, False, 0, 100)
+gc, gs = boot["boot_counts"], boot["boot_sums"]
 assert np.array_equal(gc, c)
 np.testing.assert_allclose(gs, s, rtol=1e-12)
 print("ok")

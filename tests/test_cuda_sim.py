@@ -78,11 +78,15 @@ if CASES:
     def _cpu_binary(y, p, edges, uniform, right, eps=0.0, with_logs=True):
         state = kb.new_state(edges.shape[0] - 1)
         kb.fill_range(p, y, 0, p.shape[0], edges, uniform, right, True, eps, with_logs, *state)
-        return state
+        return mc.named(mc.BINARY, state)
 
     def _same(gpu, cpu, rtol=1e-12):
-        assert len(gpu) == len(cpu)
-        for g, c in zip(gpu, cpu):
+        """The same named arrays (the binary kernels' tuples named as the backends do)."""
+        if not isinstance(cpu, dict):
+            cpu = mc.named(mc.BINARY, cpu)
+        assert list(gpu) == list(cpu)
+        for name in cpu:
+            g, c = gpu[name], cpu[name]
             assert g.shape == c.shape and g.dtype == c.dtype
             if c.dtype.kind in "iu":
                 np.testing.assert_array_equal(g, c)
@@ -134,9 +138,9 @@ if CASES:
         gpu = fc.fill_binary(y, p, edges, True, False, True, 0.0, True)
         cpu = _cpu_binary(y, p, edges, True, False)
         _same(gpu, cpu)
-        assert list(gpu[3]) == [3, 2, 1, 1, 4, 7, 12, 33, 260, 7]
+        assert list(gpu["checks"]) == [3, 2, 1, 1, 4, 7, 12, 33, 260, 7]
         msgs = []
-        for checks in (gpu[3], cpu[3]):
+        for checks in (gpu["checks"], cpu["checks"]):
             with pytest.raises(ValueError) as err:
                 ck.raise_for(ck.BINARY, checks, "raise", 1000)
             msgs.append(str(err.value))
@@ -155,14 +159,14 @@ if CASES:
         cpu = _cpu_binary(y, p, edges, True, True)
         _same(on_dev, cpu)
         _same(chunked, cpu)
-        assert chunked[3][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 321
+        assert chunked["checks"][kb.N_CHECK_KINDS + kb.CHECK_NAN_P] == 321
         # GPU state of the first half + CPU state of the second = CPU state of all
         half = fc.fill_binary(y[:250], p[:250], edges, True, True, True, 0.0, True)
         rest = _cpu_binary(y[250:], p[250:], edges, True, True)
         acc_g = CalibrationAccumulator(n_bins=12, closed="right", nan_policy="omit")
-        acc_g.counts += half[0] + rest[0]
-        acc_g.sums += half[1] + rest[1]
-        acc_g.totals += half[2] + rest[2]
+        acc_g.counts += half["counts"] + rest["counts"]
+        acc_g.sums += half["sums"] + rest["sums"]
+        acc_g.totals += half["totals"] + rest["totals"]
         acc_c = CalibrationAccumulator(n_bins=12, closed="right", nan_policy="omit")
         acc_c.update(y, p)
         a, b = acc_g.report(), acc_c.report()
@@ -243,7 +247,7 @@ if CASES:
         cpu = mc.fill_multiclass(y, X, edges, uniform, right, 0.0, logits, True, False, 1, False)
         gpu = fc.fill_multiclass(y, X, edges, uniform, right, 0.0, logits, True, False, False)
         _same(gpu, cpu)
-        assert gpu[5][km.N_CHECK_KINDS + km.CHECK_NAN_P] == 9
+        assert gpu["checks"][km.N_CHECK_KINDS + km.CHECK_NAN_P] == 9
 
     def test_multiclass_global_classwise_state_and_device_input():
         rng = np.random.default_rng(6)
@@ -342,8 +346,8 @@ if CASES:
         monkeypatch.setattr(fc, "CHUNK_BYTES", 64)
         got = fc.fill_multiclass(y, P, edges, True, False, 0.0, False, False, True)
         _same(got, cpu)
-        assert got[5][km.CHECK_BAD_Y] == 2
-        assert got[5][km.N_CHECK_KINDS + km.CHECK_BAD_Y] == 83
+        assert got["checks"][km.CHECK_BAD_Y] == 2
+        assert got["checks"][km.N_CHECK_KINDS + km.CHECK_BAD_Y] == 83
         monkeypatch.undo()
         _same(fc.fill_multiclass(y, P, edges, True, False, 0.0, False, False, True,
                                  chunk_rows=7), cpu)
@@ -437,6 +441,47 @@ if CASES:
                                        atol=1e-15, err_msg=name)
         np.testing.assert_array_equal(got.bins["count"], ref.bins["count"])
 
+    @pytest.mark.parametrize("kind", ["binary", "logits", "multiclass"])
+    def test_gpu_fills_take_values_and_return_the_cpu_names(kind):
+        # one interface: a batch and the state's spec in, the layout's named arrays out
+        from fastcal import backends
+        from fastcal.backends.spec import FillSpec
+        from fastcal.inputs.binning import Bins
+
+        rng = np.random.default_rng(14)
+        n = 48
+        p = rng.random(n)
+        y = (rng.random(n) < p).astype(np.uint8)
+        if kind == "logits":
+            p = np.log(p / (1 - p))
+        if kind == "multiclass":
+            p = rng.dirichlet(np.ones(3), size=n)
+            y = rng.integers(0, 3, n)
+        spec = FillSpec(kind, Bins(4), computed64=kind != "binary", logits=kind == "logits",
+                        n_boot=3, ace_buckets=16, smooth=True)
+        host = backends.resolve(y, p, logits=kind == "logits")
+        dev = backends.resolve(*_on_gpu(y, p), logits=kind == "logits")
+        assert (host.device, dev.device) == ("cpu", "cuda")
+        want = {**mc.fill(host, spec)}
+        want.update(mc.fill_parts(host, spec, 0, want))
+        got = {**fc.fill(dev, spec)}
+        got.update(fc.fill_parts(dev, spec, 0, got))
+        assert sorted(got) == sorted(want)
+        for name in want:
+            assert (got[name].shape, got[name].dtype) == (want[name].shape, want[name].dtype)
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12,
+                                       err_msg=name)
+        # the parts of a ranked pair in GPU memory, one by one
+        ry, rx = fc.ranking_pair(*_on_gpu(y, p), kind=kind, logits=kind == "logits")
+        hy, hx = ry.copy_to_host(), rx.copy_to_host()
+        for fill, args in ((fc.fill_replicates, (5, spec, host.dtype)),
+                           (fc.fill_buckets, (spec,)), (fc.fill_grid, (spec,))):
+            part = fill(ry, rx, *args)
+            ref = getattr(mc, fill.__name__)(hy, hx, *args)
+            assert list(part) == list(ref) and part
+            for name in ref:
+                np.testing.assert_allclose(part[name], ref[name], rtol=1e-12, atol=1e-12)
+
     def test_bootstrap_replicates_match_cpu_weights():
         # the same Poisson(1) weights of (seed, global row, replicate): counts exact,
         # any split into chunks (row0) gives the same replicates
@@ -461,11 +506,11 @@ if CASES:
                                   sums)
             got = fc.fill_bootstrap(cuda.to_device(y), cuda.to_device(x), 1000, edges,
                                     uniform, right, 7, n_boot)
-            np.testing.assert_array_equal(got[0], counts)
-            np.testing.assert_allclose(got[1], sums, rtol=1e-12)
+            np.testing.assert_array_equal(got["boot_counts"], counts)
+            np.testing.assert_allclose(got["boot_sums"], sums, rtol=1e-12)
         a = fc.fill_bootstrap(y[:150], x[:150], 1000, edges, True, False, 7, n_boot)
         b = fc.fill_bootstrap(y[150:], x[150:], 1150, edges, True, False, 7, n_boot)
-        np.testing.assert_array_equal(a[0] + b[0], counts)
+        np.testing.assert_array_equal(a["boot_counts"] + b["boot_counts"], counts)
         assert not fc.bootstrap_fits(95) and fc.bootstrap_fits(94)
 
     def _on_gpu(*arrays):

@@ -13,10 +13,11 @@ import tracking
 # beside them (test_every_export_has_an_example checks that none is missing)
 MODULES = [
     "fastcal.metrics", "fastcal.accumulators.calibration", "fastcal.simulate", "fastcal.distributed",
-    "fastcal.gaussian", "fastcal.files", "fastcal.reports.report", "fastcal.reports.multiclass_report",
-    "fastcal.reports.stats", "fastcal.significance", "fastcal.inputs.binning", "fastcal.score",
-    "fastcal.recalibrate.temperature", "fastcal.soft", "fastcal.sklearn", "fastcal.noisy",
-    "fastcal.torch", "fastcal.accumulators.settings", "fastcal.io", "fastcal.jit",
+    "fastcal.gaussian", "fastcal.accumulators.gaussian", "fastcal.files", "fastcal.reports.report",
+    "fastcal.reports.multiclass_report", "fastcal.reports.stats", "fastcal.significance",
+    "fastcal.inputs.binning", "fastcal.score", "fastcal.recalibrate.temperature", "fastcal.soft",
+    "fastcal.sklearn", "fastcal.noisy", "fastcal.torch", "fastcal.accumulators.settings",
+    "fastcal.io", "fastcal.jit",
     "tracking", "tracking.models", "tracking.filters", "tracking._factory", "tracking.scenario",
     "tracking.consistency", "tracking.compare", "tracking.score",
 ]

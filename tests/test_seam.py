@@ -81,11 +81,12 @@ def test_the_gate_records_kind_and_device_once():
     assert resolve(np.array([1, 0]), P).kind == "multiclass"
     assert resolve(P, P).kind == "soft"
     assert backends.of(batch) is cpu
+    assert backends.resolve(y, p).device == "cpu"
     with pytest.raises(ValueError, match=r"^device must be one of"):
-        resolve(y, p, device="gpu")
+        backends.resolve(y, p, device="gpu")
     # soft labels have no GPU kernel: refused at the gate, in one line
     with pytest.raises(ValueError, match=r"^device='cuda': soft labels .* have no GPU kernel"):
-        resolve(P, P, device="cuda")
+        backends.resolve(P, P, device="cuda")
 
 
 def test_host_scoring_never_imports_the_gpu_backend():
@@ -150,8 +151,9 @@ def test_gaussian_batches_go_through_the_backend():
     batch = resolve_gaussian(E, C, (3,))
     assert (batch.d, batch.device) == (2, "cpu")
     acc = GaussianAccumulator(2, shape=(3,)).update_batch(batch)
-    counts, sums = cpu.fill_nees(GaussianAccumulator(2, shape=(3,)), batch, "raise")
-    np.testing.assert_array_equal(acc.count, counts)
+    filled = cpu.fill_nees(batch, (3,), "raise")
+    assert set(filled) == {"count", "nees_sum"}
+    np.testing.assert_array_equal(acc.count, filled["count"])
     np.testing.assert_allclose(acc.nees_sum, (E ** 2).sum(axis=(0, 2)), rtol=1e-12)
     with pytest.raises(ValueError, match=r"dimension d=2 on its last axis; this accumulator "
                                          r"expects dim=3"):
@@ -214,3 +216,27 @@ def test_options_are_checked_when_made_and_carried_as_one_object():
     fresh = CalibrationAccumulator(**acc._options)
     y, p = np.array([0, 1, 1]), np.array([0.2, 0.7, 0.9])
     assert fresh.update(y, p).report().ece == acc.update(y, p).report().ece
+
+
+# -- values across the seam: the measures of benchmarks/structure.py ------------------
+
+def _structure():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "structure.py"
+    spec = importlib.util.spec_from_file_location("structure", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_backends_take_values_and_the_gate_only_asks_where_data_lives():
+    structure = _structure()
+    # a backend reads no accumulator: it is handed a batch and a spec
+    assert structure.accumulator_reads() == []
+    # kernel loads, launches, casts and host copies of GPU data are the GPU backend's
+    assert structure.gpu_work_outside_backend() == []
+    assert len(structure.gate_device_questions()) <= 6
+    # fills return named arrays, read by name
+    assert structure.positional_state() == []

@@ -137,7 +137,7 @@ def test_relplot_cuts_its_kernel_at_half_width_one_half(relplot, binary):
     y, p = binary
     acc = _smooth_acc().update(y, p)
     theirs = relplot.smECE_sigma(p, y.astype(np.float64), 0.2)
-    assert _truncated(acc.grid.mass, acc.grid.resid, 0.2) == pytest.approx(theirs, rel=5e-3)
+    assert _truncated(acc.smooth_mass, acc.smooth_resid, 0.2) == pytest.approx(theirs, rel=5e-3)
     assert abs(fastcal.smece(y, p, 0.2) / theirs - 1.0) > 5e-3
 
 
@@ -230,7 +230,7 @@ def test_smooth_curve_is_the_kernel_regression_of_y():
     x = np.concatenate([[0.0, 0.0, 1.0], rng.beta(2.0, 5.0, 300)])
     y = (rng.random(x.shape[0]) < np.sqrt(x)).astype(np.int64)
     acc = _smooth_acc().update(y, x)
-    t, mu, density = SmoothGrid(acc.grid.mass, acc.grid.resid).curve(0.05)
+    t, mu, density = SmoothGrid(*acc.smooth_grid()).curve(0.05)
     ref_mu, ref_density = _exact_curve(y, x, 0.05, t)
     np.testing.assert_allclose(mu, ref_mu, rtol=0, atol=2e-4)
     np.testing.assert_allclose(density, ref_density, rtol=2e-3, atol=1e-3)
@@ -252,10 +252,10 @@ def test_merge_is_exact_in_any_order_and_state_round_trips(binary):
         assert rep.smece == pytest.approx(whole.smece, rel=1e-12)
         assert rep.smece_sigma == pytest.approx(whole.smece_sigma, rel=1e-12)
     back = pickle.loads(pickle.dumps(parts[0]))
-    np.testing.assert_array_equal(back.grid.mass, parts[0].grid.mass)
+    np.testing.assert_array_equal(back.smooth_mass, parts[0].smooth_mass)
     copy = parts[0].copy()
     copy.update(y[:10], p[:10])
-    assert copy.grid.n[0] == parts[0].grid.n[0] + 10  # the copy's grid is its own
+    assert copy.smooth_n[0] == parts[0].smooth_n[0] + 10  # the copy's grid is its own
     arrays = [a.to_arrays() for a in parts]
     assert arrays[0]["smooth_mass"].shape == (ks.GRID + 1,)
     assert arrays[0]["smooth_n"].dtype == np.int64
@@ -296,7 +296,7 @@ def test_arrays_file_dask_agree(tmp_path, binary):
 def test_default_report_has_no_grid(binary):
     y, p = binary
     acc = Options(ace=False).accumulator()
-    assert not acc.grid.on and acc.grid.mass.shape == (0,)
+    assert not acc.smooth and acc.smooth_mass.shape == (0,) and acc.smooth_grid() is None
     rep = fastcal.calibration_report(y, p)
     assert np.isnan(rep.smece) and "smece" not in rep.to_dict()
     assert "Smooth ECE" not in str(rep)

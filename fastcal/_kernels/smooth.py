@@ -44,9 +44,10 @@ def fill_grid_range(x, y, start, stop, mass, resid, n):
 
 def fill_grid(x, y, n_threads, mass, resid, n):
     """Add every row to the grid sums: one contiguous range per thread, each
-    into its own arrays, added in thread order."""
+    into its own arrays, added in thread order (when threads pay is the CPU
+    backend's choice: ``fastcal.backends.cpu.fill_grid``)."""
     rows = x.shape[0]
-    if n_threads == 1 or rows < 200_000:
+    if n_threads == 1:
         fill_grid_range(x, y, 0, rows, mass, resid, n)
         return
     parts = [(np.zeros_like(mass), np.zeros_like(resid), np.zeros(1, np.int64))

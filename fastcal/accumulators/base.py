@@ -1,12 +1,14 @@
-"""What the accumulators share: the merge protocol, the bins, and two parts.
+"""What the accumulators share: the merge protocol over declared arrays, and the bins.
 
 Every accumulator is :class:`Mergeable`: ``a + b``, ``a += b``, ``sum(...)``
-(``0 + a`` is a copy of ``a``) and ``copy()``, over two methods of its own:
-``_check_compatible(other)`` (a clear error when the states cannot merge)
-and ``_add(other)``. The binned ones (binary, multi-class) are
-:class:`Binned` and may carry two parts, each mergeable on its own:
-:class:`Bootstrap` replicates for the ECE/ESCE/MCE intervals and
-:class:`ValueBuckets`, the statistics that ACE is read from.
+(``0 + a`` is a copy of ``a``), ``copy()``, pickling and ``to_arrays`` /
+``add_arrays``, all following from its ``layout``, the table of its arrays
+in :mod:`fastcal.backends.layout` (name, shape, dtype, reduction, value
+rule), over one method of its own: ``_check_compatible(other)`` (a clear
+error when the states cannot merge). The binned ones (binary, multi-class)
+are :class:`Binned`; besides their per-bin arrays they may keep bootstrap
+replicates for the ECE/ESCE/MCE intervals, the value buckets that ACE is
+read from and the smooth ECE grid, each switched on by an option.
 """
 
 from typing import Protocol, runtime_checkable
@@ -14,25 +16,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from fastcal import backends
-from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
+from fastcal.backends.layout import EDGE_DTYPES, Dims
+from fastcal.backends.spec import FillSpec
 from fastcal.inputs.binning import Bins
 from fastcal.accumulators import checks as ck
-from fastcal._kernels import binary as kb
-from fastcal._kernels import bootstrap as kboot
-from fastcal._kernels import equal_mass as kem
 
-# Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
-_PARALLEL_MIN_DRAWS = 5_000_000
-
-# The float widths whose rounding of k / n_bins uniform edges may use (Binned.edge_dtype).
-EDGE_DTYPES = ("float32", "float64")
-
-# What the arrays of Binned.to_arrays() may hold (add_arrays checks it): the int64 ones
-# count rows, >= 0; the float64 ones are sums, finite except the sums of logarithm terms
-# (in the kernels' layout: sums[:, 1] the ECD terms, totals[1, 2, 4] NLL, squared ECD,
-# squared NLL), which are +inf when some p is exactly 0 or 1 on the wrong side.
-_MAY_BE_INF = {"sums": np.s_[:, 1], "totals": np.s_[[1, 2, 4]]}
+__all__ = ["Accumulator", "Binned", "EDGE_DTYPES", "Mergeable", "check_start"]
 
 
 @runtime_checkable
@@ -55,13 +44,20 @@ class Accumulator(Protocol):
 
 
 class Mergeable:
-    """The merge protocol over ``_check_compatible`` and ``_add``.
+    """The merge protocol over ``_check_compatible`` and the state's ``layout``.
 
-    ``_adds``: the names of the arrays a merge adds element by element; the
-    default ``_add`` adds them (a state with more to merge overrides it).
+    ``layout``: the arrays of the state (:class:`fastcal.backends.layout.Array`
+    entries; ``_dims()`` gives their shapes). Copying copies them, merging
+    adds them by their reductions, ``to_arrays`` / ``add_arrays`` read and
+    add them with the checks of their value rules, and loading a pickle
+    made before an array existed gives it its zeros (``_upgrade``).
     """
 
-    _adds = ()
+    layout = ()
+
+    def _dims(self):
+        """What the shapes of this state's arrays depend on."""
+        return Dims()
 
     def __iadd__(self, other):
         self._check_compatible(other)
@@ -81,51 +77,129 @@ class Mergeable:
         return NotImplemented
 
     def copy(self):
-        """An independent copy: state arrays and parts are copied, settings shared."""
+        """An independent copy: the state's arrays are copied, settings shared."""
         out = type(self).__new__(type(self))
-        out.__dict__.update({k: _copied(x) for k, x in self.__dict__.items()})
+        out.__dict__.update(self.__dict__)
+        for a in self.layout:
+            x = self.__dict__.get(a.name)
+            if isinstance(x, np.ndarray):
+                out.__dict__[a.name] = x.copy()
         return out
 
     def _add(self, other):
-        for name in self._adds:
-            total = getattr(self, name)
-            total += getattr(other, name)  # in place: the arrays are the state
+        """Add ``other`` (checked compatible) by each array's reduction."""
+        self._add_state({a.name: getattr(other, a.name) for a in self.layout})
+
+    def _add_state(self, arrays):
+        """Add named arrays (a chunk's, another state's) by their reductions; the
+        names a layout does not hold (a fill's checks) and arrays not there (None:
+        K not known yet) are passed over."""
+        for a in self.layout:
+            x = arrays.get(a.name)
+            if x is None:
+                continue
+            if a.store == "width":
+                self.__dict__[a.name] = self.__dict__[a.name] or x
+            elif a.store == "int":
+                self.__dict__[a.name] += int(x)
+            else:
+                total = self.__dict__[a.name]
+                total += x  # in place: the arrays are the state
 
     def _check_type(self, other, name):
         if type(other) is not type(self):
             msg = f"can only merge a {name} into this one; got {type(other).__name__}"
             raise TypeError(msg)
 
+    def __setstate__(self, state):
+        self.__dict__.update(self._upgrade(dict(state)))
+        dims = self._dims()
+        for a in self.layout:  # arrays of parts added since the state was pickled
+            if a.store == "array" and a.name not in self.__dict__:
+                self.__dict__[a.name] = a.zeros(dims)
 
-def _copied(x):
-    if isinstance(x, np.ndarray):
-        return x.copy()
-    if isinstance(x, Mergeable):
-        return x.copy()
-    return x
+    def _upgrade(self, state):
+        """The attributes of a state pickled by an earlier version, as they are now."""
+        return state
 
+    # -- the state as named arrays (for frameworks that reduce tensors by "sum") --
 
-def _check_values(name, x):
-    """Refuse values that no state's array ``name`` of :meth:`Binned.to_arrays` holds."""
-    if x.dtype.kind == "i":
-        bad, found, expected = x < 0, "negative", "counts are >= 0"
-    else:
-        bad, found, expected = ~np.isfinite(x), "NaN or infinite", "sums are finite"
-        if name in _MAY_BE_INF:
-            inf = np.zeros(x.shape, bool)
-            inf[_MAY_BE_INF[name]] = True
-            bad &= ~(inf & (x == np.inf))
-            expected += " (those of logarithm terms may be +inf)"
-    if not bad.any():
-        return
-    if x.ndim == 0:
-        msg = f"arrays[{name!r}] is {x.item()!r}; row counts are >= 0"
+    def to_arrays(self):
+        """The state as named arrays that merge by addition; copies.
+
+        Summing ``a.to_arrays()`` and ``b.to_arrays()`` name by name gives
+        ``(a + b).to_arrays()``, so a framework that reduces tensors by sum
+        (``torch.distributed``, torchmetrics' ``dist_reduce_fx="sum"``) merges
+        states exactly; :meth:`add_arrays` reads them back. Counts are int64,
+        sums float64; ``n_rows`` and ``n_omitted`` are 0-d int64, and
+        ``edge_dtype`` holds one int64 per float width the uniform edges may
+        round to (``EDGE_DTYPES``), 1 where this state's data had that width
+        (summed, it counts the states per width: nonzero where one was seen).
+        Parts that are off (``n_boot=0``, ``ace_buckets=0``) are left out. The
+        names and shapes depend only on the options, never on the data.
+        """
+        out = {}
+        for a in self._on():
+            x = self.__dict__[a.name]
+            if a.store == "int":
+                out[a.name] = np.array(x, np.int64)
+            elif a.store == "width":
+                width = np.zeros(len(EDGE_DTYPES), np.int64)
+                if x is not None:
+                    width[EDGE_DTYPES.index(x)] = 1
+                out[a.name] = width
+            else:
+                out[a.name] = np.array(x, copy=True)
+        return out
+
+    def _on(self):
+        """The arrays of this state's ``to_arrays``, in the layout's order."""
+        dims = self._dims()
+        on = [a for a in self.layout if a.on(dims)]
+        for a in on:
+            if a.shape(dims) is None:
+                self._unknown_shape()
+        return on
+
+    def _unknown_shape(self):
+        msg = f"the arrays of this {type(self).__name__} are not sized yet"
         raise ValueError(msg)
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    where = first[0] if len(first) == 1 else first
-    msg = (f"arrays[{name!r}] has {int(bad.sum())} {found} values (first at index {where}: "
-           f"{x[first].item()!r}); {expected}")
-    raise ValueError(msg)
+
+    def add_arrays(self, arrays):
+        """Add arrays of :meth:`to_arrays` (a state with the same options, or a
+        sum of such) to this state; returns self.
+
+        Raises
+        ------
+        ValueError
+            A name missing or extra, a shape or dtype other than this state's,
+            a value no state holds (a negative count or row count, a NaN or
+            infinite sum: only the sums of logarithm terms may be +inf), a
+            row count other than the rows counted and omitted, or data of two
+            float widths (their uniform bins differ). The state is unchanged
+            on error.
+        """
+        dims = self._dims()
+        on = self._on()
+        expected = {a.name: (a.shape(dims), a.dtype) for a in on}
+        if set(arrays) != set(expected):
+            msg = (f"arrays must have the names {sorted(expected)} of this state's to_arrays(); "
+                   f"got {sorted(arrays)}")
+            raise ValueError(msg)
+        got = {k: np.asarray(x) for k, x in arrays.items()}
+        for name, (shape, dtype) in expected.items():
+            if got[name].shape != shape or got[name].dtype != dtype:
+                msg = (f"arrays[{name!r}] has shape {got[name].shape} and dtype {got[name].dtype}; "
+                       f"this state's has shape {shape} and dtype {dtype}")
+                raise ValueError(msg)
+        for a in on:
+            a.check(got[a.name])
+        self._check_arrays(got)
+        self._add_state(got)
+        return self
+
+    def _check_arrays(self, got):
+        """What the arrays of a state must agree on (checked before any is added)."""
 
 
 def check_start(start):
@@ -140,50 +214,76 @@ class Binned(Mergeable):
     """Bins on [0, 1] (``bins``, a :class:`~fastcal.inputs.binning.Bins`: uniform
     ``n_bins`` or explicit ``edges``, the closed side), ``eps`` of the
     logarithms, ``nan_policy`` and the float width whose rounding of k / n_bins
-    the uniform edges use (fixed by the first update).
+    the uniform edges use (fixed by the first update), all held by the
+    state's :class:`~fastcal.backends.spec.FillSpec` (``spec``), which its
+    backend fills by.
 
     ``computed64``: the values binned are computed in float64 (sigmoid,
     softmax, renormalised rows), so every input width shares float64 edges.
     """
 
-    def _init_binned(self, settings, computed64):
-        """The bins, options and parts every binned state takes from ``settings``
-        (a :class:`~fastcal.accumulators.settings.Settings`, checked when made)."""
-        self.bins = settings.bins
-        self.nan_policy = settings.nan_policy
-        self.eps = settings.eps
-        self.threads = settings.threads
-        self.with_logs = settings.with_logs  # False: binned metrics only (no logarithms)
-        self.computed64 = bool(computed64)
+    def _init_binned(self, settings, computed64, **spec):
+        """The spec, arrays and counters every binned state takes from ``settings``
+        (a :class:`~fastcal.accumulators.settings.Settings`, checked when made);
+        ``spec``: fields of the spec this kind sets itself."""
+        self.spec = FillSpec.of(settings, self.kind, computed64, **spec)
         self.edge_dtype = None
         self.n_omitted = 0
         self.n_rows = 0  # rows passed to update, omitted ones included
-        self.boot = Bootstrap(settings.n_boot, settings.seed, self.bins.n_bins)
-        self.buckets = ValueBuckets(settings.ace_buckets)
+        self.n_classes = None
+        dims = self._dims()
+        for a in self.layout:
+            if a.store == "array":
+                setattr(self, a.name, a.zeros(dims))
 
-    # the bins, read as the state's own
-    @property
-    def n_bins(self):
-        return self.bins.n_bins
+    def _dims(self):
+        return Dims.of(self.spec, self.n_classes)
 
-    @property
-    def edges(self):
-        return self.bins.edges
-
-    @property
-    def closed(self):
-        return self.bins.closed
+    # the bins and options, read as the state's own
+    bins = property(lambda self: self.spec.bins)
+    n_bins = property(lambda self: self.spec.n_bins)
+    edges = property(lambda self: self.spec.bins.edges)
+    closed = property(lambda self: self.spec.bins.closed)
+    nan_policy = property(lambda self: self.spec.nan_policy)
+    eps = property(lambda self: self.spec.eps)
+    threads = property(lambda self: self.spec.threads)
+    with_logs = property(lambda self: self.spec.with_logs)  # False: binned metrics only
+    computed64 = property(lambda self: self.spec.computed64)
+    n_boot = property(lambda self: self.spec.n_boot)
+    seed = property(lambda self: self.spec.seed)
+    ace_buckets = property(lambda self: self.spec.ace_buckets)
+    smooth = property(lambda self: self.spec.smooth)  # the smooth ECE grid is kept
 
     def kernel_edges(self, dtype):
         """(edges, uniform) as the kernels take them for data of ``dtype``."""
-        return self.bins.kernel_edges(np.float64 if self.computed64 else dtype)
+        return self.spec.edges(dtype)
 
-    def __setstate__(self, state):
-        # a state pickled before the bins were one value held n_bins, edges and closed
+    def _upgrade(self, state):
+        # a state pickled before its spec held its options as attributes, its bins as
+        # n_bins, edges and closed (before they were one value), and its bootstrap
+        # replicates, ACE's buckets and smooth ECE grid as objects of their own
+        if "spec" in state:
+            return state
         if "bins" not in state:
-            state = dict(state)
             state["bins"] = Bins(state.pop("n_bins"), state.pop("edges"), state.pop("closed"))
-        self.__dict__.update(state)
+        boot, buckets, grid = (state.pop(name, None) for name in ("boot", "buckets", "grid"))
+        options = {name: state.pop(name) for name in ("nan_policy", "eps", "threads",
+                                                      "with_logs", "logits", "renormalize",
+                                                      "classwise") if name in state}
+        state["spec"] = FillSpec(
+            self.kind, state.pop("bins"), state.pop("computed64", False),
+            **{**dict(logits=self.kind == "logits"), **options},
+            n_boot=getattr(boot, "n_boot", 0), seed=getattr(boot, "seed", 0),
+            ace_buckets=getattr(buckets, "n_buckets", 0), smooth=getattr(grid, "on", False))
+        parts = {"boot_counts": (boot, "counts"), "boot_sums": (boot, "sums"),
+                 "fine_counts": (buckets, "counts"), "fine_p": (buckets, "p"),
+                 "smooth_mass": (grid, "mass"), "smooth_resid": (grid, "resid"),
+                 "smooth_n": (grid, "n")}
+        for name, (part, field) in parts.items():
+            if part is not None:
+                state[name] = getattr(part, field)
+        state.setdefault("n_classes", None)
+        return state
 
     def report_edges(self):
         """Bin edges as float64 (uniform: k / n_bins)."""
@@ -207,26 +307,32 @@ class Binned(Mergeable):
     def update(self, y_true, y_prob, *, start=None, device=None):
         """Add one chunk of labels and predictions (K-class state: labels (n,) and
         (n, K) rows); returns self (see :meth:`fastcal.CalibrationAccumulator.update`)."""
-        batch = resolve(y_true, y_prob, logits=self.logits,
-                        multiclass=self.kind == "multiclass", device=device)
+        batch = backends.resolve(y_true, y_prob, logits=self.logits,
+                                 multiclass=self.kind == "multiclass", device=device)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
-        """``update`` with a batch resolved by :func:`fastcal.inputs.batch.resolve`:
-        its backend fills the chunk; the state is left unchanged on invalid input."""
+        """``update`` with a batch resolved by :func:`fastcal.backends.resolve`:
+        its backend fills the chunk and its parts (named arrays), which are
+        added once its rows passed the checks; the state is left unchanged on
+        invalid input."""
         self._check_batch(batch)
         row0 = self.n_rows if start is None else check_start(start)
         if batch.n:  # an empty chunk bins nothing: it leaves the float width open
             self._fix_dtype(batch.dtype)
         backend = backends.of(batch)
-        state = backend.fill(self, batch)
-        checks = state[self.checks_at]
+        filled = backend.fill(batch, self.spec)
+        checks = filled["checks"]
         ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
-        backend.fill_parts(self, batch, row0, state)
-        self._add_state(state, batch)
+        parts = backend.fill_parts(batch, self.spec, row0, filled)
+        self._add_chunk({**filled, **parts}, batch)
         self.n_omitted += ck.omitted(self.checks, checks)
         self.n_rows += batch.n
         return self
+
+    def _add_chunk(self, arrays, batch):
+        """Add a checked chunk's arrays."""
+        self._add_state(arrays)
 
     def _check_bins(self, other):
         if self.bins != other.bins or self.eps != other.eps:
@@ -240,91 +346,23 @@ class Binned(Mergeable):
             raise ValueError(msg)
 
     def _check_binned(self, other):
-        """What every binned state checks before a merge: bins and both parts."""
+        """What every binned state checks before a merge: bins and the parts kept."""
         self._check_bins(other)
-        self.buckets._check_compatible(other.buckets)
-        self.boot._check_compatible(other.boot)
-        self.grid._check_compatible(other.grid)
-
-    def _add_binned(self, other):
-        """Add the per-bin state, both parts and the row counts of ``other``."""
-        self._add_bin_sums(other.counts, other.sums, other.totals)
-        self.boot._add(other.boot)
-        self.buckets._add(other.buckets)
-        self.grid._add(other.grid)
-        self.edge_dtype = self.edge_dtype or other.edge_dtype
-        self.n_omitted += other.n_omitted
-        self.n_rows += other.n_rows
-
-    def _add_bin_sums(self, counts, sums, totals):
-        """Add per-bin counts and sums and the totals (of a chunk or of another state)."""
-        self.counts += counts
-        self.sums += sums
-        self.totals += totals
-
-    def _add_ranked(self, y, x, row0, dtype):
-        """ACE's buckets, the bootstrap replicates and the smooth ECE grid of ranked
-        host rows (labels 0/1, values x in [0, 1]) whose input had ``dtype``."""
-        self.buckets.add_ranked(y, x, self.nan_policy == "omit")
-        self.grid.fill(y, x, self.threads)
-        edges, uniform = self.kernel_edges(dtype)
-        self.boot.fill(y, x, row0, edges, uniform, self.bins.right, self.threads)
-
-    # -- the state as named arrays (for frameworks that reduce tensors by "sum") --
-
-    def to_arrays(self):
-        """The state as named arrays that merge by addition; copies.
-
-        Summing ``a.to_arrays()`` and ``b.to_arrays()`` name by name gives
-        ``(a + b).to_arrays()``, so a framework that reduces tensors by sum
-        (``torch.distributed``, torchmetrics' ``dist_reduce_fx="sum"``) merges
-        states exactly; :meth:`add_arrays` reads them back. Counts are int64,
-        sums float64; ``n_rows`` and ``n_omitted`` are 0-d int64, and
-        ``edge_dtype`` holds one int64 per float width the uniform edges may
-        round to (``EDGE_DTYPES``), 1 where this state's data had that width
-        (summed, it counts the states per width: nonzero where one was seen).
-        Parts that are off (``n_boot=0``, ``ace_buckets=0``) are left out. The
-        names and shapes depend only on the options, never on the data.
-        """
-        out = {name: np.array(x, copy=True) for name, x in self._summed().items()}
-        out["n_rows"] = np.array(self.n_rows, np.int64)
-        out["n_omitted"] = np.array(self.n_omitted, np.int64)
-        width = np.zeros(len(EDGE_DTYPES), np.int64)
-        if self.edge_dtype is not None:
-            width[EDGE_DTYPES.index(self.edge_dtype)] = 1
-        out["edge_dtype"] = width
-        return out
-
-    def add_arrays(self, arrays):
-        """Add arrays of :meth:`to_arrays` (a state with the same options, or a
-        sum of such) to this state; returns self.
-
-        Raises
-        ------
-        ValueError
-            A name missing or extra, a shape or dtype other than this state's,
-            a value no state holds (a negative count or row count, a NaN or
-            infinite sum: only the sums of logarithm terms may be +inf), a
-            row count other than the rows counted and omitted, or data of two
-            float widths (their uniform bins differ). The state is unchanged
-            on error.
-        """
-        mine = self._summed()
-        expected = {**{k: (x.shape, x.dtype) for k, x in mine.items()},
-                    "n_rows": ((), np.dtype(np.int64)), "n_omitted": ((), np.dtype(np.int64)),
-                    "edge_dtype": ((len(EDGE_DTYPES),), np.dtype(np.int64))}
-        if set(arrays) != set(expected):
-            msg = (f"arrays must have the names {sorted(expected)} of this state's to_arrays(); "
-                   f"got {sorted(arrays)}")
+        if self.ace_buckets != other.ace_buckets:
+            msg = ("cannot merge accumulators with different ACE bucket statistics: "
+                   f"ace_buckets={self.ace_buckets} and {other.ace_buckets}")
             raise ValueError(msg)
-        got = {k: np.asarray(x) for k, x in arrays.items()}
-        for name, (shape, dtype) in expected.items():
-            if got[name].shape != shape or got[name].dtype != dtype:
-                msg = (f"arrays[{name!r}] has shape {got[name].shape} and dtype {got[name].dtype}; "
-                       f"this state's has shape {shape} and dtype {dtype}")
-                raise ValueError(msg)
-        for name in expected:
-            _check_values(name, got[name])
+        if self.n_boot != other.n_boot or self.seed != other.seed:
+            msg = ("cannot merge accumulators with different bootstrap settings: "
+                   f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
+                   f"seed={other.seed}")
+            raise ValueError(msg)
+        if self.smooth != other.smooth:
+            msg = ("cannot merge accumulators with and without the smooth ECE grid "
+                   f"(smooth={self.smooth} and smooth={other.smooth})")
+            raise ValueError(msg)
+
+    def _check_arrays(self, got):
         n = int(got["counts"][: self.n_bins, 0].sum())
         if int(got["n_rows"]) != n + int(got["n_omitted"]):
             msg = (f"arrays['n_rows'] is {int(got['n_rows'])} but arrays['counts'] holds {n} "
@@ -338,113 +376,25 @@ class Binned(Mergeable):
             msg = (f"cannot add arrays of {' and '.join(widths)} data: their uniform bins have "
                    "different edges; cast every chunk to one dtype")
             raise ValueError(msg)
-        for name, x in mine.items():
-            x += got[name]
-        self.n_rows += int(got["n_rows"])
-        self.n_omitted += int(got["n_omitted"])
-        self.edge_dtype = widths[0] if widths else None
-        return self
-
-    def _summed(self):
-        """The state's own summed arrays by name (views: adding to them adds to the state)."""
-        out = {"counts": self.counts, "sums": self.sums, "totals": self.totals}
-        if self.boot.n_boot:
-            out.update(boot_counts=self.boot.counts, boot_sums=self.boot.sums)
-        if self.buckets.n_buckets:
-            out.update(fine_counts=self.buckets.counts, fine_p=self.buckets.p)
-        out.update(self.grid.arrays())
-        return out
+        got["edge_dtype"] = widths[0] if widths else None  # the width, as the state keeps it
 
     @property
     def n(self):
         """Number of samples counted (omitted rows excluded)."""
         return int(self.counts[: self.n_bins, 0].sum())
 
-    # the two parts, read as the state's own arrays
-    @property
-    def n_boot(self):
-        return self.boot.n_boot
-
-    @property
-    def seed(self):
-        return self.boot.seed
-
-    @property
-    def boot_counts(self):
-        return self.boot.counts
-
-    @property
-    def boot_sums(self):
-        return self.boot.sums
-
-    @property
-    def ace_buckets(self):
-        return self.buckets.n_buckets
-
-    @property
-    def fine_counts(self):
-        return self.buckets.counts
-
-    @property
-    def fine_p(self):
-        return self.buckets.p
+    def smooth_grid(self):
+        """The smooth ECE grid sums (mass, residuals), or None when not kept."""
+        return (self.smooth_mass, self.smooth_resid) if self.smooth else None
 
 
-class Bootstrap(Mergeable):
-    """Bootstrap replicates of the per-bin counts and sums of p.
-
-    Each row gets Poisson(1) weights that depend only on (seed, global row,
-    replicate), so the replicates do not depend on chunking or merge order.
-    """
-
-    _adds = ("counts", "sums")
-
-    def __init__(self, n_boot, seed, n_bins):
-        self.n_boot = n_boot  # checked in the settings
-        self.seed = seed
-        self.counts = np.zeros((self.n_boot, n_bins, 3), np.int64)
-        self.sums = np.zeros((self.n_boot, n_bins), np.float64)
-
-    def fill(self, y, x, row0, edges, uniform, right, threads):
-        """Add validated rows (0/1 labels, values in [0, 1]) binned by ``edges``."""
-        if self.n_boot == 0 or x.shape[0] == 0:
-            return
-        n_threads = v.check_threads(threads)
-        if n_threads == 1 or x.shape[0] * self.n_boot < _PARALLEL_MIN_DRAWS:
-            kboot.boot_fill_range(x, y, row0, edges, uniform, right, self.seed, 0, self.n_boot,
-                                  self.counts, self.sums)
-        else:
-            kboot.boot_fill_parallel(x, y, row0, edges, uniform, right, self.seed, n_threads,
-                                     self.counts, self.sums)
-
-    def _check_compatible(self, other):
-        if self.n_boot != other.n_boot or self.seed != other.seed:
-            msg = ("cannot merge accumulators with different bootstrap settings: "
-                   f"n_boot={self.n_boot}, seed={self.seed} and n_boot={other.n_boot}, "
-                   f"seed={other.seed}")
-            raise ValueError(msg)
+def _legacy_part(name, doc):
+    """A class that unpickles a part of a state pickled by an earlier version (its
+    arrays become the state's, see ``Binned._upgrade``)."""
+    return type(name, (), {"__doc__": doc, "__module__": __name__})
 
 
-
-class ValueBuckets(Mergeable):
-    """Per value bucket floor(x * n_buckets): rows, positives, correct labels
-    and the sum of x (x: p, a logit's sigmoid or a K-class row's confidence).
-    ACE is read off them (:func:`fastcal.accumulators.equal_mass.ace`)."""
-
-    _adds = ("counts", "p")
-
-    def __init__(self, n_buckets):
-        self.n_buckets = n_buckets  # checked in the settings
-        rows = self.n_buckets + 1 if self.n_buckets else 0
-        self.counts = np.zeros((rows, kb.N_COUNTS), np.int64)
-        self.p = np.zeros(rows, np.float64)
-
-    def add_ranked(self, y, x, omit):
-        if self.n_buckets:
-            kem.bucket_stats(x, y, omit, self.counts, self.p)
-
-    def _check_compatible(self, other):
-        if self.n_buckets != other.n_buckets:
-            msg = ("cannot merge accumulators with different ACE bucket statistics: "
-                   f"ace_buckets={self.n_buckets} and {other.n_buckets}")
-            raise ValueError(msg)
+# parts of the binned states before their arrays were declared in one layout; kept
+# so that those pickles load (tests/data/pickled_before_bins)
+Bootstrap = _legacy_part("Bootstrap", "Bootstrap replicates of an earlier pickle.")
+ValueBuckets = _legacy_part("ValueBuckets", "ACE's value buckets of an earlier pickle.")

@@ -3,16 +3,16 @@
 Per bin the count, positives and correct thresholded labels (int64) and the
 sums of p, of the ECD terms and of their variance under calibration
 (float64); globally the Brier and NLL sums and the sums of squares of the
-intervals. Parts: bootstrap replicates and ACE's value buckets.
+intervals. Parts: bootstrap replicates, ACE's value buckets and the smooth
+ECE grid. The arrays are declared in :data:`fastcal.backends.layout.LAYOUTS`.
 """
 
+from fastcal.backends.layout import LAYOUTS
 from fastcal.reports.report import CalibrationReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
 from fastcal.accumulators.settings import BINNED, state_settings
-from fastcal.accumulators.smooth import SmoothGridSums
-from fastcal._kernels import binary as kb
 
 
 class BinaryAccumulator(Binned):
@@ -21,9 +21,8 @@ class BinaryAccumulator(Binned):
     (``takes``; see :class:`fastcal.CalibrationAccumulator`, the front door)."""
 
     kind = "binary"
+    layout = LAYOUTS["binary"]
     checks = ck.BINARY
-    checks_at = 3  # where the fill's state holds its checks (see _add_state)
-    n_classes = None
     logits = False
     renormalize = False
     classwise = False
@@ -32,9 +31,7 @@ class BinaryAccumulator(Binned):
 
     def __init__(self, settings=None, /, **options):
         settings = state_settings(settings, options, self.takes)
-        self._init_binned(settings, self.logits)
-        self.counts, self.sums, self.totals, _ = kb.new_state(self.n_bins)
-        self.grid = SmoothGridSums(settings.smooth)  # smooth ECE's grid sums (off by default)
+        self._init_binned(settings, self.logits, logits=self.logits)
 
     def _check_batch(self, batch):
         if batch.kind != self.kind:
@@ -42,18 +39,11 @@ class BinaryAccumulator(Binned):
                    f"accumulator holds {self.kind} state of {self.n_rows} rows")
             raise ValueError(msg)
 
-    def _add_state(self, state, batch):
-        """Add a checked chunk's (counts, sums, totals, checks[, fine ...])."""
-        self._add_bin_sums(*state[:3])
-
     # -- merging ---------------------------------------------------------
 
     def _check_compatible(self, other):
         self._check_type(other, type(self).__name__)
         self._check_binned(other)
-
-    def _add(self, other):
-        self._add_binned(other)
 
     # -- reading ---------------------------------------------------------
 
@@ -67,8 +57,10 @@ class BinaryAccumulator(Binned):
             observed=observed, strategy="uniform" if self.edges is None else "edges",
             eps=self.eps)
         if ci is not None:
-            rep.set_intervals(ci, self.boot.counts, self.boot.sums)
-        return self.grid.set_report(rep)
+            rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+        if self.smooth:
+            rep.set_smooth(self.smooth_mass, self.smooth_resid)
+        return rep
 
     def describe(self):
         boot = f", n_boot={self.n_boot}, seed={self.seed}" if self.n_boot else ""
@@ -83,5 +75,6 @@ class BinaryLogitAccumulator(BinaryAccumulator):
     kernel (float64), never materialised; bins use float64 edges."""
 
     kind = "logits"
+    layout = LAYOUTS["logits"]
     checks = ck.BINARY_LOGITS
     logits = True

@@ -12,7 +12,8 @@ kind of input and takes the front door's
 :func:`accumulator_for` makes one from a kind and keyword options.
 """
 
-from fastcal.inputs.batch import declared_kind, resolve
+from fastcal import backends
+from fastcal.inputs.batch import declared_kind
 from fastcal.inputs.binning import Bins
 from fastcal.accumulators.base import Binned, Mergeable
 from fastcal.accumulators.settings import Settings
@@ -190,7 +191,7 @@ class CalibrationAccumulator(Mergeable):
         weights. ``device``: None fills where ``y_prob`` is (a torch CUDA
         tensor, a CuPy or Numba device array on its GPU, in place), "cpu"
         copies GPU data to the host, "cuda" fills on the GPU and streams host
-        data to it (see :func:`fastcal.inputs.batch.resolve`). Either way the
+        data to it (see :func:`fastcal.backends.resolve`). Either way the
         state is the CPU's: it merges, pickles and reports the same, and the
         same checks give the same messages (offending GPU rows are copied to
         the host only to word them).
@@ -205,12 +206,12 @@ class CalibrationAccumulator(Mergeable):
             Multi-class: negative probabilities, rows not summing to 1,
             labels outside [0, K) (value and row), K differing between updates.
         """
-        batch = resolve(y_true, y_prob, logits=self._options.logits,
-                        multiclass=self._state.kind == "multiclass", device=device)
+        batch = backends.resolve(y_true, y_prob, logits=self._options.logits,
+                                 multiclass=self._state.kind == "multiclass", device=device)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
-        """``update`` with a batch already resolved by :func:`fastcal.inputs.batch.resolve`."""
+        """``update`` with a batch already resolved by :func:`fastcal.backends.resolve`."""
         self._state_for(batch.kind).update_batch(batch, start=start)
         return self
 
@@ -254,6 +255,16 @@ class CalibrationAccumulator(Mergeable):
         if isinstance(state.get("_options"), dict):
             state = dict(state, _options=Settings.of(state["_options"]))
         self.__dict__.update(state)
+
+    def to_arrays(self):
+        """The state's arrays (see :meth:`fastcal.accumulators.base.Mergeable.to_arrays`)."""
+        return self._state.to_arrays()
+
+    def add_arrays(self, arrays):
+        """Add arrays of :meth:`to_arrays` to the state (see
+        :meth:`fastcal.accumulators.base.Mergeable.add_arrays`); returns self."""
+        self._state.add_arrays(arrays)
+        return self
 
     def copy(self):
         out = CalibrationAccumulator.__new__(CalibrationAccumulator)

@@ -3,19 +3,21 @@
 The per-bin arrays are those of the binary state over confidence
 (max-probability) bins, "positive" meaning "argmax equals the label"; the
 class-wise state keeps K x n_bins counters (``classwise=True``). Bootstrap
-replicates and ACE's buckets are those of the (confidence, correct) pairs.
+replicates, ACE's buckets and the smooth ECE grid are those of the
+(confidence, correct) pairs. The arrays are declared in
+:data:`fastcal.backends.layout.LAYOUTS`; the class-wise ones are sized when
+K is known (``n_classes``, or the first update).
 """
 
 import numpy as np
 
+from fastcal.backends.layout import CLASSWISE, LAYOUTS
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
 from fastcal.accumulators.settings import KEYWORDS, check_state_size, state_settings
-from fastcal.accumulators.smooth import SmoothGridSums
 from fastcal._kernels import _config
-from fastcal._kernels import multiclass as km
 
 # Rows of y_prob must sum to 1 within this (absolute) tolerance unless
 # renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.
@@ -29,28 +31,27 @@ class MulticlassAccumulator(Binned):
     K is fixed by ``n_classes`` or by the first update."""
 
     kind = "multiclass"
-    checks_at = 5  # where the fill's state holds its checks (see _add_state)
+    layout = LAYOUTS["multiclass"]
 
     takes = frozenset(KEYWORDS)  # the keyword options: all of the front door's
 
     def __init__(self, settings=None, /, **options):
         settings = state_settings(settings, options, self.takes)
-        self.logits = settings.logits
-        self.renormalize = settings.renormalize
-        self._init_binned(settings, self.logits or self.renormalize)
+        self._init_binned(settings, settings.logits or settings.renormalize)
         self.checks = ck.multiclass_table(self.logits, self.renormalize)
-        self.classwise = settings.classwise
-        self.counts, self.sums, self.totals, _, _, _ = km.new_state(self.n_bins, 1, False)
-        self.n_classes = None
-        self.class_counts = self.class_sums = None
         if settings.n_classes is not None:
             self._set_classes(settings.n_classes)
-        self.grid = SmoothGridSums(settings.smooth)  # smooth ECE's grid sums (off by default)
+
+    logits = property(lambda self: self.spec.logits)
+    renormalize = property(lambda self: self.spec.renormalize)
+    classwise = property(lambda self: self.spec.classwise)
 
     def _set_classes(self, k):
+        """Fix K: the class-wise arrays get their shapes."""
         self.n_classes = k
-        _, _, _, self.class_counts, self.class_sums, _ = km.new_state(
-            self.n_bins, k, self.classwise)
+        dims = self._dims()
+        for a in CLASSWISE:
+            setattr(self, a.name, a.zeros(dims))
 
     def _check_batch(self, batch):
         if batch.kind != self.kind:
@@ -59,36 +60,32 @@ class MulticlassAccumulator(Binned):
             raise ValueError(msg)
         self._check_k(int(batch.p.shape[1]))
 
-    def _add_state(self, state, batch):
-        """Add a checked chunk's (counts, sums, totals, class counts, class sums,
-        checks)."""
-        counts, sums, totals, ccounts, csums, checks = state
+    def _add_chunk(self, arrays, batch):
+        """Add a checked chunk's arrays; its K columns fix K."""
         if self.n_classes is None:
             self._set_classes(int(batch.p.shape[1]))
-        self._add_bin_sums(counts, sums, totals)
-        if self.classwise:
-            self.class_counts += ccounts
-            self.class_sums += csums
+        self._add_state(arrays)
 
     def _check_k(self, k):
         if self.n_classes is None:  # K from the data: the state is sized by the fill
             check_state_size(self.n_bins, k, classwise=self.classwise, n_boot=self.n_boot,
-                             ace_buckets=self.ace_buckets, smooth=self.grid.on,
+                             ace_buckets=self.ace_buckets, smooth=self.smooth,
                              what=f"y_prob's {k:,} columns")
         elif k != self.n_classes:
             msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
                    f"state; every update needs shape (n, {self.n_classes})")
             raise ValueError(msg)
 
-    def _summed(self):
-        out = super()._summed()
-        if self.classwise:
-            if self.n_classes is None:
-                msg = ("the arrays of a multi-class state need its number of classes: pass "
-                       "n_classes=K (or classwise=False)")
-                raise ValueError(msg)
-            out.update(class_counts=self.class_counts, class_sums=self.class_sums)
-        return out
+    def _unknown_shape(self):
+        msg = ("the arrays of a multi-class state need its number of classes: pass "
+               "n_classes=K (or classwise=False)")
+        raise ValueError(msg)
+
+    def _upgrade(self, state):
+        state = super()._upgrade(state)
+        for name in ("class_counts", "class_sums"):  # K not known when pickled
+            state.setdefault(name, None)
+        return state
 
     # -- merging ---------------------------------------------------------
 
@@ -108,13 +105,9 @@ class MulticlassAccumulator(Binned):
             raise ValueError(msg)
 
     def _add(self, other):
-        if other.n_classes is not None:
-            if self.n_classes is None:
-                self._set_classes(other.n_classes)
-            if self.classwise:
-                self.class_counts += other.class_counts
-                self.class_sums += other.class_sums
-        self._add_binned(other)
+        if other.n_classes is not None and self.n_classes is None:
+            self._set_classes(other.n_classes)
+        super()._add(other)
 
     # -- reading ---------------------------------------------------------
 
@@ -132,10 +125,12 @@ class MulticlassAccumulator(Binned):
             eps=self.eps, class_state=(self.class_counts, self.class_sums) if per_class else None)
         if ci is not None:
             # top-label state: "correct" (column 2) is the positive label (column 1)
-            boot = self.boot.counts.copy()
+            boot = self.boot_counts.copy()
             boot[..., 2] = boot[..., 1]
-            rep.set_intervals(ci, boot, self.boot.sums)
-        return self.grid.set_report(rep)
+            rep.set_intervals(ci, boot, self.boot_sums)
+        if self.smooth:
+            rep.set_smooth(self.smooth_mass, self.smooth_resid)
+        return rep
 
     def describe(self):
         return f"n={self.n}, n_classes={self.n_classes}, n_bins={self.n_bins}, closed={self.closed!r}"

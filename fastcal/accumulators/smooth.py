@@ -1,47 +1,13 @@
-"""The grid of smooth ECE as a part of the binned state (like Bootstrap, ValueBuckets)."""
+"""The smooth ECE grid of a binned state, for states pickled by an earlier version.
 
-import numpy as np
+The grid sums are arrays of the binned layouts now (``smooth_mass``,
+``smooth_resid``, ``smooth_n`` in :data:`fastcal.backends.layout.LAYOUTS`),
+filled by the backends' ``fill_grid``; a state pickled when they were a part
+of their own unpickles this class, whose arrays become the state's
+(``Binned._upgrade``).
+"""
 
-from fastcal.inputs import validation as v
-from fastcal.accumulators.base import Mergeable
-from fastcal._kernels import smooth as ks
+from fastcal.accumulators.base import _legacy_part
 
-
-class SmoothGridSums(Mergeable):
-    """Per grid point j / G (G = ``fastcal._kernels.smooth.GRID``) the summed
-    interpolation weights (``mass``) and weighted residuals x - y (``resid``)
-    of the (label, value) pairs, and the rows on the grid (``n``, int64); x is
-    p, a logit's sigmoid or a K-class row's confidence (y: argmax correct).
-    Off (no arrays) unless ``smooth=True``."""
-
-    _adds = ("mass", "resid", "n")
-
-    def __init__(self, smooth):
-        self.on = bool(smooth)
-        points = ks.GRID + 1 if self.on else 0
-        self.mass = np.zeros(points, np.float64)
-        self.resid = np.zeros(points, np.float64)
-        self.n = np.zeros(1 if self.on else 0, np.int64)
-
-    def fill(self, y, x, threads):
-        """Add validated (label, value) pairs; invalid or omitted rows are skipped."""
-        if self.on and x.shape[0]:
-            ks.fill_grid(x, y, v.check_threads(threads), self.mass, self.resid, self.n)
-
-    def arrays(self):
-        """The summed arrays by name (views), none when off."""
-        if not self.on:
-            return {}
-        return {"smooth_mass": self.mass, "smooth_resid": self.resid, "smooth_n": self.n}
-
-    def _check_compatible(self, other):
-        if self.on != other.on:
-            msg = ("cannot merge accumulators with and without the smooth ECE grid "
-                   f"(smooth={self.on} and smooth={other.on})")
-            raise ValueError(msg)
-
-    def set_report(self, rep):
-        """Put smooth ECE, its bandwidth and the grid on a report (when on)."""
-        if self.on:
-            rep.set_smooth(self.mass, self.resid)
-        return rep
+SmoothGridSums = _legacy_part("SmoothGridSums", "The smooth ECE grid of an earlier pickle.")
+SmoothGridSums.__module__ = __name__

@@ -5,15 +5,13 @@ the row sums plus the row counts, and merging adds them: soft labels score
 from files and Dask partitions like every other kind.
 """
 
-import numpy as np
-
 from fastcal import backends
-from fastcal.inputs.batch import resolve
+from fastcal.backends.layout import LAYOUTS
+from fastcal.backends.spec import FillSpec
 from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
 from fastcal.accumulators.settings import state_settings
-from fastcal._kernels import soft as ks
 
 
 class SoftLabelAccumulator(Mergeable):
@@ -23,22 +21,34 @@ class SoftLabelAccumulator(Mergeable):
     used) or from keyword options (``takes``)."""
 
     kind = "soft"
+    layout = LAYOUTS["soft"]
 
     # the keyword options (soft labels have no bins, replicates or buckets)
     takes = frozenset(("eps", "logits", "renormalize", "nan_policy", "threads", "n_classes"))
 
     def __init__(self, settings=None, /, **options):
         settings = state_settings(settings, options, self.takes)
-        self.eps = settings.eps
-        self.logits = settings.logits
-        self.renormalize = settings.renormalize
-        self.nan_policy = settings.nan_policy
-        self.threads = settings.threads
+        self.spec = FillSpec.of(settings, self.kind)
         self.n_classes = settings.n_classes
         self.checks = ck.multiclass_table(self.logits, self.renormalize, soft=True)
-        self.totals = np.zeros(ks.N_SOFT, np.float64)
+        self.totals = self.layout[0].zeros(self._dims())
         self.n_rows = 0
         self.n_omitted = 0
+
+    eps = property(lambda self: self.spec.eps)
+    logits = property(lambda self: self.spec.logits)
+    renormalize = property(lambda self: self.spec.renormalize)
+    nan_policy = property(lambda self: self.spec.nan_policy)
+    threads = property(lambda self: self.spec.threads)
+
+    def _upgrade(self, state):
+        # pickled before its spec: its options were attributes
+        if "spec" not in state:
+            options = {name: state.pop(name) for name in ("eps", "logits", "renormalize",
+                                                          "nan_policy", "threads")
+                       if name in state}
+            state["spec"] = FillSpec("soft", **options)
+        return state
 
     @property
     def n(self):
@@ -48,7 +58,7 @@ class SoftLabelAccumulator(Mergeable):
     def update(self, y_true, y_prob, *, start=None, device=None):
         """Add label distributions (n, K) and (n, K) predictions; returns self
         (``device="cuda"`` is refused: soft labels have no GPU kernel)."""
-        batch = resolve(y_true, y_prob, logits=self.logits, device=device)
+        batch = backends.resolve(y_true, y_prob, logits=self.logits, device=device)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
@@ -63,10 +73,11 @@ class SoftLabelAccumulator(Mergeable):
             msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "
                    f"soft-label state; every update needs shape (n, {self.n_classes})")
             raise ValueError(msg)
-        totals, checks = backends.of(batch).fill(self, batch)
+        filled = backends.of(batch).fill(batch, self.spec)
+        checks = filled["checks"]
         ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
         self.n_classes = k
-        self.totals += totals
+        self._add_state(filled)
         self.n_omitted += ck.omitted(self.checks, checks)
         self.n_rows += p.shape[0]
         return self
@@ -85,9 +96,13 @@ class SoftLabelAccumulator(Mergeable):
 
     def _add(self, other):
         self.n_classes = self.n_classes or other.n_classes
-        self.totals += other.totals
-        self.n_rows += other.n_rows
-        self.n_omitted += other.n_omitted
+        super()._add(other)
+
+    def _check_arrays(self, got):
+        if int(got["n_omitted"]) > int(got["n_rows"]):
+            msg = (f"arrays['n_omitted'] is {int(got['n_omitted'])} but arrays['n_rows'] is "
+                   f"{int(got['n_rows'])}; the rows omitted are some of the rows of a state")
+            raise ValueError(msg)
 
     def report(self, *, observed="frac_pos", ci=None):
         """The :class:`~fastcal.reports.soft_report.SoftLabelReport` so far

@@ -37,9 +37,8 @@ def _width_state(y, x, n_bins, right):
     """(counts, sums) over ``n_bins`` uniform bins, by the binary fill kernel (the
     fill's edges for x's dtype, its closed side), for one part of ranked pairs
     (labels 0/1, values in [0, 1]); NaN (omitted) rows skipped."""
-    counts, sums, _, _ = fill(y, x, kernel_edges(n_bins, x.dtype.str), True, right, True, 0.0,
-                              False, 1)
-    return counts[:n_bins], sums[:n_bins]
+    filled = fill(y, x, kernel_edges(n_bins, x.dtype.str), True, right, True, 0.0, False, 1)
+    return filled["counts"][:n_bins], filled["sums"][:n_bins]
 
 
 def _add(acc, r):

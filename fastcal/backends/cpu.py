@@ -1,61 +1,117 @@
 """The CPU backend: the Numba kernels over host arrays, run in threads.
 
-The interface is the one of :mod:`fastcal.backends` (``fill``,
-``fill_parts``, ``ranked``, ``gather``, ``fill_nees``); the functions
-below them run one kernel on validated arrays and are what the GPU backend's
-fills are tested against.
+The interface is the one of :mod:`fastcal.backends`: every function takes
+values (a batch, the state's :class:`~fastcal.backends.spec.FillSpec`,
+ranked pairs) and returns named arrays in the layout of
+:mod:`fastcal.backends.layout`; the functions below them run one kernel on
+validated arrays and are what the GPU backend's fills are tested against.
+Every thread threshold of the CPU fills is here.
 """
 
 import numba
 import numpy as np
 
+from fastcal.backends.layout import LAYOUTS, Dims
 from fastcal.inputs import validation as v
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
+from fastcal._kernels import bootstrap as kboot
+from fastcal._kernels import equal_mass as kem
 from fastcal._kernels import gaussian as kg
 from fastcal._kernels import logits as kl
 from fastcal._kernels import multiclass as km
+from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
 
 # Below these sizes one thread is faster than starting the thread pool.
-PARALLEL_MIN_ROWS = 200_000          # binary rows
+PARALLEL_MIN_ROWS = 200_000          # binary rows, and rows of the smooth ECE grid
 PARALLEL_MIN_ELEMENTS = 1_000_000    # K-class and soft-label values
+PARALLEL_MIN_DRAWS = 5_000_000       # bootstrap draws (rows x replicates)
+
+_ARRAYS = {a.name: a for a in LAYOUTS["multiclass"]}
+
+
+def zeros(spec, *names):
+    """Zeroed state arrays ``names`` of a state of ``spec``, shaped by its layout."""
+    dims = Dims.of(spec)
+    return {name: _ARRAYS[name].zeros(dims) for name in names}
 
 
 # -- the interface -------------------------------------------------------------
 
-def fill(acc, batch):
-    """One chunk's state for ``acc``, in the layout of its kind's kernel:
-    binary (counts, sums, totals, checks[, fine counts, fine sums]), K classes
-    (counts, sums, totals, class counts, class sums, checks), soft labels
-    (totals, checks)."""
-    return _FILLS[batch.kind](acc, batch.y, batch.p)
+def fill(batch, spec):
+    """One chunk's state in its kind's layout, and its checks (named arrays):
+    binary (counts, sums, totals, checks; with ``spec.ace_buckets`` the value
+    buckets fine_counts, fine_p, filled by the same pass), K classes (counts,
+    sums, totals, class_counts and class_sums when class-wise, checks), soft
+    labels (totals, checks)."""
+    return _FILLS[batch.kind](batch.y, batch.p, spec)
 
 
-def fill_parts(acc, batch, row0, filled=()):
-    """ACE's value buckets, the bootstrap replicates and the smooth ECE grid of
-    a checked chunk.
+def fill_parts(batch, spec, row0, filled):
+    """The parts of a checked chunk (named arrays): bootstrap replicates, ACE's
+    value buckets and the smooth ECE grid, as ``spec`` asks.
 
     ``filled`` is what ``fill`` returned: binary probabilities bring their
-    buckets from it (the fine arrays of ``fill_binary``) and are their own
-    ranking values; other kinds, and data the fill did not bucket, are ranked
+    buckets in it and are their own ranking values; other kinds are ranked
     first (``ranking_pair``)."""
-    if not (acc.ace_buckets or acc.n_boot or acc.grid.on):
-        return
+    if not spec.parts:
+        return {}
     y, p = batch.host()
-    fine = filled[4:6] if batch.kind == "binary" else ()
-    if batch.kind == "binary" and (len(fine) == 2 or not acc.ace_buckets):
-        edges, uniform = acc.kernel_edges(p.dtype)
-        acc.boot.fill(y, p, row0, edges, uniform, acc.closed == "right", acc.threads)
-        acc.grid.fill(y, p, acc.threads)
-        if not fine:
-            return
-        acc.buckets.counts += fine[0]
-        acc.buckets.p += fine[1]
-        return
-    yr, x = ranking_pair(y, p, kind=batch.kind, logits=acc.logits, renormalize=acc.renormalize,
-                         eps=acc.eps)
-    acc._add_ranked(yr, x, row0, p.dtype)
+    if batch.kind != "binary":
+        y, x = ranking_pair(y, p, kind=batch.kind, logits=spec.logits,
+                            renormalize=spec.renormalize, eps=spec.eps)
+    else:
+        x = p
+    out = fill_replicates(y, x, row0, spec, p.dtype)
+    if "fine_counts" not in filled:
+        out.update(fill_buckets(y, x, spec))
+    out.update(fill_grid(y, x, spec))
+    return out
+
+
+def fill_replicates(y, x, row0, spec, dtype):
+    """Bootstrap replicates (boot_counts, boot_sums) of ranked rows (labels 0/1,
+    values x in [0, 1]; NaN rows carry no weight) numbered from ``row0``,
+    binned by the state's edges for input of ``dtype``; none when off."""
+    if not spec.n_boot:
+        return {}
+    out = zeros(spec, "boot_counts", "boot_sums")
+    if x.shape[0] == 0:
+        return out
+    edges, uniform = spec.edges(dtype)
+    n_threads = v.check_threads(spec.threads)
+    args = (x, y, row0, edges, uniform, spec.right, spec.seed)
+    if n_threads == 1 or x.shape[0] * spec.n_boot < PARALLEL_MIN_DRAWS:
+        kboot.boot_fill_range(*args, 0, spec.n_boot, out["boot_counts"], out["boot_sums"])
+    else:
+        kboot.boot_fill_parallel(*args, n_threads, out["boot_counts"], out["boot_sums"])
+    return out
+
+
+def fill_buckets(y, x, spec):
+    """ACE's value buckets (fine_counts, fine_p) of ranked rows; none when off."""
+    if not spec.ace_buckets:
+        return {}
+    out = zeros(spec, "fine_counts", "fine_p")
+    kem.bucket_stats(x, y, spec.omit, out["fine_counts"], out["fine_p"])
+    return out
+
+
+def fill_grid(y, x, spec):
+    """The smooth ECE grid (smooth_mass, smooth_resid, smooth_n) of ranked rows
+    (invalid or omitted ones skipped); none when off."""
+    if not spec.smooth:
+        return {}
+    out = zeros(spec, "smooth_mass", "smooth_resid", "smooth_n")
+    rows = x.shape[0]
+    n_threads = v.check_threads(spec.threads)
+    grid = out["smooth_mass"], out["smooth_resid"], out["smooth_n"]
+    if n_threads == 1 or rows < PARALLEL_MIN_ROWS:
+        ksm.fill_grid_range(x, y, 0, rows, *grid)
+    else:
+        ksm.fill_grid(x, y, n_threads, *grid)
+    return out
 
 
 def ranked(batch, pair):
@@ -68,43 +124,54 @@ def gather(batch, pair):
     return None
 
 
-def fill_nees(acc, batch, nan_policy):
-    """(counts, sums) of the NEES per group of a Gaussian accumulator, flat over
-    its ``shape``; ``nan_policy``: rows with NaN/inf raise, make their group's
-    sum NaN ("propagate") or are left out ("omit")."""
+def fill_nees(batch, shape, nan_policy):
+    """The NEES per group of ``shape`` (count, nees_sum); ``nan_policy``: rows
+    with NaN/inf raise, make their group's sum NaN ("propagate") or are left
+    out ("omit")."""
     errors, covs = batch.host()
     values, bad = nees_checked(errors, covs, "raise" if nan_policy == "raise" else "propagate")
-    n_groups = int(np.prod(acc.shape, dtype=np.int64))
+    n_groups = int(np.prod(shape, dtype=np.int64))
     n_rows = values.shape[0] // n_groups if n_groups else 0
     values = values.reshape(n_rows, n_groups)
     if nan_policy == "omit":
         keep = ~bad.reshape(n_rows, n_groups)
-        return keep.sum(axis=0, dtype=np.int64), np.where(keep, values, 0.0).sum(axis=0)
-    return np.full(n_groups, values.shape[0], dtype=np.int64), values.sum(axis=0)
+        count, total = keep.sum(axis=0, dtype=np.int64), np.where(keep, values, 0.0).sum(axis=0)
+    else:
+        count, total = np.full(n_groups, values.shape[0], dtype=np.int64), values.sum(axis=0)
+    return {"count": count.reshape(shape), "nees_sum": total.reshape(shape)}
 
 
-def _binary(acc, y, p):
-    edges, uniform = acc.kernel_edges(p.dtype)
-    return fill_binary(y, p, edges, uniform, acc.closed == "right", acc.nan_policy == "omit",
-                       acc.eps, acc.with_logs, acc.threads, acc.ace_buckets)
+def _binary(y, p, spec):
+    edges, uniform = spec.edges(p.dtype)
+    return fill_binary(y, p, edges, uniform, spec.right, spec.omit, spec.eps, spec.with_logs,
+                       spec.threads, spec.ace_buckets)
 
 
-def _logits(acc, y, z):
-    edges, uniform = acc.kernel_edges(np.float64)
-    return fill_binary_logits(y, z, edges, uniform, acc.closed == "right", acc.eps)
+def _logits(y, z, spec):
+    edges, uniform = spec.edges(np.float64)
+    return fill_binary_logits(y, z, edges, uniform, spec.right, spec.eps)
 
 
-def _multiclass(acc, y, p):
-    edges, uniform = acc.kernel_edges(p.dtype)
-    return fill_multiclass(y, p, edges, uniform, acc.closed == "right", acc.eps, acc.logits,
-                           acc.renormalize, acc.classwise, acc.threads, acc.with_logs)
+def _multiclass(y, p, spec):
+    edges, uniform = spec.edges(p.dtype)
+    return fill_multiclass(y, p, edges, uniform, spec.right, spec.eps, spec.logits,
+                           spec.renormalize, spec.classwise, spec.threads, spec.with_logs)
 
 
-def _soft(acc, t, p):
-    return fill_soft(t, p, acc.eps, acc.logits, acc.renormalize, acc.threads)
+def _soft(t, p, spec):
+    return fill_soft(t, p, spec.eps, spec.logits, spec.renormalize, spec.threads)
 
 
 _FILLS = {"binary": _binary, "logits": _logits, "multiclass": _multiclass, "soft": _soft}
+
+BINARY = ("counts", "sums", "totals", "checks")  # the binary kernels' state, in their order
+FINE = ("fine_counts", "fine_p")
+MULTICLASS = ("counts", "sums", "totals", "class_counts", "class_sums", "checks")
+
+
+def named(names, arrays):
+    """The arrays a kernel returns in order, by name (a kernel's state is positional)."""
+    return dict(zip(names, arrays))
 
 
 # -- the kernels on validated arrays -------------------------------------------
@@ -112,8 +179,9 @@ _FILLS = {"binary": _binary, "logits": _logits, "multiclass": _multiclass, "soft
 def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, threads, n_fine=0):
     """Run the binary fill kernel on validated arrays; serial for small inputs.
 
-    With ``n_fine`` > 0 the value-bucket statistics of ACE are filled too and
-    returned as two more arrays (see ``binary.fill_range_fine``).
+    Returns counts, sums, totals, checks by name; with ``n_fine`` > 0 the
+    value-bucket statistics of ACE too (fine_counts, fine_p; see
+    ``binary.fill_range_fine``).
     """
     n = p.shape[0]
     n_threads = v.check_threads(threads)
@@ -128,23 +196,24 @@ def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, threads, n_fi
     else:
         state = kb.fill_parallel_fine(p, y, edges, uniform, right, omit, eps, with_logs,
                                       n_threads, n_fine)
-    return state if n_fine else state[:4]
+    return named(BINARY + FINE if n_fine else BINARY, state)
 
 
 def fill_binary_logits(y, z, edges, uniform, right, eps):
-    """(counts, sums, totals, checks) of binary logits, the sigmoid taken in the
+    """counts, sums, totals, checks of binary logits, the sigmoid taken in the
     kernel (float64); check kinds binary.CHECK_*."""
     counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
     kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
                       kb.CHECK_OMITTED], np.int64)
     kl.fill_binary_logits_range(z, y, 0, z.shape[0], edges, uniform, right, eps, counts, sums,
                                 totals, checks, kinds)
-    return counts, sums, totals, checks
+    return named(BINARY, (counts, sums, totals, checks))
 
 
 def fill_multiclass(y, p, edges, uniform, right, eps, logits, renormalize, classwise, threads,
                     with_logs=True):
-    """Run the multi-class kernel; serial below ~1e6 elements."""
+    """Run the multi-class kernel; serial below ~1e6 elements. counts, sums,
+    totals, class_counts, class_sums (class-wise only), checks by name."""
     n, k = p.shape
     n_threads = v.check_threads(threads)
     nb = edges.shape[0] - 1
@@ -154,14 +223,18 @@ def fill_multiclass(y, p, edges, uniform, right, eps, logits, renormalize, class
         fill_range = km.fill_rows if rowwise else km.fill_range
         fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, _config.SUM_TOL,
                    classwise, *state, with_logs)
-        return state
-    fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
-    return fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize, _config.SUM_TOL,
-                         classwise, n_threads, with_logs)
+    else:
+        fill_parallel = km.fill_rows_parallel if rowwise else km.fill_parallel
+        state = fill_parallel(p, y, edges, uniform, right, eps, logits, renormalize,
+                              _config.SUM_TOL, classwise, n_threads, with_logs)
+    out = named(MULTICLASS, state)
+    if not classwise:
+        del out["class_counts"], out["class_sums"]
+    return out
 
 
 def fill_soft(t, p, eps, logits, renormalize, threads):
-    """(totals, checks) of one chunk of soft labels; serial below ~1e6 elements."""
+    """totals and checks of one chunk of soft labels; serial below ~1e6 elements."""
     n, k = p.shape
     n_threads = v.check_threads(threads)
     tol = _config.SUM_TOL
@@ -170,8 +243,9 @@ def fill_soft(t, p, eps, logits, renormalize, threads):
         checks = np.full(2 * ks.N_CHECK_KINDS, -1, np.int64)
         checks[: ks.N_CHECK_KINDS] = 0
         ks.soft_range(p, t, 0, n, eps, logits, renormalize, tol, totals, checks)
-        return totals, checks
-    return ks.soft_parallel(p, t, eps, logits, renormalize, tol, n_threads)
+        return named(("totals", "checks"), (totals, checks))
+    return named(("totals", "checks"), ks.soft_parallel(p, t, eps, logits, renormalize, tol,
+                                                        n_threads))
 
 
 def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=False,

@@ -2,12 +2,15 @@
 
 Imported only when data in GPU memory or ``device="cuda"`` asks for it (see
 :mod:`fastcal.backends`); nothing here loads Numba's CUDA target until a
-fill runs.
+GPU array is viewed or a fill runs. Every GPU helper of fastcal is here:
+loading the CUDA kernels (``kernels``), device views of foreign arrays and
+casts on the GPU (``as_device_array``, ``as_dtype``: the batches of
+``resolve`` and ``resolve_gaussian``), grid sizes and host copies.
 
-Every ``fill_*`` returns host numpy arrays with exactly the shapes, dtypes
-and meaning of the matching CPU kernel's result (counts int64 exact, sums
-float64; the ``checks`` array with the CPU's counts and first indices, so
-the same error messages come out). Inputs may be device arrays (anything
+Every ``fill_*`` returns host numpy arrays with exactly the names, shapes,
+dtypes and meaning of the matching CPU fill's result (counts int64 exact,
+sums float64; the ``checks`` array with the CPU's counts and first indices,
+so the same error messages come out). Inputs may be device arrays (anything
 with ``__cuda_array_interface__`` or a CUDA DLPack capsule: torch CUDA
 tensors, CuPy arrays, Numba device arrays), scored in place, or host arrays,
 streamed to the device in chunks: each chunk is copied into a pinned buffer
@@ -15,17 +18,21 @@ and sent on its own CUDA stream, two chunks in flight, so the copy of one
 overlaps the fill of the other.
 """
 
+import importlib
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
-from fastcal.inputs.device import NO_GPU, as_device_array, as_dtype, is_device_array, to_host
-from fastcal.inputs.device import dtype_of as _dtype
-from fastcal.inputs.device import grid as _grid
-from fastcal.inputs.device import kernels as _k
 from fastcal.backends import cpu
+from fastcal.backends import layout
 from fastcal.inputs import validation as v
+from fastcal.inputs.batch import Batch, device_kind
 from fastcal.inputs.binning import kernel_edges
+from fastcal.inputs.device import dtype_of as _dtype
+from fastcal.inputs.device import is_device_array
+from fastcal.inputs.gaussian import (GaussianBatch, as_float_array, check_device_array,
+                                     check_device_shapes)
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
@@ -35,6 +42,29 @@ from fastcal._kernels import multiclass as km
 # many bytes of any one array per chunk (two pinned buffers per array are kept).
 CHUNK_ROWS = 1 << 26
 CHUNK_BYTES = 64 << 20
+
+NO_GPU = ("device='cuda': no CUDA GPU or driver was found (numba.cuda.is_available() is "
+          "False); score on the CPU with device='cpu' (the default)")
+
+_kernels = {}
+
+
+def kernels(name):
+    """The kernel module ``name``, imported (with numba.cuda) on first use.
+
+    ``_cuda`` is kept only once a GPU answered: without one this raises
+    ValueError(NO_GPU), one line, instead of the driver's own multi-line error.
+    """
+    mod = _kernels.get(name)
+    if mod is None:
+        mod = importlib.import_module(f"fastcal._kernels.{name}")
+        if name == "_cuda" and not mod.cuda.is_available():
+            raise ValueError(NO_GPU)
+        _kernels[name] = mod
+    return mod
+
+
+_k = kernels  # the name the fills below use
 
 
 def is_available():
@@ -50,15 +80,115 @@ def is_available():
         return False
 
 
-def _merge_checks(checks, part, nk, offset):
-    """Add a chunk's checks (first indices counted from offset) into checks."""
-    for k in range(nk):
-        checks[k] += part[k]
-        f = part[nk + k]
-        if f >= 0:
-            f += offset
-            if checks[nk + k] < 0 or f < checks[nk + k]:
-                checks[nk + k] = f
+# -- arrays in GPU memory --------------------------------------------------------
+
+def as_device_array(name, x):
+    """A Numba device array viewing ``x`` (no copy); ValueError if ``x`` is not on a GPU.
+
+    torch tensors that require grad are detached first; a DLPack-only
+    producer is viewed through CuPy or torch when one of them is installed.
+    """
+    cuda = _k("_cuda").cuda
+    if type(x).__module__.startswith("numba.cuda"):
+        return x
+    if hasattr(x, "detach") and getattr(x, "requires_grad", False):
+        x = x.detach()
+    try:
+        x.__cuda_array_interface__  # noqa: B018  (raises for non-CUDA torch tensors)
+        return cuda.as_cuda_array(x)
+    except AttributeError:
+        pass
+    if is_device_array(x):
+        for mod in ("cupy", "torch"):
+            try:
+                lib = __import__(mod)
+                return cuda.as_cuda_array(lib.from_dlpack(x))
+            except Exception:
+                continue
+    msg = (f"{name} is a {type(x).__name__}, not an array in GPU memory; expected an object "
+           "with __cuda_array_interface__ or a CUDA DLPack capsule (torch CUDA tensor, "
+           "CuPy array, Numba device array)")
+    raise ValueError(msg)
+
+
+def as_dtype(x, dtype):
+    """Device array ``x`` in ``dtype``: itself, a view (bool as uint8) or a copy
+    cast on the GPU (``_cuda.cast_rows``)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if x.dtype == np.bool_ and dtype == np.uint8:
+        return x.view(np.uint8)
+    kc = _k("_cuda")
+    out = kc.cuda.device_array(x.shape, dtype)
+    n = int(x.shape[0])
+    if n:
+        blocks, threads = grid(n, 4, 8192)
+        (kc.cast_rows if x.ndim == 1 else kc.cast_rows_2d)[blocks, threads](x, out)
+    return out
+
+
+def to_host(name, x):
+    """A host numpy array of ``x``: a copy of a device array, ``np.asarray`` of anything else."""
+    if not is_device_array(x):
+        return np.asarray(x)
+    return as_device_array(name, x).copy_to_host()
+
+
+def grid(n, rows_per_thread, max_blocks):
+    """(blocks, threads) of a grid-stride kernel over n rows: 256 threads a block,
+    about rows_per_thread rows each, at most max_blocks (the simulator: one warp)."""
+    if _k("_cuda").SIMULATOR:
+        return 1, 32
+    return max(1, min(-(-n // (256 * rows_per_thread)), max_blocks)), 256
+
+
+@dataclass
+class DeviceBatch(Batch):
+    """A batch filled on the GPU: its arrays in GPU memory are Numba device
+    views (host ones are streamed); ``host()`` copies them, once."""
+
+    @staticmethod
+    def to_host(name, x):
+        return to_host(name, x)
+
+
+@dataclass
+class DeviceGaussianBatch(GaussianBatch):
+    """A Gaussian batch filled on the GPU; ``host()``: float64 host copies, once."""
+
+    @staticmethod
+    def to_host(name, x):
+        return as_float_array(name, to_host(name, x))
+
+
+def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None):
+    """The batch of a fill on the GPU: the same shape and dtype checks and
+    messages as on the host, without reading the data (the gate's
+    ``device_kind``). Arrays in GPU memory become Numba device views, cast
+    there only where the kernels need another dtype (float16 as float32,
+    integer and bool probabilities as float64, float16 labels as float32;
+    bool labels are viewed as uint8); host arrays are converted as on the
+    host, to be streamed. Host arrays alone load no ``numba.cuda``."""
+    def get(name, x):
+        return as_device_array(name, x) if is_device_array(x) else v.to_array(name, x)
+
+    def typed(x, dtype):
+        return as_dtype(x, dtype) if is_device_array(x) else v.as_dtype(x, dtype)
+
+    y, p = get("y_true", y_true), get("y_prob", y_prob)
+    kind, y_dtype, p_dtype = device_kind(y, p, logits=logits, multiclass=multiclass, soft=soft)
+    return DeviceBatch(kind, typed(y, y_dtype), typed(p, p_dtype), device="cuda")
+
+
+def resolve_gaussian(errors, covs, group_shape=()):
+    """The Gaussian batch of a fill on the GPU: device views of the arrays in
+    GPU memory, float64 host arrays of the others; shapes checked as on the host."""
+    errors, covs = (check_device_array(name, as_device_array(name, x)) if is_device_array(x)
+                    else as_float_array(name, x)
+                    for name, x in (("errors", errors), ("covs", covs)))
+    d = check_device_shapes(errors, covs, group_shape)
+    return DeviceGaussianBatch(errors, covs, d, device="cuda")
 
 
 def _device_views(arrays):
@@ -151,22 +281,25 @@ def _sum_blocks(part):
     return out.copy_to_host().reshape(part.shape[1:])
 
 
+def _block_checks(kind, part_c):
+    """The checks of one launch: each block's merged in block order."""
+    checks = layout.new_checks(kind)
+    for row in part_c.copy_to_host():
+        layout.add_checks(checks, row)
+    return checks
+
+
 def _reduce_binary(parts):
-    """Sums of the per-block partial results of one launch."""
+    """Sums of the per-block partial results of one launch, by name."""
     part_i, part_f, part_t, part_c = parts
-    counts = _sum_blocks(part_i)
-    sums = _sum_blocks(part_f)
-    totals = part_t.copy_to_host().sum(axis=0)
-    part_c = part_c.copy_to_host()
-    checks = kb.new_state(0)[3]
-    for row in part_c:
-        _merge_checks(checks, row, kb.N_CHECK_KINDS, 0)
-    return counts, sums, totals, checks
+    return {"counts": _sum_blocks(part_i), "sums": _sum_blocks(part_f),
+            "totals": part_t.copy_to_host().sum(axis=0),
+            "checks": _block_checks("binary", part_c)}
 
 
 def _binary_launch(kernel, nb, args, stream):
     """Enqueue a binary fill of the chunk whose first argument is args[0];
-    returns the function that gives its (counts, sums, totals, checks)."""
+    returns the function that gives its counts, sums, totals and checks."""
     kc = _k("_cuda")
     kcb = _k("cuda_binary")
     cuda = kc.cuda
@@ -185,7 +318,7 @@ def _binary_launch(kernel, nb, args, stream):
 
 
 def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows=CHUNK_ROWS):
-    """GPU version of ``_kernels.binary.fill_parallel``: (counts, sums, totals, checks).
+    """GPU version of ``cpu.fill_binary``: counts, sums, totals, checks by name.
 
     ``y`` and ``p`` are 1-D arrays of equal length (device or host; p float32
     or float64, y any real or bool dtype). ``edges`` are the kernel edges
@@ -203,23 +336,29 @@ def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, *, chunk_rows
     uniform = bool(uniform) and bool(kb._uniform_ok(edges, is32))
     eps = 0.0 if eps is None else float(eps)
     d_edges = cuda.to_device(edges)
-    state = kb.new_state(nb)
+    state = cpu.named(cpu.BINARY, kb.new_state(nb))
 
     def launch(devs, stream):
         dy, dp = devs
         return _binary_launch(kcb.fill_prob, nb, (dp, dy, d_edges, uniform, bool(right), is32,
                                                   eps, 1.0 - eps, bool(with_logs)), stream)
 
-    for off, out in _pipeline((y, p), n, chunk_rows, launch):
+    return _fill_chunks("binary", state, (y, p), n, chunk_rows, launch)
+
+
+def _fill_chunks(kind, state, arrays, n, chunk_rows, launch):
+    """``state`` plus the state of each chunk of ``_pipeline``, by the layout of
+    ``kind`` (first rows of the checks counted from the chunk's offset)."""
+    for off, out in _pipeline(arrays, n, chunk_rows, launch):
         if out is not None:
-            _add_state(state, out, kb.N_CHECK_KINDS, off)
+            layout.add(state, out, layout.FILLED[kind], off)
     return state
 
 
 def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROWS):
     """GPU version of ``_kernels.logits.fill_binary_logits_range`` on all rows.
 
-    Returns (counts, sums, totals, checks) in the binary layout; check kinds
+    Returns counts, sums, totals, checks in the binary layout; check kinds
     are binary.CHECK_*, with CHECK_RANGE_P counting infinite logits.
     ``edges`` are float64 kernel edges (logits give float64 probabilities).
     """
@@ -230,17 +369,14 @@ def fill_binary_logits(y, z, edges, uniform, right, eps, *, chunk_rows=CHUNK_ROW
     n = int(z.shape[0])
     eps = 0.0 if eps is None else float(eps)
     d_edges = cuda.to_device(edges)
-    state = kb.new_state(nb)
+    state = cpu.named(cpu.BINARY, kb.new_state(nb))
 
     def launch(devs, stream):
         dy, dz = devs
         return _binary_launch(kcb.fill_logit, nb, (dz, dy, d_edges, bool(uniform), bool(right),
                                                    eps, 1.0 - eps, eps > 0.0), stream)
 
-    for off, out in _pipeline((y, z), n, chunk_rows, launch):
-        if out is not None:
-            _add_state(state, out, kb.N_CHECK_KINDS, off)
-    return state
+    return _fill_chunks("logits", state, (y, z), n, chunk_rows, launch)
 
 
 def gather_buckets(y, p, slot, cap):
@@ -257,7 +393,7 @@ def gather_buckets(y, p, slot, cap):
            cuda.device_array(max(cap, 1), np.int64), cuda.device_array(max(cap, 1), np.uint8))
     n = int(dp.shape[0])
     if n:
-        blocks, threads = _grid(n, 64, 4096)
+        blocks, threads = grid(n, 64, 4096)
         kce.gather_rows[blocks, threads](dp, dy, cuda.to_device(np.ascontiguousarray(slot)),
                                          cap, count, *out)
     total = int(count.copy_to_host()[0])
@@ -284,7 +420,7 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False):
     x = cuda.device_array(n, np.float64)
     if n == 0:
         return (dy if kind == "logits" else cuda.device_array(0, np.uint8)), x
-    blocks, threads = _grid(n, 1, 8192)
+    blocks, threads = grid(n, 1, 8192)
     if kind == "logits":
         _k("cuda_equal_mass").sigmoid[blocks, threads](dp, x)
         return dy, x
@@ -300,9 +436,10 @@ def bootstrap_fits(n_bins):
 
 
 def fill_bootstrap(y, x, row0, edges, uniform, right, seed, n_boot):
-    """``_kernels.bootstrap.boot_fill_parallel`` on the GPU: (counts (n_boot, B, 3)
-    int64, sums (n_boot, B) float64) of ranked rows (labels, values in [0, 1];
-    NaN rows carry no weight), rows numbered from ``row0``; the same weights."""
+    """``_kernels.bootstrap.boot_fill_parallel`` on the GPU: boot_counts (n_boot, B,
+    3) int64 and boot_sums (n_boot, B) float64 of ranked rows (labels, values in
+    [0, 1]; NaN rows carry no weight), rows numbered from ``row0``; the same
+    weights."""
     kc = _k("_cuda")
     kbt = _k("cuda_bootstrap")
     cuda = kc.cuda
@@ -311,7 +448,8 @@ def fill_bootstrap(y, x, row0, edges, uniform, right, seed, n_boot):
     dy, dx = _device_views((y, x))
     n = int(dx.shape[0])
     if n == 0:
-        return np.zeros((n_boot, nb, 3), np.int64), np.zeros((n_boot, nb), np.float64)
+        return {"boot_counts": np.zeros((n_boot, nb, kb.N_COUNTS), np.int64),
+                "boot_sums": np.zeros((n_boot, nb), np.float64)}
     threads = kbt.threads_for(nb)
     by = -(-n_boot // threads)
     tiles = -(-n // threads)
@@ -323,23 +461,17 @@ def fill_bootstrap(y, x, row0, edges, uniform, right, seed, n_boot):
     kbt.boot_fill[(bx, by), threads, 0, threads * (2 * nb + 4) * 8](
         dx, dy, int(row0), cuda.to_device(edges), bool(uniform), bool(right),
         kboot.seed_key(seed), rows_per_block, part_i, part_f)
-    return _sum_blocks(part_i), _sum_blocks(part_f)
-
-
-def _add_state(state, out, nk, offset):
-    """Add a chunk's state into state (all arrays but the last add; checks merge)."""
-    for a, b in zip(state[:-1], out[:-1]):
-        a += b
-    _merge_checks(state[-1], out[-1], nk, offset)
+    return {"boot_counts": _sum_blocks(part_i), "boot_sums": _sum_blocks(part_f)}
 
 
 def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, classwise,
                     with_logs=True, *, tol=None, chunk_rows=CHUNK_ROWS):
     """GPU version of ``_kernels.multiclass.fill_parallel`` on all rows.
 
-    Returns (counts, sums, totals, ccounts, csums, checks) with the shapes of
-    ``_kernels.multiclass.new_state``. ``P`` is (n, K) probabilities or
-    (``logits``) scores, ``y`` (n,) labels; device or host arrays.
+    Returns counts, sums, totals, class_counts and class_sums (class-wise
+    only), checks by name, as ``cpu.fill_multiclass``. ``P`` is (n, K)
+    probabilities or (``logits``) scores, ``y`` (n,) labels; device or host
+    arrays.
     """
     if tol is None:
         tol = _config.SUM_TOL
@@ -352,7 +484,9 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
     eps = 0.0 if eps is None else float(eps)
     f32 = bool(uniform) and edges[1] != 1.0 / nb
     d_edges = cuda.to_device(edges)
-    state = km.new_state(nb, K, classwise)
+    state = cpu.named(cpu.MULTICLASS, km.new_state(nb, K, classwise))
+    if not classwise:
+        del state["class_counts"], state["class_sums"]
     kern = kcm.kernel(K)
     class_slots = kc.CLASS_FIELDS * K * nb if classwise else 0
 
@@ -373,29 +507,24 @@ def fill_multiclass(y, P, edges, uniform, right, eps, logits, renormalize, class
             bool(renormalize), float(tol), bool(classwise), bool(with_logs), plan.warp_bins,
             plan.bins_global, plan.scratch("bins"), plan.classes_global, plan.scratch("classes"),
             *parts)
-        return lambda: _reduce_multiclass(parts, K, nb, classwise, state)
+        return lambda: _reduce_multiclass(parts, K, nb, classwise)
 
-    for off, out in _pipeline((y, P), n, chunk_rows, launch):
-        if out is not None:
-            _add_state(state, out, km.N_CHECK_KINDS, off)
-    return state
+    return _fill_chunks("multiclass", state, (y, P), n, chunk_rows, launch)
 
 
-def _reduce_multiclass(parts, K, nb, classwise, state):
-    """Sums of the per-block partial results of one multi-class launch."""
+def _reduce_multiclass(parts, K, nb, classwise):
+    """Sums of the per-block partial results of one multi-class launch, by name."""
     part_i, part_f, part_t, part_c, part_w = parts
-    checks = km.new_state(0, 0)[5]
-    for row in part_c.copy_to_host():
-        _merge_checks(checks, row, km.N_CHECK_KINDS, 0)
+    out = {"counts": _sum_blocks(part_i), "sums": _sum_blocks(part_f),
+           "totals": part_t.copy_to_host().sum(axis=0),
+           "checks": _block_checks("multiclass", part_c)}
     if classwise:
         w = _sum_blocks(part_w)  # counts are exact integers in float64 (below 2**53)
         ints = np.rint(w[:2 * K * nb]).astype(np.int64)
-        ccounts = np.stack([ints[:K * nb].reshape(K, nb), ints[K * nb:].reshape(K, nb)], axis=-1)
-        csums = w[2 * K * nb:].reshape(K, nb)
-    else:
-        ccounts, csums = state[3].copy(), state[4].copy()
-    return (_sum_blocks(part_i), _sum_blocks(part_f), part_t.copy_to_host().sum(axis=0),
-            ccounts, csums, checks)
+        out["class_counts"] = np.stack([ints[:K * nb].reshape(K, nb),
+                                        ints[K * nb:].reshape(K, nb)], axis=-1)
+        out["class_sums"] = w[2 * K * nb:].reshape(K, nb)
+    return out
 
 
 def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
@@ -448,75 +577,130 @@ def fill_gaussian(errors, covs, n_groups, *, sym_rtol=None):
 
 # -- the interface (see fastcal.backends) ---------------------------------------
 
-def fill(acc, batch):
-    """One chunk's state for ``acc`` in its kind's CPU layout, filled on the GPU
-    (device arrays in place, host arrays streamed through pinned buffers)."""
+def fill(batch, spec):
+    """One chunk's state in its kind's layout and its checks (named arrays, as
+    the CPU's ``fill``), filled on the GPU (device arrays in place, host arrays
+    streamed through pinned buffers)."""
     y, p = batch.y, batch.p
-    right = acc.closed == "right"
     if batch.kind == "multiclass":
-        edges, uniform = acc.kernel_edges(batch.dtype)
-        return fill_multiclass(y, p, edges, uniform, right, acc.eps, acc.logits,
-                               acc.renormalize, acc.classwise, acc.with_logs)
+        edges, uniform = spec.edges(batch.dtype)
+        return fill_multiclass(y, p, edges, uniform, spec.right, spec.eps, spec.logits,
+                               spec.renormalize, spec.classwise, spec.with_logs)
     if batch.kind == "logits":
-        edges, uniform = acc.kernel_edges(np.float64)
-        return fill_binary_logits(y, p, edges, uniform, right, acc.eps)
-    edges, uniform = acc.kernel_edges(batch.dtype)
-    return fill_binary(y, p, edges, uniform, right, acc.nan_policy == "omit", acc.eps,
-                       acc.with_logs)
+        edges, uniform = spec.edges(np.float64)
+        return fill_binary_logits(y, p, edges, uniform, spec.right, spec.eps)
+    edges, uniform = spec.edges(batch.dtype)
+    return fill_binary(y, p, edges, uniform, spec.right, spec.omit, spec.eps, spec.with_logs)
 
 
-def fill_parts(acc, batch, row0, filled):
-    """ACE's buckets, the bootstrap replicates and the smooth ECE grid of a
-    chunk the GPU filled.
+class _Ranked:
+    """A ranked pair (labels, values) in GPU memory, copied to the host once if
+    a part needs it there."""
+
+    def __init__(self, y, x):
+        self.y, self.x = y, x
+        self._host = None
+
+    def host(self):
+        if self._host is None:
+            self._host = self.y.copy_to_host(), self.x.copy_to_host()
+        return self._host
+
+
+def fill_parts(batch, spec, row0, filled):
+    """The parts of a chunk the GPU filled (named arrays, as the CPU's
+    ``fill_parts``): bootstrap replicates, ACE's buckets, the smooth ECE grid.
 
     Data in GPU memory is ranked there (``ranking_pair``, as ``gather`` ranks
     it for the later passes), and its replicates and buckets are filled there
     too; only the buckets of a chunk with invalid (omitted) rows, replicates
     over more bins than the GPU kernel takes and the smooth ECE grid come
-    from the ranked pair (9 bytes a row) copied to the host. Host data streamed to the GPU is
-    ranked on the host (the CPU backend's ``fill_parts``).
+    from the ranked pair (9 bytes a row) copied to the host. Host data
+    streamed to the GPU is ranked on the host (the CPU backend's ``fill_parts``).
     """
-    if not (acc.ace_buckets or acc.n_boot or acc.grid.on):
-        return
+    if not spec.parts:
+        return {}
     y, p = batch.y, batch.p
     if not is_device_array(p):
-        cpu.fill_parts(acc, batch, row0)
-        return
+        return cpu.fill_parts(batch, spec, row0, {})
     if batch.kind == "multiclass":  # invalid (omitted) rows: ranked NaN, bucketed on the host
-        invalid = bool(filled[5][: km.N_CHECK_KINDS].any())
+        invalid = bool(filled["checks"][: km.N_CHECK_KINDS].any())
     else:
-        invalid = filled[0][acc.n_bins, 0] > 0
-    ry, rx = ranking_pair(y, p, kind=batch.kind, logits=acc.logits, renormalize=acc.renormalize)
-    pair = []  # the ranked pair on the host, copied once if needed
+        invalid = filled["counts"][spec.n_bins, 0] > 0
+    pair = _Ranked(*ranking_pair(y, p, kind=batch.kind, logits=spec.logits,
+                                 renormalize=spec.renormalize))
+    out = _replicates(pair, row0, spec, batch.dtype)
+    out.update(_buckets(pair, spec, invalid))
+    if spec.smooth:  # no GPU kernel (see fill_grid)
+        out.update(cpu.fill_grid(*pair.host(), spec))
+    return out
 
-    def on_host():
-        if not pair:
-            pair.extend(a.copy_to_host() for a in (ry, rx))
-        return pair
 
-    if acc.n_boot:
-        edges, uniform = acc.kernel_edges(batch.dtype)
-        right = acc.closed == "right"
-        if bootstrap_fits(edges.shape[0] - 1):
-            counts, sums = fill_bootstrap(ry, rx, row0, edges, uniform, right, acc.seed,
-                                          acc.n_boot)
-            acc.boot.counts += counts
-            acc.boot.sums += sums
-        else:
-            acc.boot.fill(*on_host(), row0, edges, uniform, right, acc.threads)
-    if acc.grid.on:  # no GPU kernel: float64 atomics would make sums depend on scheduling
-        acc.grid.fill(*on_host(), acc.threads)
-    if not acc.ace_buckets:
-        return
+def _replicates(pair, row0, spec, dtype):
+    """Bootstrap replicates of a ranked pair in GPU memory: on the GPU when its
+    kernel takes this many bins, else from the pair copied to the host."""
+    if not spec.n_boot:
+        return {}
+    if not bootstrap_fits(spec.n_bins):
+        return cpu.fill_replicates(*pair.host(), row0, spec, dtype)
+    edges, uniform = spec.edges(dtype)
+    return fill_bootstrap(pair.y, pair.x, row0, edges, uniform, spec.right, spec.seed,
+                          spec.n_boot)
+
+
+def _buckets(pair, spec, invalid):
+    """ACE's buckets of a ranked pair in GPU memory, filled there; a pair with
+    invalid (NaN) rows is bucketed on the host."""
+    if not spec.ace_buckets:
+        return {}
     if invalid:
-        acc.buckets.add_ranked(*on_host(), acc.nan_policy == "omit")
-        return
-    # buckets floor(x * B), B a power of two: exactly the uniform bins of the fill
-    nb = acc.ace_buckets
-    fine = fill_binary(ry, rx, kernel_edges(nb, _dtype(rx).str), True, False, False, 0.0,
-                       False)
-    acc.buckets.counts[:-1] += fine[0][:nb]
-    acc.buckets.p[:-1] += fine[1][:nb, 0]
+        return cpu.fill_buckets(*pair.host(), spec)
+    return _device_buckets(pair, spec)[0]
+
+
+def _device_buckets(pair, spec):
+    """(buckets, rows found invalid) of a ranked pair in GPU memory: buckets
+    floor(x * B), B a power of two, are exactly the uniform bins of the binary
+    fill; its trash row counts the invalid rows (the buckets are right only
+    when there are none)."""
+    nb = spec.ace_buckets
+    fine = fill_binary(pair.y, pair.x, kernel_edges(nb, _dtype(pair.x).str), True, False, False,
+                       0.0, False)
+    out = cpu.zeros(spec, "fine_counts", "fine_p")
+    out["fine_counts"][:-1] = fine["counts"][:nb]
+    out["fine_p"][:-1] = fine["sums"][:nb, 0]
+    return out, int(fine["counts"][nb, 0])
+
+
+def fill_replicates(y, x, row0, spec, dtype):
+    """Bootstrap replicates of ranked rows (as the CPU's ``fill_replicates``):
+    on the GPU for a pair in GPU memory, else on the host."""
+    if not is_device_array(x):
+        return cpu.fill_replicates(y, x, row0, spec, dtype)
+    return _replicates(_Ranked(*_device_views((y, x))), row0, spec, dtype)
+
+
+def fill_buckets(y, x, spec):
+    """ACE's value buckets of ranked rows (as the CPU's ``fill_buckets``): on the
+    GPU for a pair in GPU memory without NaN values, else on the host."""
+    if not spec.ace_buckets:
+        return {}
+    if not is_device_array(x):
+        return cpu.fill_buckets(y, x, spec)
+    pair = _Ranked(*_device_views((y, x)))
+    out, n_invalid = _device_buckets(pair, spec)
+    return cpu.fill_buckets(*pair.host(), spec) if n_invalid else out
+
+
+def fill_grid(y, x, spec):
+    """The smooth ECE grid of ranked rows, on the host (no GPU kernel: float64
+    atomics would make the sums depend on scheduling); a pair in GPU memory is
+    copied (9 bytes a row)."""
+    if not spec.smooth:
+        return {}
+    if is_device_array(x):
+        y, x = _Ranked(*_device_views((y, x))).host()
+    return cpu.fill_grid(y, x, spec)
 
 
 def ranked(batch, pair):
@@ -551,9 +735,10 @@ def gather(batch, pair):
     return run
 
 
-def fill_nees(acc, batch, nan_policy):
-    """(counts, sums) of the NEES per group, as the CPU backend's ``fill_nees``,
-    computed on the GPU where only the per-group count and sum come back.
+def fill_nees(batch, shape, nan_policy):
+    """The NEES per group of ``shape`` (count, nees_sum), as the CPU backend's
+    ``fill_nees``, computed on the GPU where only the per-group count and sum
+    come back.
 
     Rows are read in place when they reshape to ``(n, dim)`` without a copy
     (C-contiguous, or already 2-D / 3-D with any strides); other strided device
@@ -567,20 +752,20 @@ def fill_nees(acc, batch, nan_policy):
     n = int(np.prod(errors.shape[:-1], dtype=np.int64))
     flat_e, flat_c = _flat(errors, (n, d)), _flat(covs, (n, d, d))
     if flat_e is None or flat_c is None:
-        return cpu.fill_nees(acc, batch, nan_policy)
-    n_groups = int(np.prod(acc.shape, dtype=np.int64))
+        return cpu.fill_nees(batch, shape, nan_policy)
+    n_groups = int(np.prod(shape, dtype=np.int64))
     out = fill_gaussian(flat_e, flat_c, n_groups)
     checks = out["checks"]
     if checks["asymmetric"][0] or checks["not_pd"][0] or (
             nan_policy == "raise" and checks["nan"][0]):
         # the CPU words the error (first index in the input's shape, eigenvalue)
-        return cpu.fill_nees(acc, batch, nan_policy)
+        return cpu.fill_nees(batch, shape, nan_policy)
     counts, sums = out["count"], out["nees_sum"]
     if nan_policy == "propagate":
         # as the CPU: rows with NaN/inf count, and make their group's sum NaN
         counts = counts + out["n_bad"]
         sums = np.where(out["n_bad"] > 0, np.nan, sums)
-    return counts, sums
+    return {"count": counts.reshape(shape), "nees_sum": sums.reshape(shape)}
 
 
 def _flat(x, shape):
@@ -592,4 +777,5 @@ def _flat(x, shape):
     return None
 
 
-__all__ = ["NO_GPU", "as_dtype", "is_available", "is_device_array", "to_host"]
+__all__ = ["NO_GPU", "as_device_array", "as_dtype", "is_available", "is_device_array",
+           "resolve", "resolve_gaussian", "to_host"]

@@ -10,14 +10,15 @@ again. Kinds:
 - ``"multiclass"``: y class indices (n,), p (n, K) probabilities or logits
 - ``"soft"``: y (n, K) label distributions, p (n, K) probabilities or logits
 
-Devices: ``"cpu"`` (host numpy arrays) or ``"cuda"`` (Numba device views of
-arrays in GPU memory, or host arrays that the GPU backend streams to the
-device; see :mod:`fastcal.backends`).
+Devices: ``"cpu"`` (host numpy arrays) or ``"cuda"`` (arrays in GPU memory,
+or host arrays that the GPU backend streams to the device). The gate asks
+where the data lives and where it is filled (:func:`placement`) and checks
+what it can without reading GPU memory (:func:`device_kind`); bringing data
+there (device views, casts on the GPU, host copies) is the GPU backend's,
+and :func:`fastcal.backends.resolve` is the door that does both.
 """
 
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from fastcal.inputs import device as dev
 from fastcal.inputs import validation as v
@@ -33,8 +34,9 @@ SOFT_ON_GPU = ("device='cuda': soft labels (a 2-D y_true, one label distribution
 @dataclass(kw_only=True)
 class OnDevice:
     """What a batch of arrays filled on ``device`` shares: ``host()``, its arrays
-    on the host (themselves on the CPU; GPU data copied once). A subclass names
-    its array ``fields`` and the arguments they came from (``names``, for messages)."""
+    on the host (themselves on the CPU; GPU data copied once, by ``to_host``,
+    which the GPU backend's batches define). A subclass names its array
+    ``fields`` and the arguments they came from (``names``, for messages)."""
 
     device: str = "cpu"
     _host: tuple = field(default=None, repr=False)
@@ -54,7 +56,8 @@ class OnDevice:
 
     @staticmethod
     def to_host(name, x):
-        return dev.to_host(name, x)
+        """Host arrays as they are (GPU data: see the GPU backend's batches)."""
+        return x
 
 
 @dataclass
@@ -81,8 +84,6 @@ class Batch(OnDevice):
     def context(self):
         """What error messages quote: the rows, on the host (GPU data: copied only
         when a message needs it)."""
-        if self.device == "cpu":
-            return {"y": self.y, "p": self.p, "t": self.y}
         return {"y": lambda: self.host()[0], "p": lambda: self.host()[1],
                 "t": lambda: self.host()[0]}
 
@@ -152,27 +153,26 @@ def lazy_kind(y_true, y_prob, *, logits=False):
     return kind
 
 
-def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device=None):
-    """The validated batch of (y_true, y_prob); ``multiclass`` insists on (n, K)
-    class indices. A 2-D ``y_true`` holds soft labels (kind "soft"); ``soft``
-    True insists on them, False refuses them (a pass that ranks hard labels).
-
-    ``device``: None fills where ``y_prob`` is (arrays in GPU memory on the
-    GPU; soft labels, which have no GPU kernel, on the host); "cpu" copies GPU
-    data to the host; "cuda" fills on the GPU, streaming host data to it.
-    """
+def placement(y_true, y_prob, *, multiclass=False, soft=None, device=None):
+    """Where a pair is filled: "cuda" or "cpu". ``device`` None fills where
+    ``y_prob`` is (arrays in GPU memory on the GPU; soft labels, which have no
+    GPU kernel, on the host); "cpu" and "cuda" as asked."""
     if device is not None:
         v.check_choice("device", device, DEVICES)
     if soft:
         v.check_soft_labels_shape(_shape_of("y_true", y_true))
-    on_gpu = dev.is_device_array(y_prob)
-    if device == "cuda" or (device is None and on_gpu
+    if device == "cuda" or (device is None and dev.is_device_array(y_prob)
                             and (multiclass or soft is False or not is_soft(y_true))):
-        return _resolve_cuda(y_true, y_prob, logits=logits, multiclass=multiclass, soft=soft)
-    if on_gpu:
-        y_prob = dev.to_host("y_prob", y_prob)
-    if dev.is_device_array(y_true):
-        y_true = dev.to_host("y_true", y_true)
+        return "cuda"
+    return "cpu"
+
+
+def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None):
+    """The validated batch of host (y_true, y_prob) (NumPy and friends; arrays in
+    GPU memory come through :func:`fastcal.backends.resolve`); ``multiclass``
+    insists on (n, K) class indices. A 2-D ``y_true`` holds soft labels (kind
+    "soft"); ``soft`` True insists on them, False refuses them (a pass that
+    ranks hard labels)."""
     p = v.to_array("y_prob", y_prob)
     if soft or (soft is None and not multiclass and is_soft(y_true)):
         t, p = v.check_soft_pair(y_true, p, logits)
@@ -194,29 +194,22 @@ def is_soft(y_true):
     return len(_shape_of("y_true", y_true)) == 2
 
 
-def _resolve_cuda(y_true, y_prob, *, logits, multiclass, soft=None):
-    """The batch of a fill on the GPU: the same shape and dtype checks and
-    messages as on the host, without reading the data. Arrays in GPU memory
-    become Numba device views, cast there only where the kernels need another
-    dtype (float16 as float32, integer and bool probabilities as float64,
-    float16 labels as float32; bool labels are viewed as uint8); host arrays
-    are converted as on the host, for the GPU backend to stream."""
-    def get(name, x):
-        return dev.as_device_array(name, x) if dev.is_device_array(x) else v.to_array(name, x)
-
-    y, p = get("y_true", y_true), get("y_prob", y_prob)
+def device_kind(y, p, *, logits=False, multiclass=False, soft=None):
+    """(kind, labels dtype, probabilities dtype) of a pair filled on the GPU, from
+    shapes and dtypes alone (anything with ``.shape`` and ``.dtype``): the same
+    checks and messages as on the host, without reading the data. Probabilities
+    are scored as float16 -> float32, integer and bool -> float64; labels
+    in GPU memory are read in their own dtype (bool as uint8, float16 as
+    float32), host class indices as on the CPU."""
     kind = kind_of(y, p, logits=logits, multiclass=multiclass, soft=soft)
     if kind == "soft":
         raise ValueError(SOFT_ON_GPU)
-    y_dtype = v.class_label_dtype(y.dtype) if kind == "multiclass" else v.label_dtype(y.dtype)
+    y_type = dev.dtype_of(y)
+    y_dtype = v.class_label_dtype(y_type) if kind == "multiclass" else v.label_dtype(y_type)
     if dev.is_device_array(y):  # class indices are read on the GPU in their own dtype
-        y_dtype = v.label_dtype(y.dtype)
-
-    def typed(x, dtype):
-        return dev.as_dtype(x, dtype) if dev.is_device_array(x) else v.as_dtype(x, dtype)
-
-    return Batch(kind, typed(y, y_dtype), typed(p, v.prob_dtype("y_prob", p.dtype)),
-                 device="cuda")
+        y_dtype = v.label_dtype(y_type)
+    return kind, y_dtype, v.prob_dtype("y_prob", dev.dtype_of(p))
 
 
-__all__ = ["Batch", "DEVICES", "KINDS", "OnDevice", "kind_of", "resolve", "resolve_predictions"]
+__all__ = ["Batch", "DEVICES", "KINDS", "OnDevice", "device_kind", "kind_of", "placement",
+           "resolve", "resolve_predictions"]

@@ -1,9 +1,10 @@
 """The gate of Gaussian predictions: errors (..., d) and covariances (..., d, d).
 
-``resolve_gaussian`` checks their shapes and records where they live, as
-:func:`fastcal.inputs.batch.resolve` does for labels and probabilities:
-arrays in GPU memory become Numba device views (filled by the GPU backend),
-anything else float64 host arrays.
+``resolve_gaussian`` checks their shapes, as :func:`fastcal.inputs.batch.resolve`
+does for labels and probabilities: host data becomes float64 arrays; data in
+GPU memory is checked (``check_device_array``, ``check_device_shapes``)
+without reading it and brought there by the GPU backend
+(:func:`fastcal.backends.resolve_gaussian` is the door that does both).
 """
 
 from dataclasses import dataclass
@@ -25,25 +26,32 @@ class GaussianBatch(OnDevice):
 
     fields = names = ("errors", "covs")
 
-    @staticmethod
-    def to_host(name, x):
-        return as_float_array(name, dev.to_host(name, x))
+
+def gaussian_placement(errors, covs, *, device=None):
+    """Where a Gaussian pair is filled: "cuda" when either array is in GPU
+    memory (unless ``device="cpu"``), else "cpu"."""
+    gpu = device != "cpu" and (dev.is_device_array(errors) or dev.is_device_array(covs))
+    return "cuda" if gpu else "cpu"
 
 
-def resolve_gaussian(errors, covs, group_shape=(), *, device=None):
-    """The checked batch of (errors, covs); ``group_shape``: the axes before the
-    last that an accumulator bins by. ``device``: None fills where the data is
-    (on the GPU if either array is in its memory), "cpu" copies GPU data to
-    the host."""
-    on_gpu = dev.is_device_array(errors) or dev.is_device_array(covs)
-    if on_gpu and device != "cpu":
-        errors, covs = _device_pair(errors, covs)
-        d = check_shapes(_Shape(errors), _Shape(covs), group_shape)
-        return GaussianBatch(errors, covs, d, device="cuda")
-    batch = GaussianBatch(errors, covs, 0, device="cuda" if on_gpu else "cpu")
-    errors, covs = batch.host() if on_gpu else (as_float_array("errors", errors),
-                                                 as_float_array("covs", covs))
+def resolve_gaussian(errors, covs, group_shape=()):
+    """The checked batch of host (errors, covs); ``group_shape``: the axes before
+    the last that an accumulator bins by."""
+    errors, covs = as_float_array("errors", errors), as_float_array("covs", covs)
     return GaussianBatch(errors, covs, check_shapes(errors, covs, group_shape))
+
+
+def check_device_array(name, x):
+    """``x`` (a device view, or a float64 host array) if its dtype holds real numbers."""
+    if dev.dtype_of(x).kind not in "biuf":
+        msg = f"{name} must be an array of real numbers, got dtype {x.dtype} in GPU memory"
+        raise ValueError(msg)
+    return x
+
+
+def check_device_shapes(errors, covs, group_shape=()):
+    """``d`` of (errors, covs) filled on the GPU, from their shapes alone."""
+    return check_shapes(_Shape(errors), _Shape(covs), group_shape)
 
 
 def as_float_array(name, value):
@@ -91,18 +99,3 @@ class _Shape:
     def __init__(self, x):
         self.shape = tuple(int(s) for s in x.shape)
         self.ndim = len(self.shape)
-
-
-def _device_pair(errors, covs):
-    """Numba device views of the inputs in GPU memory, float64 arrays of the others."""
-    out = []
-    for name, x in (("errors", errors), ("covs", covs)):
-        if dev.is_device_array(x):
-            x = dev.as_device_array(name, x)
-            if x.dtype.kind not in "biuf":
-                msg = f"{name} must be an array of real numbers, got dtype {x.dtype} in GPU memory"
-                raise ValueError(msg)
-        else:
-            x = as_float_array(name, x)
-        out.append(x)
-    return out

@@ -3,7 +3,7 @@ their reliability diagrams side by side."""
 
 import numpy as np
 
-from fastcal.inputs.batch import resolve
+from fastcal.backends import resolve
 from fastcal.recalibrate.methods import make
 from fastcal.reports.plot import _matplotlib, save_atomic, wilson_interval
 from fastcal.score import Options, score

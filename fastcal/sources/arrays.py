@@ -3,7 +3,6 @@
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs import validation as v
-from fastcal.inputs.batch import resolve
 
 TRANSFORM_ON_GPU = ("a recalibration (transform) is applied on the host; pass host arrays "
                     "and device=None or 'cpu'")
@@ -25,12 +24,12 @@ class ArraySource:
         self.provenance = {}  # arrays: no file, format or cluster to name
 
     def fill(self, opts):
-        batch = resolve(self.y_true, self.y_prob, logits=opts.logits, soft=self.soft,
-                        device=opts.device)
+        batch = backends.resolve(self.y_true, self.y_prob, logits=opts.logits, soft=self.soft,
+                                 device=opts.device)
         if opts.transform is not None:
             if batch.device == "cuda":
                 raise ValueError(TRANSFORM_ON_GPU)
-            batch = resolve(batch.y, opts.transform(batch.p), soft=self.soft)
+            batch = backends.resolve(batch.y, opts.transform(batch.p), soft=self.soft)
         if batch.n == 0:
             raise ValueError(self.empty)
         self.batch = batch

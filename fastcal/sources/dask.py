@@ -9,7 +9,7 @@ import numpy as np
 
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs.batch import lazy_kind, resolve
+from fastcal.inputs.batch import lazy_kind
 from fastcal.sources.files import _reword, resolve_columns, stack_columns
 from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
                                           _widen)
@@ -278,7 +278,7 @@ def _on_part(fn, common, extra, pair, transform, loader, *args):
     y, p = loader(*args)
     if transform is not None:
         p = transform(p)
-    batch = resolve(y, p, logits=pair["logits"], soft=False)  # the passes rank hard labels
+    batch = backends.resolve(y, p, logits=pair["logits"], soft=False)  # passes rank hard labels
     y, x = backends.of(batch).ranked(batch, pair)
     return fn(y, x, *common, *extra)
 

@@ -8,7 +8,6 @@ import threading
 import numpy as np
 
 from fastcal import backends
-from fastcal.inputs.batch import resolve
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
 
@@ -107,7 +106,7 @@ class _FileParts:
                 if src.transform is not None:
                     p = src.transform(p)
                 # the gate checks the chunk as the first pass did; the passes rank hard labels
-                batch = resolve(y, p, logits=self.pair["logits"], soft=False)
+                batch = backends.resolve(y, p, logits=self.pair["logits"], soft=False)
                 y, x = backends.of(batch).ranked(batch, self.pair)
                 r = fn(y, x, *common, *(per_part[k] if per_part else ()))
                 if combine is None:
