@@ -34,7 +34,7 @@ from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.provenance import Provenance
-from fastcal.reports.report import CalibrationReport
+from fastcal.reports.report import CalibrationReport, certain_wrong
 from fastcal.reports.stats import check_ci, check_count, check_seed
 
 
@@ -62,6 +62,7 @@ def _tace(source, acc, rep, opts):
         return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
 
     rep.tace, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
+    rep.tace_threshold = opts.tace_threshold
     return passes
 
 
@@ -279,22 +280,24 @@ REPORTS = {"binary": _binned_report, "logits": _binned_report, "multiclass": _bi
 
 
 def _count_certain_wrong(source, acc, rep):
-    """Rows predicted with certainty and wrong (p exactly 0 with y = 1, or 1 with
-    y = 0) and the first of them, by one light pass that runs only when the
-    state shows one (a bin with ECD +inf). Binary probabilities without eps.
+    """Rows predicted with certainty and wrong (binary: p exactly 0 with y = 1, or
+    1 with y = 0; K classes: the true class's probability exactly 0, or its logit
+    -inf) and the first of them, by one light pass over the rows as given that
+    runs only when the state shows one (a bin with ECD +inf), without eps.
     Returns the passes it took."""
-    if acc.kind != "binary" or acc.eps or not rep.certain_wrong_bins:
+    if acc.kind not in ("binary", "multiclass") or acc.eps or not rep.certain_wrong_bins:
         return 0
-    n, first, _ = source.parts(_pair(acc)).map(_certain_wrong, (), combine=_add_certain_wrong)
+    n, first, _ = source.parts(dict(_pair(acc), raw=True)).map(
+        _certain_wrong, (acc.kind, acc.logits), combine=_add_certain_wrong)
     rep.n_certain_wrong = n
     rep.first_certain_wrong_row = None if first < 0 else first
     return 1
 
 
-def _certain_wrong(y, x):
+def _certain_wrong(y, p, kind, logits):
     """(count, first row of the part or -1, rows of the part)."""
-    bad = np.flatnonzero(((x == 0.0) & (y == 1)) | ((x == 1.0) & (y == 0)))
-    return int(bad.size), int(bad[0]) if bad.size else -1, int(x.shape[0])
+    bad = np.flatnonzero(certain_wrong(y, p, kind=kind, logits=logits))
+    return int(bad.size), int(bad[0]) if bad.size else -1, int(p.shape[0])
 
 
 def _add_certain_wrong(acc, r):
