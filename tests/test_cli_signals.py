@@ -34,15 +34,15 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 CHILD = """\
 import os, sys
 from fastcal import _process
-def hook(real):
-    def called(*args):
-        if real is _process.start:
-            real(*args)
+real = _process.{hook}
+def called(*args):
+    if {hook!r} == "start":  # ready once the handler is in place
+        real(*args)
         os.write(2, b"ready\\n")
-        if real is not _process.start:
-            real(*args)
-    return called
-_process.{hook} = hook(_process.{hook})
+    else:  # ready when the call begins
+        os.write(2, b"ready\\n")
+        real(*args)
+_process.{hook} = called
 from {module} import {function}
 sys.exit({function}())
 """
