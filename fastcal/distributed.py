@@ -20,6 +20,7 @@ import os
 from fastcal.score import Options, score
 from fastcal.sources.dask import (ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source,
                                   _frame_source)
+from fastcal.inputs.validation import show
 
 
 
@@ -47,7 +48,7 @@ class _Runner:
             raise ValueError(msg)
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 1):
-            msg = f"workers must be a positive integer; got {workers!r}"
+            msg = f"workers must be a positive integer; got {show(workers)}"
             raise ValueError(msg)
         self.client = client
         self.scheduler = scheduler
@@ -181,7 +182,7 @@ def connect(address, *, timeout=10.0):
 
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
             or not (timeout > 0 and math.isfinite(timeout)):
-        msg = f"timeout must be a positive number of seconds; got {timeout!r}"
+        msg = f"timeout must be a positive number of seconds; got {show(timeout)}"
         raise ValueError(msg)
     deadline = time.monotonic() + timeout
 
@@ -458,7 +459,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     options = _driver_options(locals())
     if (isinstance(rows_per_partition, bool) or not isinstance(rows_per_partition, int)
             or rows_per_partition < 1):
-        msg = f"rows_per_partition must be a positive integer; got {rows_per_partition!r}"
+        msg = f"rows_per_partition must be a positive integer; got {show(rows_per_partition)}"
         raise ValueError(msg)
     source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
                              verify_checksums)

@@ -6,6 +6,7 @@ from fastcal.inputs import validation as v
 from fastcal.score import Options, score
 from fastcal.sources.files import FileSource
 from fastcal.sources.io import DEFAULT_CHUNK_ROWS
+from fastcal.inputs.validation import show
 
 
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
@@ -111,7 +112,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         chunk_rows = DEFAULT_CHUNK_ROWS
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
             or chunk_rows < 1:
-        msg = f"chunk_rows must be a positive integer; got {chunk_rows!r}"
+        msg = f"chunk_rows must be a positive integer; got {show(chunk_rows)}"
         raise ValueError(msg)
     if not (_names(prob) and _names(label)):
         msg = (f"prob and label must each be a column name, a list of column names or a "

@@ -14,6 +14,7 @@ import numpy as np
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal.reports.stats import check_count, check_seed
+from fastcal.inputs.validation import show
 
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",
@@ -125,6 +126,6 @@ def state_settings(settings, options, takes):
 def check_buckets(n):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
             n and (n & (n - 1) or n < 16 or n > 1 << 24)):
-        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
+        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {show(n)}"
         raise ValueError(msg)
     return int(n)

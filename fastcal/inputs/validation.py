@@ -6,6 +6,17 @@ import numpy as np
 
 from fastcal.inputs.convert import to_numpy
 
+
+def show(value):
+    """``repr(value)`` as plain Python, for a message: a numpy scalar as the number or
+    string it holds (``0.5``, not ``np.float64(0.5)``), in a tuple or list too."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, (tuple, list)):
+        value = type(value)(v.item() if isinstance(v, np.generic) else v for v in value)
+    return repr(value)
+
+
 NAN_POLICIES = ("raise", "omit")
 CLOSED = ("left", "right")
 OBSERVED = ("frac_pos", "accuracy")
@@ -15,7 +26,7 @@ STRATEGIES = ("uniform", "quantile")
 def check_choice(name, value, allowed):
     """Raise if value is not one of the allowed strings."""
     if value not in allowed:
-        msg = f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}"
+        msg = f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {show(value)}"
         raise ValueError(msg)
     return value
 
@@ -28,7 +39,8 @@ MAX_BINS = 1_000_000
 def check_n_bins(n_bins):
     """n_bins as an int in [1, MAX_BINS]; one message for the API and the CLI."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral):
-        msg = f"n_bins must be an integer >= 1; got {n_bins!r} of type {type(n_bins).__name__}"
+        msg = (f"n_bins must be an integer >= 1; got {show(n_bins)} of type "
+               f"{type(n_bins).__name__}")
         raise ValueError(msg)
     if n_bins < 1:
         msg = f"n_bins must be >= 1; got {n_bins}"
@@ -45,7 +57,7 @@ def check_eps(eps):
         return 0.0
     eps = float(eps)
     if not (0.0 <= eps < 0.5):
-        msg = f"eps must be in [0, 0.5); got {eps!r}"
+        msg = f"eps must be in [0, 0.5); got {show(eps)}"
         raise ValueError(msg)
     return eps
 
@@ -58,7 +70,7 @@ def check_threads(threads):
     if threads is None:
         return numba.get_num_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        msg = f"threads must be a positive integer; got {threads!r}"
+        msg = f"threads must be a positive integer; got {show(threads)}"
         raise ValueError(msg)
     if threads > limit:
         msg = f"threads must be at most NUMBA_NUM_THREADS={limit}; got {threads}"
@@ -304,6 +316,6 @@ def check_n_classes(n_classes):
     if n_classes is None:
         return None
     if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral) or n_classes < 2:
-        msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
+        msg = f"n_classes must be an integer >= 2; got {show(n_classes)}"
         raise ValueError(msg)
     return int(n_classes)

@@ -8,6 +8,7 @@ from fastcal.recalibrate.methods import make
 from fastcal.reports.plot import _matplotlib, save_atomic, wilson_interval
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
+from fastcal.inputs.validation import show
 
 
 class Evaluation:
@@ -101,7 +102,7 @@ def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False
     Evaluation
     """
     if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
-        msg = f"cv must be an integer >= 2 (folds); got {cv!r}"
+        msg = f"cv must be an integer >= 2 (folds); got {show(cv)}"
         raise ValueError(msg)
     batch = resolve(y_true, y_prob, logits=logits, soft=False)  # maps fit hard labels
     n = batch.n

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fastcal.inputs.validation import show
+
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
 
@@ -253,6 +255,6 @@ class _ArrowFiles(_Reader):
 
 def _check_flag(name, value):
     if not isinstance(value, (bool, np.bool_)):
-        msg = f"{name} must be True or False; got {value!r}"
+        msg = f"{name} must be True or False; got {show(value)}"
         raise ValueError(msg)
     return bool(value)
