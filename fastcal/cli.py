@@ -38,7 +38,9 @@ from fastcal import __version__, _atomic
 from fastcal._process import Stop, Terminated, load_blas, not_enough_memory
 from fastcal.commands.common import (DASK_TIME_LIMIT, EXIT_BAD, EXIT_INTERNAL, MAX_BINS,
                                      MAX_PLOT_BINS, _cli_words, _debug, _Fail)
+from fastcal.inputs.validation import DEFAULT_N_BINS
 from fastcal.writers import SIM_CHUNK_ROWS, SIM_FORMATS, _one_line
+
 
 def _names_list(text):
     """A comma-separated list of names ("ece_sweep,tace"); checked by the scoring options."""
@@ -108,8 +110,8 @@ def _score_inputs(sc):
 
 def _score_binning(sc):
     """The bins, and how the columns are read (NaN rows, logits)."""
-    sc.add_argument("--bins", type=_count, default=10, metavar="N",
-                    help=f"number of bins (10; at most {MAX_BINS:,})")
+    sc.add_argument("--bins", type=_count, default=DEFAULT_N_BINS, metavar="N",
+                    help=f"number of bins ({DEFAULT_N_BINS}; at most {MAX_BINS:,})")
     sc.add_argument("--strategy", choices=("uniform", "quantile"), default="uniform",
                     help="uniform bins, or equal-mass bins (exact, second pass over the file)")
     sc.add_argument("--closed", choices=("left", "right"), default="left",
@@ -209,8 +211,8 @@ def _add_recalibrate(rc):
     rc.add_argument("--logits", action="store_true", help="the columns hold logits")
     rc.add_argument("--hist-bins", type=_count, default=15, metavar="N",
                     help="bins of histogram binning (15)")
-    rc.add_argument("--bins", type=_count, default=15, metavar="N",
-                    help="bins of the before/after table (15)")
+    rc.add_argument("--bins", type=_count, default=DEFAULT_N_BINS, metavar="N",
+                    help=f"bins of the before/after table ({DEFAULT_N_BINS}, as fastcal score)")
     rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                     help="NaN or null rows: error (raise) or leave them out of the fit and "
                          "the tables (omit)")

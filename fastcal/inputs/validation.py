@@ -35,6 +35,11 @@ def check_choice(name, value, allowed):
 #: and the report grow with the bins.
 MAX_BINS = 1_000_000
 
+#: The bins of a report when none are asked for: every function of the API that bins
+#: (``n_bins=10``, kept equal to this by tests/test_cli_defaults.py) and both commands
+#: (``fastcal score``, the before/after table of ``fastcal recalibrate``).
+DEFAULT_N_BINS = 10
+
 
 def check_n_bins(n_bins):
     """n_bins as an int in [1, MAX_BINS]; one message for the API and the CLI."""
