@@ -141,10 +141,12 @@ def _score_measures(sc):
                     help="also compute these measures: smece (smooth ECE), ece_sweep "
                          "(ECE-sweep and its bin count), tace (K classes: thresholded "
                          "adaptive calibration error)")
-    sc.add_argument("--sweep", choices=("quantile", "uniform"), default="quantile",
-                    help="the bins ECE-sweep sweeps: equal-mass (default) or equal-width")
-    sc.add_argument("--tace-threshold", type=float, default=1e-3, metavar="P",
-                    help="TACE ranks, per class, the probabilities above this (default 1e-3)")
+    sc.add_argument("--sweep", choices=("quantile", "uniform"), default=None,
+                    help="with --metrics ece_sweep: the bins ECE-sweep sweeps, equal-mass "
+                         "(quantile, the default) or equal-width")
+    sc.add_argument("--tace-threshold", type=float, default=None, metavar="P",
+                    help="with --metrics tace: TACE ranks, per class, the probabilities above "
+                         "this (default 1e-3)")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")

@@ -297,8 +297,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None, smooth=False, metrics=(), sweep="quantile",
-               tace_threshold=1e-3):
+               transform=None, smooth=False, metrics=(), sweep=None,
+               tace_threshold=None):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -360,7 +360,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
                     n_boot=200, seed=0, device=None, transform=None, smooth=False,
-                    metrics=(), sweep="quantile", tace_threshold=1e-3):
+                    metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -411,7 +411,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True, transform=None, smooth=False,
-                  metrics=(), sweep="quantile", tace_threshold=1e-3):
+                  metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters

@@ -14,7 +14,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
                verify_checksums=True, device=None, transform=None, smooth=False,
-               metrics=(), sweep="quantile", tace_threshold=1e-3):
+               metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters

@@ -20,6 +20,8 @@ CASES = {
     "tace_threshold": (lambda: fastcal.calibration_report(Y, P, metrics=["tace"],
                                                           tace_threshold=np.float64(2)),
                        "got 2.0"),
+    "sweep": (lambda: fastcal.calibration_report(Y, P, sweep=np.str_("uniform")),
+              "sweep='uniform'"),
     "closed": (lambda: fastcal.CalibrationAccumulator(closed=np.str_("middle")), "got 'middle'"),
     "alpha": (lambda: fastcal.ece_test(Y, P, alpha=np.float64(2)), "got 2.0"),
     "safe alpha": (lambda: recalibrate.TemperatureScaling(target="safe",

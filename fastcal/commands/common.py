@@ -102,6 +102,13 @@ _WORDS = [
     (re.compile(r"\bchunk_rows\b"), "--chunk-rows"),
     (re.compile(r"\brows_per_partition\b"), "--chunk-rows"),
     (re.compile(r"\beps must\b"), "--eps must"),
+    # the options of one optional measure (fastcal.score._for_metric)
+    (re.compile(r"\bsweep='(\w+)'"), r"--sweep \1"),
+    (re.compile(r"\btace_threshold=(?=\d)"), "--tace-threshold "),
+    (re.compile(r"\bmetrics=\['(\w+)'\]"), r"--metrics \1"),
+    (re.compile(r"\bleave (sweep|tace_threshold) out\b"),
+     lambda m: f"leave --{m.group(1).replace('_', '-')} out"),
+    (re.compile(r"\btace_threshold must\b"), "--tace-threshold must"),
 ]
 
 
