@@ -195,23 +195,20 @@ def main(argv=None):
         status = _compare(args) if command == "compare" else run_score_cli(args)
         stop.check()
         return status
-    except (KeyboardInterrupt, Terminated) as exc:
+    except (KeyboardInterrupt, Terminated, Exception) as exc:  # one line, no traceback unless --debug
         stop.seen = True
         cleanup()
-        signum = stop.signum or getattr(exc, "signum", signal.SIGINT)
+        # a signal that came wins over the exception that surfaced (its own, or one it caused)
+        signum = stop.signum or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
+        if debug and signum in (None, signal.SIGINT):
+            raise
         if signum == signal.SIGINT:
-            if debug:
-                raise
             print(f"{PROG} {command}: interrupted; temporary files removed", file=sys.stderr)
             return 130
-        print(f"{PROG} {command}: stopped by {signal.Signals(signum).name}; temporary files removed",
-              file=sys.stderr)
-        return 128 + signum
-    except Exception as exc:  # one line, never a traceback unless --debug
-        stop.seen = True
-        cleanup()
-        if debug:
-            raise
+        if signum is not None:
+            print(f"{PROG} {command}: stopped by {signal.Signals(signum).name}; temporary files removed",
+                  file=sys.stderr)
+            return 128 + signum
         memory = not_enough_memory(exc)
         text = str(exc).strip().splitlines()
         if memory is not None:
