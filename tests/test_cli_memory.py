@@ -33,7 +33,9 @@ def _limited(megabytes, prog, *argv):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (megabytes * 10**6, megabytes * 10**6))
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # the address space a run needs grows with its threads (a stack and a malloc arena
+    # each): two, numba's and pyarrow's, so that a limit means the same on any machine
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="2", OMP_NUM_THREADS="2")
     for name in ("FASTCAL_DEBUG", "TRACKING_DEBUG", "OPENBLAS_NUM_THREADS"):
         env.pop(name, None)
     r = subprocess.run([sys.executable, "-m", prog, *argv], capture_output=True, text=True,
