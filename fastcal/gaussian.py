@@ -34,6 +34,7 @@ from fastcal.backends import cpu
 from fastcal.inputs.gaussian import resolve_gaussian
 from fastcal.accumulators.base import Mergeable
 from fastcal._kernels import _config
+from fastcal.inputs.validation import show
 
 __all__ = [
     "nees",
@@ -64,7 +65,7 @@ ecd : float or ndarray
 
 def _check_nan_policy(nan_policy, allowed):
     if nan_policy not in allowed:
-        msg = f"nan_policy must be one of {allowed}, got {nan_policy!r}"
+        msg = f"nan_policy must be one of {allowed}, got {show(nan_policy)}"
         raise ValueError(msg)
 
 
@@ -207,15 +208,15 @@ class GaussianAccumulator(Mergeable):
 
     def __init__(self, dim, *, shape=()):
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
-            msg = f"dim must be an integer >= 1, got {dim!r}"
+            msg = f"dim must be an integer >= 1, got {show(dim)}"
             raise ValueError(msg)
         try:
             shape = tuple(int(s) for s in shape)
         except TypeError:
-            msg = f"shape must be a tuple of non-negative integers, got {shape!r}"
+            msg = f"shape must be a tuple of non-negative integers, got {show(shape)}"
             raise ValueError(msg) from None
         if any(s < 0 for s in shape):
-            msg = f"shape must be a tuple of non-negative integers, got {shape!r}"
+            msg = f"shape must be a tuple of non-negative integers, got {show(shape)}"
             raise ValueError(msg)
         self.dim = int(dim)
         self.shape = shape
@@ -294,13 +295,13 @@ class GaussianAccumulator(Mergeable):
 
 def _check_band_args(runs, dim, alpha):
     if not isinstance(runs, numbers.Integral) or isinstance(runs, bool) or runs < 2:
-        msg = f"runs must be an integer >= 2 for a chi-square band over Monte Carlo runs, got {runs!r}"
+        msg = f"runs must be an integer >= 2 for a chi-square band over Monte Carlo runs, got {show(runs)}"
         raise ValueError(msg)
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
-        msg = f"dim must be an integer >= 1, got {dim!r}"
+        msg = f"dim must be an integer >= 1, got {show(dim)}"
         raise ValueError(msg)
     if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
-        msg = f"alpha must be a number in (0, 1), got {alpha!r}"
+        msg = f"alpha must be a number in (0, 1), got {show(alpha)}"
         raise ValueError(msg)
 
 

@@ -90,6 +90,23 @@ def check_metrics(metrics):
     return tuple(dict.fromkeys(names))
 
 
+def _for_metric(name, value, metric, what, metrics):
+    """An option of one optional measure, given while the measure is not asked for: it
+    would change nothing, so it is refused rather than ignored."""
+    if value is not None and metric not in metrics:
+        msg = (f"{name}={v.show(value)} is for {what}, which is not asked for: pass "
+               f"metrics=['{metric}'] too, or leave {name} out")
+        raise ValueError(msg)
+
+
+def _default(value, default, metric, metrics):
+    """An optional measure's option: its default once the measure is asked for, else
+    None (the measure does not run)."""
+    if metric not in metrics:
+        return None
+    return default if value is None else value
+
+
 @dataclass(frozen=True)
 class Options:
     """Every scoring option, checked once when made, the same for every entry point.
@@ -132,17 +149,21 @@ class Options:
     transform: object = None
     # optional measures (names of OPTIONAL_METRICS), computed after the fill
     metrics: tuple = ()
-    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform"
-    sweep: str = "quantile"
-    # TACE: the class probabilities ranked are those above this
-    tace_threshold: float = 1e-3
+    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform";
+    # None: not given ("quantile" once "ece_sweep" is in metrics). Given without
+    # "ece_sweep" in metrics, it is refused (it would change nothing).
+    sweep: str = None
+    # TACE: the class probabilities ranked are those above this; None: not given (1e-3
+    # once "tace" is in metrics). Given without "tace" in metrics, it is refused.
+    tace_threshold: float = None
     bins: Bins = field(init=False, repr=False, compare=False)  # made here, of the three above
 
     def __post_init__(self):
         """Check the options once, where they are made: every layer below reads
         this one object as it is."""
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
-        v.check_choice("sweep", self.sweep, sweep.SWEEPS)
+        if self.sweep is not None:
+            v.check_choice("sweep", self.sweep, sweep.SWEEPS)
         v.check_choice("observed", self.observed, v.OBSERVED)
         if self.device is not None:
             v.check_choice("device", self.device, ("cpu", "cuda"))
@@ -159,10 +180,16 @@ class Options:
             raise ValueError(msg)
         metrics = check_metrics(self.metrics) if self.metrics else ()
         smooth = bool(self.smooth) or "smece" in metrics
+        threshold = (None if self.tace_threshold is None
+                     else tc.check_threshold(self.tace_threshold))
+        _for_metric("sweep", self.sweep, "ece_sweep", "ECE-sweep", metrics)
+        _for_metric("tace_threshold", threshold, "tace", "TACE", metrics)
         checked = dict(bins=Bins(self.n_bins, self.edges, self.closed), ci=check_ci(self.ci),
                        n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace), smooth=smooth,
-                       metrics=metrics, tace_threshold=tc.check_threshold(self.tace_threshold))
+                       metrics=metrics,
+                       sweep=_default(self.sweep, "quantile", "ece_sweep", metrics),
+                       tace_threshold=_default(threshold, 1e-3, "tace", metrics))
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
 

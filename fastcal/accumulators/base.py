@@ -21,6 +21,7 @@ from fastcal.accumulators import checks as ck
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
 from fastcal._kernels import equal_mass as kem
+from fastcal.inputs.validation import show
 
 # Below this many bootstrap draws (rows x replicates) the bootstrap fill runs serially.
 _PARALLEL_MIN_DRAWS = 5_000_000
@@ -131,7 +132,7 @@ def _check_values(name, x):
 def check_start(start):
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
         msg = (f"start must be an integer >= 0 (the global index of the chunk's first row); "
-               f"got {start!r}")
+               f"got {show(start)}")
         raise ValueError(msg)
     return int(start)
 

@@ -16,6 +16,7 @@ from fastcal.inputs.binning import Bins
 from fastcal._kernels import binary as kb
 from fastcal._kernels import smooth as ks
 from fastcal.reports.stats import check_count, check_seed
+from fastcal.inputs.validation import show
 
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",
@@ -195,6 +196,6 @@ def _gib(n):
 def check_buckets(n):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
             n and (n & (n - 1) or n < 16 or n > 1 << 24)):
-        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
+        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {show(n)}"
         raise ValueError(msg)
     return int(n)

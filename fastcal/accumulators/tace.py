@@ -19,13 +19,14 @@ passes in all.
 import numpy as np
 
 from fastcal.accumulators import equal_mass as em
+from fastcal.inputs.validation import show
 
 
 def check_threshold(threshold):
     ok = isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(
         threshold, bool) and 0.0 <= float(threshold) < 1.0
     if not ok:
-        msg = f"tace_threshold must be a number in [0, 1); got {threshold!r}"
+        msg = f"tace_threshold must be a number in [0, 1); got {show(threshold)}"
         raise ValueError(msg)
     return float(threshold)
 

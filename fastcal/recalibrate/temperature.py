@@ -15,6 +15,7 @@ from fastcal.recalibrate.passes import (SAMPLE_ROWS, _add_sample, _logit, _pass_
                                         _pass_binary_hist, _pass_multiclass,
                                         _pass_multiclass_sample, _Points, _sigmoid,
                                         _softmax, feature_code)
+from fastcal.inputs.validation import show
 
 
 TARGETS = ("nll", "safe")
@@ -275,7 +276,7 @@ def _p_over(z):
 
 def _check_alpha(alpha):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        msg = f"alpha must be a number in (0, 0.5); got {alpha!r}"
+        msg = f"alpha must be a number in (0, 0.5); got {show(alpha)}"
         raise ValueError(msg)
     return float(alpha)
 
