@@ -16,7 +16,7 @@ MODULES = [
     "fastcal.gaussian", "fastcal.files", "fastcal.reports.report", "fastcal.reports.multiclass_report",
     "fastcal.reports.stats", "fastcal.significance", "fastcal.inputs.binning", "fastcal.score",
     "fastcal.recalibrate.temperature", "fastcal.soft", "fastcal.sklearn", "fastcal.noisy",
-    "fastcal.torch", "fastcal.accumulators.settings", "fastcal.io", "fastcal.jit",
+    "fastcal.torch", "fastcal.accumulators.settings", "fastcal.io", "fastcal.jit", "fastcal.messages",
     "tracking", "tracking.models", "tracking.filters", "tracking._factory", "tracking.scenario",
     "tracking.consistency", "tracking.compare", "tracking.score",
 ]
