@@ -6,14 +6,15 @@ Scoring is fill then report: one compiled pass fills per-bin statistics
 """
 
 import importlib
+import sys
+import types
 
-# ``simulate`` is also the name of its module: imported here so that a later
-# ``import fastcal.simulate`` cannot rebind ``fastcal.simulate`` to the module.
-from fastcal.simulate import simulate
-
-# The rest is imported on first use (PEP 562): ``import fastcal`` loads neither
-# Numba nor SciPy, and the kernels a session never uses are never loaded.
+# Every public name is imported on first use (PEP 562): ``import fastcal`` loads
+# nothing heavy (not even numpy), so the ``fastcal`` command's start-up
+# (``fastcal.__main__``) is in charge of Ctrl-C before numpy is loaded, and the
+# kernels a session never uses are never loaded.
 _LAZY = {
+    "simulate": "fastcal.simulate",
     "CalibrationAccumulator": "fastcal.accumulators.calibration",
     "uniform_edges": "fastcal.inputs.binning",
     "score_file": "fastcal.files",
@@ -30,6 +31,19 @@ _LAZY = {
 }
 _LAZY.update(dict.fromkeys(["ace", "brier_score", "calibration_report", "classwise_ece", "ecd",
                             "ece", "esce", "log_loss", "mce", "smece"], "fastcal.metrics"))
+
+
+class _Package(types.ModuleType):
+    """``fastcal.simulate`` is a function and the name of its module: importing the
+    module (``import fastcal.simulate``) binds the function, not the module."""
+
+    def __setattr__(self, name, value):
+        if name == "simulate" and isinstance(value, types.ModuleType):
+            value = value.simulate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name):

@@ -5,7 +5,8 @@ environment (missing optional dependency, full disk, unreachable or failing
 Dask cluster, not enough memory), always with one line on stderr; 1 for an
 internal error (also one line); 128 + N when stopped by signal N (SIGTERM,
 SIGHUP; 130 for Ctrl-C). ``--debug`` or ``FASTCAL_DEBUG=1`` shows the
-traceback instead.
+traceback instead. The command's start-up, before this module is imported, is
+:mod:`fastcal.__main__` (see :mod:`fastcal.process` for the signals).
 
 ``--plot`` draws one bar per bin and is refused above 1,000 ``--bins``
 before any scoring; ``--bins`` has the API's bound (1,000,000) and message.
@@ -28,23 +29,17 @@ it at the end. On an error or a signal the temporary files are removed.
 import argparse
 import importlib
 import math
-import os
 import signal
 import sys
 import threading
 import warnings
 
 from fastcal import __version__, _atomic
+from fastcal.process import Stop, Terminated, load_blas, not_enough_memory
 from fastcal.commands.common import (DASK_TIME_LIMIT, EXIT_BAD, EXIT_INTERNAL, MAX_BINS,
                                      MAX_PLOT_BINS, _cli_words, _debug, _Fail)
+from fastcal.inputs.validation import DEFAULT_N_BINS
 from fastcal.writers import SIM_CHUNK_ROWS, SIM_FORMATS, _one_line
-
-class _Terminated(BaseException):
-    """Raised in the main thread by SIGTERM / SIGHUP so that cleanup runs as on errors."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
 
 
 def _names_list(text):
@@ -115,8 +110,8 @@ def _score_inputs(sc):
 
 def _score_binning(sc):
     """The bins, and how the columns are read (NaN rows, logits)."""
-    sc.add_argument("--bins", type=_count, default=10, metavar="N",
-                    help=f"number of bins (10; at most {MAX_BINS:,})")
+    sc.add_argument("--bins", type=_count, default=DEFAULT_N_BINS, metavar="N",
+                    help=f"number of bins ({DEFAULT_N_BINS}; at most {MAX_BINS:,})")
     sc.add_argument("--strategy", choices=("uniform", "quantile"), default="uniform",
                     help="uniform bins, or equal-mass bins (exact, second pass over the file)")
     sc.add_argument("--closed", choices=("left", "right"), default="left",
@@ -146,10 +141,12 @@ def _score_measures(sc):
                     help="also compute these measures: smece (smooth ECE), ece_sweep "
                          "(ECE-sweep and its bin count), tace (K classes: thresholded "
                          "adaptive calibration error)")
-    sc.add_argument("--sweep", choices=("quantile", "uniform"), default="quantile",
-                    help="the bins ECE-sweep sweeps: equal-mass (default) or equal-width")
-    sc.add_argument("--tace-threshold", type=float, default=1e-3, metavar="P",
-                    help="TACE ranks, per class, the probabilities above this (default 1e-3)")
+    sc.add_argument("--sweep", choices=("quantile", "uniform"), default=None,
+                    help="with --metrics ece_sweep: the bins ECE-sweep sweeps, equal-mass "
+                         "(quantile, the default) or equal-width")
+    sc.add_argument("--tace-threshold", type=float, default=None, metavar="P",
+                    help="with --metrics tace: TACE ranks, per class, the probabilities above "
+                         "this (default 1e-3)")
     sc.add_argument("--ci", type=float, default=None, metavar="LEVEL",
                     help="confidence intervals at this level (e.g. 0.95): t-intervals for ECD, "
                          "Brier, NLL and a bootstrap for ECE, ESCE, MCE")
@@ -216,8 +213,8 @@ def _add_recalibrate(rc):
     rc.add_argument("--logits", action="store_true", help="the columns hold logits")
     rc.add_argument("--hist-bins", type=_count, default=15, metavar="N",
                     help="bins of histogram binning (15)")
-    rc.add_argument("--bins", type=_count, default=15, metavar="N",
-                    help="bins of the before/after table (15)")
+    rc.add_argument("--bins", type=_count, default=DEFAULT_N_BINS, metavar="N",
+                    help=f"bins of the before/after table ({DEFAULT_N_BINS}, as fastcal score)")
     rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                     help="NaN or null rows: error (raise) or leave them out of the fit and "
                          "the tables (omit)")
@@ -295,11 +292,12 @@ def _is_dask_error(exc):
 
 def _describe_error(exc):
     """(exit status, one line) for an exception that ended a command."""
+    memory = not_enough_memory(exc)  # first: a reader words it as its file's ValueError
+    if memory is not None:
+        hint = "; lower --chunk-rows or --bins" if "an allocation failed" in memory else ""
+        return EXIT_BAD, memory + hint
     if isinstance(exc, (_Fail, ValueError, ConnectionError)):
         return EXIT_BAD, _cli_words(_one_line(exc))
-    if isinstance(exc, MemoryError):
-        return EXIT_BAD, ("out of memory" + (f" ({_one_line(exc)})" if str(exc) else "")
-                          + "; lower --chunk-rows or --bins")
     if isinstance(exc, ImportError):
         return EXIT_BAD, f"{_one_line(exc)} (a missing optional dependency?)"
     if type(exc).__name__ == "KilledWorker":
@@ -317,84 +315,37 @@ def _describe_error(exc):
 
 # -- entry point ------------------------------------------------------------------------
 
-def _in_compiler(frame):
-    """Whether Python code called back from the compiler (llvmlite, through ctypes) runs:
-    an exception raised there is printed and dropped, so a signal must wait."""
-    while frame is not None:
-        if f"{os.sep}llvmlite{os.sep}" in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _later(signum):
-    """Send ``signum`` to this process again in 50 ms (out of the compiler's callback)."""
-    t = threading.Timer(0.05, os.kill, (os.getpid(), signum))
-    t.daemon = True
-    t.start()
-
-
-def _on_interrupt(signum, frame):
-    if _in_compiler(frame):
-        _later(signum)
-        return
-    raise KeyboardInterrupt
-
-
-def _on_signal(signum, frame):
-    if _in_compiler(frame):
-        _later(signum)
-        return
-    # once: a second signal during the cleanup must not interrupt it
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, signal.SIG_IGN)
-    raise _Terminated(signum)
-
-
-def _install_signals():
-    """SIGTERM, SIGHUP and SIGINT raise in the main thread, so cleanup runs as on errors
-    (held back while the compiler runs Python code, which would swallow the exception)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    old = {}
-    for s, handler in ((signal.SIGTERM, _on_signal), (signal.SIGHUP, _on_signal),
-                       (signal.SIGINT, _on_interrupt)):
-        try:
-            old[s] = signal.signal(s, handler)
-        except (ValueError, OSError):
-            pass
-    return old
-
-
 def main(argv=None):
     """Run the command line; returns the exit status.
 
-    Ctrl-C at any stage after the interpreter imported this module (parsing,
-    the imports of a command, compiling, running, writing) ends with one line
-    and status 130. Run as the command (``argv`` None), a Ctrl-C that comes
-    once the status is known (while the interpreter shuts down) is ignored.
+    Ctrl-C at any stage (parsing, the imports of a command, compiling,
+    running, writing) ends with one line and status 130; run as the command
+    (``fastcal.__main__``), the start-up before this module is imported too.
+    Run as the command (``argv`` None), a signal that comes once the status is
+    known (while the interpreter shuts down) is ignored.
     """
+    as_command = argv is None and threading.current_thread() is threading.main_thread()
     try:
-        return _main(argv)
-    except KeyboardInterrupt:
+        return _main(argv, as_command)
+    except KeyboardInterrupt:  # parsing or the command's imports, under the caller's handler
         _atomic.cleanup()
         if _debug(None):
             raise
         print("fastcal: interrupted; temporary files removed", file=sys.stderr)
         return 130
     finally:
-        if argv is None and threading.current_thread() is threading.main_thread():
+        if as_command:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _main(argv):
+def _main(argv, as_command):
     ap = _parser()
     args = ap.parse_args(argv)
     if args.command is None:
         ap.print_help(sys.stderr)
         return EXIT_BAD
     debug = _debug(args)
-    old = _install_signals()
+    stop = Stop()
     shown = warnings.showwarning
 
     def note(message, category, filename, lineno, file=None, line=None):
@@ -410,39 +361,43 @@ def _main(argv):
                 # but not Python's own ResourceWarning (ignored by default): a Ctrl-C inside an
                 # import leaves a .pyc reader unclosed, and its note preceded "interrupted"
                 warnings.simplefilter("ignore", ResourceWarning)
-            return _run(args.command, args)
-    except _Terminated as exc:
+            # the command's imports run under the handlers of the caller (the command's
+            # start-up: one line and out; SIGTERM by its default action); its own from here
+            command = _command(args.command)
+            stop.install()
+            status = command.run(args)
+            stop.check()
+            return status
+    except (KeyboardInterrupt, Terminated, Exception) as exc:
+        stop.seen = True
         _atomic.cleanup()
-        name = signal.Signals(exc.signum).name
-        print(f"fastcal {args.command}: stopped by {name}; temporary files removed",
-              file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        _atomic.cleanup()
-        if debug:
-            raise
-        print(f"fastcal {args.command}: interrupted; temporary files removed", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        _atomic.cleanup()
-        if debug:
-            raise
+        signum = stop.signum or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
+        if signum is None or signum == signal.SIGINT:
+            if debug:
+                raise
+        if signum == signal.SIGINT:
+            print(f"fastcal {args.command}: interrupted; temporary files removed",
+                  file=sys.stderr)
+            return 130
+        if signum is not None:
+            print(f"fastcal {args.command}: stopped by {signal.Signals(signum).name}; "
+                  "temporary files removed", file=sys.stderr)
+            return 128 + signum
         code, text = _describe_error(exc)
         print(f"fastcal {args.command}: error: {text}", file=sys.stderr)
         return code
     finally:
         warnings.showwarning = shown
-        for s, h in old.items():
-            try:
-                signal.signal(s, h)
-            except (ValueError, OSError, TypeError):
-                pass
+        stop.restore(as_command)
 
 
-def _run(command, args):
-    """Import the command's module (``fastcal.commands.<command>``) and run it: only
-    the command that runs pays for its imports."""
-    return importlib.import_module(f"fastcal.commands.{command}").run(args)
+def _command(name):
+    """The command's module (``fastcal.commands.<name>``), imported now: only the
+    command that runs pays for its imports. A command that runs numba's kernels loads
+    SciPy's BLAS first (:func:`fastcal.process.load_blas`)."""
+    if name != "simulate":
+        load_blas()
+    return importlib.import_module(f"fastcal.commands.{name}")
 
 
 def _entry():

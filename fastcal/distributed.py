@@ -20,6 +20,7 @@ import os
 from fastcal.score import Options, score
 from fastcal.sources.dask import (ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source,
                                   _frame_source)
+from fastcal.inputs.validation import show
 
 
 
@@ -47,7 +48,7 @@ class _Runner:
             raise ValueError(msg)
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 1):
-            msg = f"workers must be a positive integer; got {workers!r}"
+            msg = f"workers must be a positive integer; got {show(workers)}"
             raise ValueError(msg)
         self.client = client
         self.scheduler = scheduler
@@ -181,7 +182,7 @@ def connect(address, *, timeout=10.0):
 
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
             or not (timeout > 0 and math.isfinite(timeout)):
-        msg = f"timeout must be a positive number of seconds; got {timeout!r}"
+        msg = f"timeout must be a positive number of seconds; got {show(timeout)}"
         raise ValueError(msg)
     deadline = time.monotonic() + timeout
 
@@ -296,8 +297,8 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
-               transform=None, smooth=False, metrics=(), sweep="quantile",
-               tace_threshold=1e-3):
+               transform=None, smooth=False, metrics=(), sweep=None,
+               tace_threshold=None):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -359,7 +360,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
                     n_boot=200, seed=0, device=None, transform=None, smooth=False,
-                    metrics=(), sweep="quantile", tace_threshold=1e-3):
+                    metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -410,7 +411,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True, transform=None, smooth=False,
-                  metrics=(), sweep="quantile", tace_threshold=1e-3):
+                  metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -458,7 +459,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     options = _driver_options(locals())
     if (isinstance(rows_per_partition, bool) or not isinstance(rows_per_partition, int)
             or rows_per_partition < 1):
-        msg = f"rows_per_partition must be a positive integer; got {rows_per_partition!r}"
+        msg = f"rows_per_partition must be a positive integer; got {show(rows_per_partition)}"
         raise ValueError(msg)
     source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
                              verify_checksums)

@@ -6,6 +6,7 @@ from fastcal.inputs import validation as v
 from fastcal.score import Options, score
 from fastcal.sources.files import FileSource
 from fastcal.sources.io import DEFAULT_CHUNK_ROWS
+from fastcal.inputs.validation import show
 
 
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
@@ -13,7 +14,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
                verify_checksums=True, device=None, transform=None, smooth=False,
-               metrics=(), sweep="quantile", tace_threshold=1e-3):
+               metrics=(), sweep=None, tace_threshold=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -111,7 +112,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         chunk_rows = DEFAULT_CHUNK_ROWS
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) \
             or chunk_rows < 1:
-        msg = f"chunk_rows must be a positive integer; got {chunk_rows!r}"
+        msg = f"chunk_rows must be a positive integer; got {show(chunk_rows)}"
         raise ValueError(msg)
     if not (_names(prob) and _names(label)):
         msg = (f"prob and label must each be a column name, a list of column names or a "

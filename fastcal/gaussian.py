@@ -35,6 +35,7 @@ from fastcal.accumulators.gaussian import GaussianAccumulator, GaussianResult
 from fastcal.accumulators.gaussian import NAN_POLICIES as _NAN_POLICIES
 from fastcal.accumulators.gaussian import check_nan_policy as _check_nan_policy
 from fastcal._kernels import _config
+from fastcal.inputs.validation import show
 
 __all__ = [
     "nees",
@@ -149,13 +150,13 @@ def gaussian_ecd(errors, covs, *, nan_policy="raise"):
 
 def _check_band_args(runs, dim, alpha):
     if not isinstance(runs, numbers.Integral) or isinstance(runs, bool) or runs < 2:
-        msg = f"runs must be an integer >= 2 for a chi-square band over Monte Carlo runs, got {runs!r}"
+        msg = f"runs must be an integer >= 2 for a chi-square band over Monte Carlo runs, got {show(runs)}"
         raise ValueError(msg)
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
-        msg = f"dim must be an integer >= 1, got {dim!r}"
+        msg = f"dim must be an integer >= 1, got {show(dim)}"
         raise ValueError(msg)
     if not (isinstance(alpha, numbers.Real) and 0.0 < alpha < 1.0):
-        msg = f"alpha must be a number in (0, 1), got {alpha!r}"
+        msg = f"alpha must be a number in (0, 1), got {show(alpha)}"
         raise ValueError(msg)
 
 

@@ -17,7 +17,7 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
                        renormalize=False, device=None, smooth=False, metrics=(),
-                       sweep="quantile", tace_threshold=1e-3):
+                       sweep=None, tace_threshold=None):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -95,10 +95,13 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         b* + 1 light passes over the data) and "tace" (K classes: TACE of
         Nixon et al., 2019, over ``n_bins`` equal-mass ranges per class; 2-3
         passes per class). The names are ``fastcal.score.OPTIONAL_METRICS``.
-    sweep : {"quantile", "uniform"}, default "quantile"
-        The bins ECE-sweep sweeps: equal-mass (the paper's) or equal-width.
-    tace_threshold : float, default 1e-3
-        TACE ranks, per class, only the probabilities above this.
+    sweep : {"quantile", "uniform"}, optional
+        The bins ECE-sweep sweeps: equal-mass (the paper's; the default) or
+        equal-width. Only with "ece_sweep" in ``metrics``: given without it,
+        it is refused (it would change nothing).
+    tace_threshold : float, optional
+        TACE ranks, per class, only the probabilities above this (default
+        1e-3). Only with "tace" in ``metrics``: given without it, refused.
 
     Returns
     -------

@@ -34,7 +34,7 @@ from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.provenance import Provenance
-from fastcal.reports.report import CalibrationReport
+from fastcal.reports.report import CalibrationReport, certain_wrong
 from fastcal.reports.stats import check_ci, check_count, check_seed
 
 
@@ -62,6 +62,7 @@ def _tace(source, acc, rep, opts):
         return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
 
     rep.tace, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
+    rep.tace_threshold = opts.tace_threshold
     return passes
 
 
@@ -87,6 +88,23 @@ def check_metrics(metrics):
                f"{', '.join(OPTIONAL_METRICS)}")
         raise ValueError(msg)
     return tuple(dict.fromkeys(names))
+
+
+def _for_metric(name, value, metric, what, metrics):
+    """An option of one optional measure, given while the measure is not asked for: it
+    would change nothing, so it is refused rather than ignored."""
+    if value is not None and metric not in metrics:
+        msg = (f"{name}={v.show(value)} is for {what}, which is not asked for: pass "
+               f"metrics=['{metric}'] too, or leave {name} out")
+        raise ValueError(msg)
+
+
+def _default(value, default, metric, metrics):
+    """An optional measure's option: its default once the measure is asked for, else
+    None (the measure does not run)."""
+    if metric not in metrics:
+        return None
+    return default if value is None else value
 
 
 @dataclass(frozen=True)
@@ -131,17 +149,21 @@ class Options:
     transform: object = None
     # optional measures (names of OPTIONAL_METRICS), computed after the fill
     metrics: tuple = ()
-    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform"
-    sweep: str = "quantile"
-    # TACE: the class probabilities ranked are those above this
-    tace_threshold: float = 1e-3
+    # the bins ECE-sweep sweeps: "quantile" (equal-mass, Roelofs et al.) or "uniform";
+    # None: not given ("quantile" once "ece_sweep" is in metrics). Given without
+    # "ece_sweep" in metrics, it is refused (it would change nothing).
+    sweep: str = None
+    # TACE: the class probabilities ranked are those above this; None: not given (1e-3
+    # once "tace" is in metrics). Given without "tace" in metrics, it is refused.
+    tace_threshold: float = None
     bins: Bins = field(init=False, repr=False, compare=False)  # made here, of the three above
 
     def __post_init__(self):
         """Check the options once, where they are made: every layer below reads
         this one object as it is."""
         v.check_choice("strategy", self.strategy, v.STRATEGIES)
-        v.check_choice("sweep", self.sweep, sweep.SWEEPS)
+        if self.sweep is not None:
+            v.check_choice("sweep", self.sweep, sweep.SWEEPS)
         v.check_choice("observed", self.observed, v.OBSERVED)
         if self.device is not None:
             v.check_choice("device", self.device, ("cpu", "cuda"))
@@ -158,10 +180,16 @@ class Options:
             raise ValueError(msg)
         metrics = check_metrics(self.metrics) if self.metrics else ()
         smooth = bool(self.smooth) or "smece" in metrics
+        threshold = (None if self.tace_threshold is None
+                     else tc.check_threshold(self.tace_threshold))
+        _for_metric("sweep", self.sweep, "ece_sweep", "ECE-sweep", metrics)
+        _for_metric("tace_threshold", threshold, "tace", "TACE", metrics)
         checked = dict(bins=Bins(self.n_bins, self.edges, self.closed), ci=check_ci(self.ci),
                        n_boot=check_count("n_boot", self.n_boot, 0),
                        seed=check_seed(self.seed), ace=bool(self.ace), smooth=smooth,
-                       metrics=metrics, tace_threshold=tc.check_threshold(self.tace_threshold))
+                       metrics=metrics,
+                       sweep=_default(self.sweep, "quantile", "ece_sweep", metrics),
+                       tace_threshold=_default(threshold, 1e-3, "tace", metrics))
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
 
@@ -280,22 +308,24 @@ REPORTS = {"binary": _binned_report, "logits": _binned_report, "multiclass": _bi
 
 
 def _count_certain_wrong(source, acc, rep):
-    """Rows predicted with certainty and wrong (p exactly 0 with y = 1, or 1 with
-    y = 0) and the first of them, by one light pass that runs only when the
-    state shows one (a bin with ECD +inf). Binary probabilities without eps.
+    """Rows predicted with certainty and wrong (binary: p exactly 0 with y = 1, or
+    1 with y = 0; K classes: the true class's probability exactly 0, or its logit
+    -inf) and the first of them, by one light pass over the rows as given that
+    runs only when the state shows one (a bin with ECD +inf), without eps.
     Returns the passes it took."""
-    if acc.kind != "binary" or acc.eps or not rep.certain_wrong_bins:
+    if acc.kind not in ("binary", "multiclass") or acc.eps or not rep.certain_wrong_bins:
         return 0
-    n, first, _ = source.parts(_pair(acc)).map(_certain_wrong, (), combine=_add_certain_wrong)
+    n, first, _ = source.parts(dict(_pair(acc), raw=True)).map(
+        _certain_wrong, (acc.kind, acc.logits), combine=_add_certain_wrong)
     rep.n_certain_wrong = n
     rep.first_certain_wrong_row = None if first < 0 else first
     return 1
 
 
-def _certain_wrong(y, x):
+def _certain_wrong(y, p, kind, logits):
     """(count, first row of the part or -1, rows of the part)."""
-    bad = np.flatnonzero(((x == 0.0) & (y == 1)) | ((x == 1.0) & (y == 0)))
-    return int(bad.size), int(bad[0]) if bad.size else -1, int(x.shape[0])
+    bad = np.flatnonzero(certain_wrong(y, p, kind=kind, logits=logits))
+    return int(bad.size), int(bad[0]) if bad.size else -1, int(p.shape[0])
 
 
 def _add_certain_wrong(acc, r):

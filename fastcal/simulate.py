@@ -12,6 +12,8 @@ chunking used to produce it.
 
 import numpy as np
 
+from fastcal.inputs.validation import show
+
 BLOCK_ROWS = 1 << 16
 
 
@@ -56,7 +58,7 @@ def simulate(n, *, sigma=0.0, seed=0, weight=0.5, start=0, dtype=np.float64):
         msg = f"n and start must be >= 0; got n={n}, start={start}"
         raise ValueError(msg)
     if not sigma >= 0:
-        msg = f"sigma must be >= 0; got {sigma!r}"
+        msg = f"sigma must be >= 0; got {show(sigma)}"
         raise ValueError(msg)
     y = np.empty(n, np.uint8)
     p = np.empty(n, dtype)

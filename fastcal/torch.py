@@ -24,6 +24,7 @@ from fastcal.accumulators.settings import STATE_KEYWORDS, Settings
 from fastcal.inputs import validation as v
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.stats import check_ci
+from fastcal.inputs.validation import show
 
 TASKS = ("binary", "multiclass")
 
@@ -171,7 +172,7 @@ class CalibrationMetric(Metric):
             if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
                     or num_classes < 2:
                 msg = (f"num_classes must be an integer >= 2 for task='multiclass'; "
-                       f"got {num_classes!r}")
+                       f"got {show(num_classes)}")
                 raise ValueError(msg)
             num_classes = int(num_classes)
         elif num_classes is not None:

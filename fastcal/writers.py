@@ -17,6 +17,7 @@ import numpy as np
 from fastcal import _atomic
 from fastcal.progress import Progress
 from fastcal.simulate import simulate
+from fastcal.inputs.validation import show
 
 
 SIM_FORMATS = ("parquet", "npy", "csv", "feather")
@@ -86,7 +87,7 @@ def simulate_file(out, *, n, sigma=0.0, seed=0, format="parquet", dtype="float64
     ``y.npy`` (and refuses to replace an existing directory).
     """
     if format not in SIM_FORMATS:
-        msg = f"format must be one of {', '.join(SIM_FORMATS)}; got {format!r}"
+        msg = f"format must be one of {', '.join(SIM_FORMATS)}; got {show(format)}"
         raise ValueError(msg)
     if n < 1:
         msg = f"n must be >= 1; got {n}"

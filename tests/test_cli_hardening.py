@@ -154,7 +154,7 @@ def test_simulate_sizes_and_disk_are_checked(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("exc, code, text", [
-    (MemoryError(), 2, "out of memory; lower --chunk-rows or --bins"),
+    (MemoryError(), 2, "not enough memory: an allocation failed; lower --chunk-rows or --bins"),
     (OSError(errno.EACCES, "Permission denied", "/data/p.parquet"), 2,
      "/data/p.parquet: Permission denied"),
     (RuntimeError("something odd\nsecond line"), 1, "internal error: RuntimeError: something odd"),

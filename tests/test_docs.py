@@ -17,7 +17,7 @@ MODULES = [
     "fastcal.reports.multiclass_report", "fastcal.reports.stats", "fastcal.significance",
     "fastcal.inputs.binning", "fastcal.score", "fastcal.recalibrate.temperature", "fastcal.soft",
     "fastcal.sklearn", "fastcal.noisy", "fastcal.torch", "fastcal.accumulators.settings",
-    "fastcal.io", "fastcal.jit",
+    "fastcal.io", "fastcal.jit", "fastcal.messages",
     "tracking", "tracking.models", "tracking.filters", "tracking._factory", "tracking.scenario",
     "tracking.consistency", "tracking.compare", "tracking.score",
 ]

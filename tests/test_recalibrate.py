@@ -172,6 +172,70 @@ def test_platt_equals_scipy_and_is_close_to_sklearn():
     assert abs(sm[0] - m.a_) > 1e-6  # the smoothing moves the optimum measurably
 
 
+@pytest.fixture(scope="module")
+def frozen_naive_bayes():
+    """A GaussianNB (no decision_function: scikit-learn calibrates its predict_proba)
+    fitted on 2,000 rows, and 20,000 other rows to calibrate on."""
+    from sklearn.datasets import make_classification
+    from sklearn.naive_bayes import GaussianNB
+
+    X, y = make_classification(n_samples=22_000, n_features=6, n_informative=3,
+                               random_state=0)
+    return GaussianNB().fit(X[:2000], y[:2000]), X[2000:], y[2000:]
+
+
+def test_platt_on_p_is_sklearns_sigmoid_calibration_of_predict_proba(frozen_naive_bayes):
+    from sklearn.calibration import CalibratedClassifierCV, _sigmoid_calibration
+    from sklearn.frozen import FrozenEstimator
+
+    clf, X, y = frozen_naive_bayes
+    p = clf.predict_proba(X)[:, 1]
+    m = rc.PlattScaling(feature="p").fit(y, p)
+    assert m.passes_ <= 4
+
+    def nll(ab):
+        return np.sum(np.logaddexp(0, -(2.0 * y - 1) * (ab[0] * p + ab[1])))
+
+    res = optimize.minimize(nll, [1.0, 0.0], method="BFGS", options={"gtol": 1e-10})
+    assert m.a_ == pytest.approx(res.x[0], abs=1e-6)
+    assert m.b_ == pytest.approx(res.x[1], abs=1e-6)
+    # scikit-learn's map of the same model: f = p, its a and b negated, and Platt's
+    # smoothed targets (the same O(1 / n) difference as on logits)
+    cal = CalibratedClassifierCV(FrozenEstimator(clf), method="sigmoid").fit(X, y)
+    sk = cal.calibrated_classifiers_[0].calibrators[0]
+    a_sk, b_sk = _sigmoid_calibration(p, y)
+    assert (sk.a_, sk.b_) == (a_sk, b_sk)
+    assert -a_sk == pytest.approx(m.a_, rel=2e-3)
+    assert -b_sk == pytest.approx(m.b_, rel=2e-3)
+    np.testing.assert_allclose(m.transform(p), cal.predict_proba(X)[:, 1], rtol=0, atol=1e-3)
+    # the default fits logit(p): another map
+    logit = rc.PlattScaling().fit(y, p)
+    assert np.abs(logit.transform(p) - m.transform(p)).max() > 0.05
+    # saved and read back with its feature; a map saved before the option is on logit(p)
+    d = json.loads(m.to_json())
+    assert d["params"]["feature"] == "p"
+    np.testing.assert_array_equal(rc.from_dict(d).transform(p), m.transform(p))
+    del d["params"]["feature"]
+    old = rc.from_dict(d)
+    assert old.feature == "logit"
+    np.testing.assert_allclose(old.transform(p), special.expit(
+        m.a_ * special.logit(np.clip(p, 1e-15, 1 - 1e-15)) + m.b_), rtol=1e-12)
+
+
+def test_platt_feature_is_checked_in_one_line():
+    y, z = binary(500, seed=3)
+    with pytest.raises(ValueError, match=r"^feature must be one of"):
+        rc.PlattScaling(feature="probability").fit(y, special.expit(z))
+    with pytest.raises(ValueError, match=r"^feature='p' fits the sigmoid on probabilities; "
+                                         r"with logits=True"):
+        rc.PlattScaling(logits=True, feature="p").fit(y, z)
+    d = rc.PlattScaling(logits=True).fit(y, z).to_dict()
+    d["params"]["feature"] = "p"
+    with pytest.raises(ValueError, match=r"^params.feature must be 'logit' in a map of logits; "
+                                         r"got 'p'$"):
+        rc.from_dict(d)
+
+
 def test_platt_at_nll_optimum_has_zero_ecd():
     """sum (q - y)(a f + b) = a g_a + b g_b = 0 at the optimum: ECD is 0."""
     y, z = binary(10_000, seed=7)

@@ -17,6 +17,8 @@ import warnings
 import numpy as np
 
 from fastcal import __version__
+from fastcal.process import Stop, Terminated, not_enough_memory
+
 from tracking._output import check_outputs, cleanup, commit_with_stdout, signals_held, to_json
 from tracking.compare import check_plot_path, compare, format_table, plot_report
 from tracking.scenario import SCENARIOS, Scenario, make_scenario
@@ -165,32 +167,14 @@ def _check_sizes(sc, args):
             raise ValueError(msg)
 
 
-def _on_signal(signum, frame):
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, signal.SIG_IGN)  # once: the cleanup must not be interrupted
-    raise _Stopped(signum)
-
-
-class _Stopped(BaseException):
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _install_signals():
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    old = {}
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            old[s] = signal.signal(s, _on_signal)
-        except (ValueError, OSError):
-            pass
-    return old
-
-
 def main(argv=None):
-    """Run the command line; returns the exit status (bad input: 2 with one line on stderr)."""
+    """Run the command line; returns the exit status (bad input: 2 with one line on stderr).
+
+    SIGINT, SIGTERM and SIGHUP end the run with one line and 128 + the signal's number
+    (130 for Ctrl-C) after removing temporary files; run as the command (``argv``
+    None), a signal that comes once the status is known is ignored.
+    """
+    as_command = argv is None and threading.current_thread() is threading.main_thread()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -198,7 +182,8 @@ def main(argv=None):
         return 2
     debug = getattr(args, "debug", False) or os.environ.get("TRACKING_DEBUG", "") not in ("", "0")
     command = args.command
-    old = _install_signals()
+    stop = Stop()
+    stop.install()
     shown = warnings.showwarning
 
     def note(message, category, filename, lineno, file=None, line=None):
@@ -209,34 +194,31 @@ def main(argv=None):
     if not debug:
         warnings.showwarning = note
     try:
-        if command == "compare":
-            return _compare(args)
-        return run_score_cli(args)
-    except _Stopped as exc:
+        status = _compare(args) if command == "compare" else run_score_cli(args)
+        stop.check()
+        return status
+    except (KeyboardInterrupt, Terminated, Exception) as exc:  # one line, no traceback unless --debug
+        stop.seen = True
         cleanup()
-        print(f"{PROG} {command}: stopped by {signal.Signals(exc.signum).name}; temporary files removed",
-              file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        cleanup()
-        if debug:
+        # a signal that came wins over the exception that surfaced (its own, or one it caused)
+        signum = stop.signum or (signal.SIGINT if isinstance(exc, KeyboardInterrupt) else None)
+        if debug and signum in (None, signal.SIGINT):
             raise
-        print(f"{PROG} {command}: interrupted; temporary files removed", file=sys.stderr)
-        return 130
-    except (ValueError, np.linalg.LinAlgError) as exc:
-        cleanup()
-        if debug:
-            raise
+        if signum == signal.SIGINT:
+            print(f"{PROG} {command}: interrupted; temporary files removed", file=sys.stderr)
+            return 130
+        if signum is not None:
+            print(f"{PROG} {command}: stopped by {signal.Signals(signum).name}; temporary files removed",
+                  file=sys.stderr)
+            return 128 + signum
+        memory = not_enough_memory(exc)
         text = str(exc).strip().splitlines()
-        parser.exit(2, f"{PROG} {command}: error: {text[0] if text else type(exc).__name__}\n")
-    except Exception as exc:  # one line, never a traceback unless --debug
-        cleanup()
-        if debug:
-            raise
-        text = str(exc).strip().splitlines()
+        if memory is not None:
+            parser.exit(2, f"{PROG} {command}: error: {memory}\n")
+        if isinstance(exc, (ValueError, np.linalg.LinAlgError)):
+            parser.exit(2, f"{PROG} {command}: error: {text[0] if text else type(exc).__name__}\n")
         parser.exit(1, f"{PROG} {command}: internal error ({type(exc).__name__}): "
                        f"{text[0] if text else ''} (rerun with --debug for the traceback)\n")
     finally:
         warnings.showwarning = shown
-        for s, h in old.items():
-            signal.signal(s, h)
+        stop.restore(as_command)

@@ -24,6 +24,7 @@ import numpy as np
 import warnings
 
 from fastcal.jit import run_threads, thread_range
+from fastcal.messages import show
 from tracking._factory import jacobian_pattern, kernel_for
 from tracking._guard import ModelStalled, model_timeout, probe_models, run_watched, shape_text, stall_text
 from tracking._kernels import SLOT_F, SLOT_H, SLOT_JF, SLOT_JH
@@ -179,7 +180,7 @@ def _params(owner, value):
 
 def _dim(owner, value):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        msg = f"{owner}.ndim must be an integer >= 1, got {value!r}"
+        msg = f"{owner}.ndim must be an integer >= 1, got {show(value)}"
         raise ValueError(msg)
     return int(value)
 
@@ -197,7 +198,7 @@ def motion_spec(motion):
     n = _dim("motion", motion.ndim)
     dt = motion.dt
     if not isinstance(dt, numbers.Real) or isinstance(dt, bool) or not (math.isfinite(dt) and dt > 0):
-        msg = f"motion.dt must be a finite number > 0, got {dt!r}"
+        msg = f"motion.dt must be a finite number > 0, got {show(dt)}"
         raise ValueError(msg)
     Q = _as_float("motion.Q", motion.Q)
     if Q.shape != (n, n):
@@ -550,13 +551,13 @@ class UnscentedKalmanFilter(_KalmanFilter):
             kappa = 3.0 - n
         for name, value in (("alpha", alpha), ("beta", beta), ("kappa", kappa)):
             if not isinstance(value, numbers.Real) or not math.isfinite(value):
-                msg = f"{name} must be a finite real number, got {value!r}"
+                msg = f"{name} must be a finite real number, got {show(value)}"
                 raise ValueError(msg)
         if not alpha > 0:
-            msg = f"alpha must be > 0, got {alpha!r}"
+            msg = f"alpha must be > 0, got {show(alpha)}"
             raise ValueError(msg)
         if not n + kappa > 0:
-            msg = f"kappa must be > -{n} so that n + lambda = alpha^2 (n + kappa) > 0, got {kappa!r}"
+            msg = f"kappa must be > -{n} so that n + lambda = alpha^2 (n + kappa) > 0, got {show(kappa)}"
             raise ValueError(msg)
         self.alpha = float(alpha)
         self.beta = float(beta)

@@ -67,6 +67,7 @@ import numbers
 
 import numpy as np
 
+from fastcal.messages import show
 from tracking import _kernels as _k
 from tracking._guard import bounds_checked
 
@@ -86,13 +87,13 @@ __all__ = [
 
 def _check_real(name, value, *, positive=False, non_negative=False):
     if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
-        msg = f"{name} must be a finite real number, got {value!r}"
+        msg = f"{name} must be a finite real number, got {show(value)}"
         raise ValueError(msg)
     if positive and not value > 0:
-        msg = f"{name} must be > 0, got {value!r}"
+        msg = f"{name} must be > 0, got {show(value)}"
         raise ValueError(msg)
     if non_negative and not value >= 0:
-        msg = f"{name} must be >= 0, got {value!r}"
+        msg = f"{name} must be >= 0, got {show(value)}"
         raise ValueError(msg)
     return float(value)
 
@@ -104,10 +105,10 @@ def _check_indices(name, value, length):
         out = None
     if (out is None or len(out) != length
             or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0 for i in out)):
-        msg = f"{name} must be {length} non-negative integer state indices, got {value!r}"
+        msg = f"{name} must be {length} non-negative integer state indices, got {show(value)}"
         raise ValueError(msg)
     if len(set(out)) != len(out):
-        msg = f"{name} must name {length} different state components, got {value!r}"
+        msg = f"{name} must name {length} different state components, got {show(value)}"
         raise ValueError(msg)
     return tuple(int(i) for i in out)
 
@@ -119,14 +120,14 @@ def _check_position(value, length):
         out = ()
     if len(out) != length:
         names = ("sx", "sy", "sz")[:length]
-        msg = f"position must be {length} coordinates ({', '.join(names)}), got {value!r}"
+        msg = f"position must be {length} coordinates ({', '.join(names)}), got {show(value)}"
         raise ValueError(msg)
     return tuple(_check_real(f"position[{i}]", v) for i, v in enumerate(out))
 
 
 def _check_dims(dims):
     if dims not in (2, 3) or isinstance(dims, bool):
-        msg = f"dims must be 2 or 3 (spatial dimensions), got {dims!r}"
+        msg = f"dims must be 2 or 3 (spatial dimensions), got {show(dims)}"
         raise ValueError(msg)
     return int(dims)
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fastcal.messages import show
 from tracking import _kernels as _k
 from tracking.filters import _check_spd, motion_spec, sensor_spec
 from tracking.models import (
@@ -106,7 +107,7 @@ class Scenario:
         for name in ("runs", "steps", "seed"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-                msg = f"{name} must be an integer, got {value!r}"
+                msg = f"{name} must be an integer, got {show(value)}"
                 raise ValueError(msg)
         if self.runs < 2:
             msg = f"runs must be >= 2 for the chi-square bands, got {self.runs}"
@@ -121,7 +122,7 @@ class Scenario:
                      "range0", "speed", "p0_pos", "p0_vel", "missing"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
-                msg = f"{name} must be a finite number, got {value!r}"
+                msg = f"{name} must be a finite number, got {show(value)}"
                 raise ValueError(msg)
             object.__setattr__(self, name, float(value))
             if name != "missing" and abs(value) > MAX_PARAM:
@@ -133,10 +134,10 @@ class Scenario:
                 msg = f"{name} must be > 0, got {getattr(self, name)!r}"
                 raise ValueError(msg)
         if self.q < 0:
-            msg = f"q must be >= 0, got {self.q!r}"
+            msg = f"q must be >= 0, got {show(self.q)}"
             raise ValueError(msg)
         if not 0 <= self.missing < 1:
-            msg = f"missing must be in [0, 1), got {self.missing!r}"
+            msg = f"missing must be in [0, 1), got {show(self.missing)}"
             raise ValueError(msg)
         custom = self.motion is not None
         if self.motion is None:
@@ -164,7 +165,7 @@ class Scenario:
             try:
                 value = np.array(value, dtype=np.float64)
             except (TypeError, ValueError):
-                msg = f"{key} must be an array of real numbers of shape {shape}, got {value!r}"
+                msg = f"{key} must be an array of real numbers of shape {shape}, got {show(value)}"
                 raise ValueError(msg) from None
             if value.shape != shape:
                 msg = f"{key} has shape {value.shape}; expected {shape} for a state of dimension {n}"
@@ -176,7 +177,7 @@ class Scenario:
             object.__setattr__(self, key, value)
         _check_spd("P0", self.P0)
         if not isinstance(self.name, str) or not self.name:
-            msg = f"name must be a non-empty string, got {self.name!r}"
+            msg = f"name must be a non-empty string, got {show(self.name)}"
             raise ValueError(msg)
         if self.description is None:
             object.__setattr__(self, "description", (
@@ -345,6 +346,6 @@ def make_scenario(name="range-bearing", *, runs=100, steps=50, seed=0, missing=0
     (6, 3, 'radar-3d')
     """
     if name not in SCENARIOS:
-        msg = f"scenario must be one of {', '.join(repr(k) for k in SCENARIOS)}; got {name!r}"
+        msg = f"scenario must be one of {', '.join(repr(k) for k in SCENARIOS)}; got {show(name)}"
         raise ValueError(msg)
     return SCENARIOS[name][1](runs, steps, seed, missing)

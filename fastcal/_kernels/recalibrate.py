@@ -11,10 +11,12 @@ invalid (probability outside [0, 1], infinite logit, label not 0/1 or not a
 class index; counted in ``N_BAD``); the caller decides whether either is an
 error.
 
-Binary (``sums_binary``): q = sigmoid(a f + b) with f the logit (or
-logit(p) for probabilities, p clipped to [CLIP, 1 - CLIP]); the NLL of a
-row is softplus(-(a f + b)) for y = 1 and softplus(a f + b) for y = 0,
-computed stably. Temperature scaling is a = 1 / T, b = 0.
+Binary (``sums_binary``): q = sigmoid(a f + b) with f, by the ``feature``
+code, logit(p) for probabilities (FEATURE_LOGIT_OF_P, p clipped to [CLIP,
+1 - CLIP]), the logit itself (FEATURE_LOGIT) or p itself (FEATURE_P,
+scikit-learn's sigmoid calibration of ``predict_proba``); the NLL of a row is
+softplus(-(a f + b)) for y = 1 and softplus(a f + b) for y = 0, computed
+stably. Temperature scaling is a = 1 / T, b = 0 on a logit.
 
 K classes (``sums_multiclass``): q = softmax(s z) with z the logits (or
 log p, floored at log LOG_FLOOR = log 1e-300 = -690.8: p = 0 is treated as
@@ -36,6 +38,9 @@ LOG_FLOOR = 1e-300  # K classes from probabilities: log p is log(max(p, LOG_FLOO
 
 CLIP = 1e-15  # probabilities are clipped to [CLIP, 1 - CLIP] before their logit
 
+# the binary feature f of sums_binary and feature_histogram (0 and 1: False and True of logits)
+FEATURE_LOGIT_OF_P, FEATURE_LOGIT, FEATURE_P = 0, 1, 2
+
 
 @njit(inline="always", cache=True)
 def _softplus(x):
@@ -54,27 +59,29 @@ def _sigmoid(x):
 
 
 @njit(inline="always", cache=True)
-def _feature(v, logits):
-    """(feature, status) of one binary input: status 0 ok, 1 NaN, 2 invalid."""
+def _feature(v, feature):
+    """(feature f, status) of one binary input: status 0 ok, 1 NaN, 2 invalid."""
     if v != v:
         return 0.0, 1
-    if logits:
+    if feature == FEATURE_LOGIT:
         if np.isinf(v):
             return 0.0, 2
         return v, 0
     if v < 0.0 or v > 1.0:
         return 0.0, 2
+    if feature == FEATURE_P:
+        return v, 0
     p = min(max(v, CLIP), 1.0 - CLIP)
     return np.log(p) - np.log1p(-p), 0
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def sums_binary(x, y, logits, a, b, keep_certain, out):
+def sums_binary(x, y, feature, a, b, keep_certain, out):
     """Add the NLL sums of q = sigmoid(a f + b) over the rows of (x, y) to ``out``.
 
     ``out[G_A], out[G_B]``: gradient in (a, b); ``H_AA, H_AB, H_BB``: Hessian;
     ``T_AAA``: third derivative in a (the safe target's Newton step).
-    ``keep_certain`` (probabilities only): a row with p exactly 0 or 1 is a
+    ``keep_certain`` (FEATURE_LOGIT_OF_P only): a row with p exactly 0 or 1 is a
     fixed point of the map (temperature scaling keeps it, as its transform
     does): it counts in N_ROWS and adds nothing else; with the wrong label it
     is counted in N_ZERO_TRUE (its NLL and ECD term are +inf at every T).
@@ -91,7 +98,7 @@ def sums_binary(x, y, logits, a, b, keep_certain, out):
     taaa = 0.0
     n_zero = 0.0
     for i in range(x.shape[0]):
-        f, st = _feature(np.float64(x[i]), logits)
+        f, st = _feature(np.float64(x[i]), feature)
         yi = np.float64(y[i])
         if yi != yi:
             st = max(st, 1)
@@ -103,7 +110,7 @@ def sums_binary(x, y, logits, a, b, keep_certain, out):
         if st == 2:
             n_bad += 1.0
             continue
-        if keep_certain and not logits:
+        if keep_certain and feature == FEATURE_LOGIT_OF_P:
             v = np.float64(x[i])
             if v == 0.0 or v == 1.0:
                 n += 1.0
@@ -315,16 +322,16 @@ def _feature_bin(f):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def feature_histogram(x, y, logits, keep_certain, counts, sum_f):
+def feature_histogram(x, y, feature, keep_certain, counts, sum_f):
     """Rows and sum of the feature f per (label, sign, bin); ``counts`` and
     ``sum_f`` have shape (2, 2, N_FEATURE_BINS). Invalid and NaN rows are skipped
     (``sums_binary`` counts them), and with ``keep_certain`` rows of p = 0 or 1."""
     for i in range(x.shape[0]):
-        f, st = _feature(np.float64(x[i]), logits)
+        f, st = _feature(np.float64(x[i]), feature)
         yi = np.float64(y[i])
         if st != 0 or (yi != 0.0 and yi != 1.0):
             continue
-        if keep_certain and not logits and (x[i] == 0.0 or x[i] == 1.0):
+        if keep_certain and feature == FEATURE_LOGIT_OF_P and (x[i] == 0.0 or x[i] == 1.0):
             continue
         c = np.int64(yi)
         sg = 1 if f < 0.0 else 0

@@ -19,6 +19,7 @@ from fastcal import backends
 from fastcal.backends.layout import EDGE_DTYPES, Dims
 from fastcal.backends.spec import FillSpec
 from fastcal.inputs.binning import Bins
+from fastcal.inputs.validation import show
 from fastcal.accumulators import checks as ck
 
 __all__ = ["Accumulator", "Binned", "EDGE_DTYPES", "Mergeable", "check_start"]
@@ -205,7 +206,7 @@ class Mergeable:
 def check_start(start):
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
         msg = (f"start must be an integer >= 0 (the global index of the chunk's first row); "
-               f"got {start!r}")
+               f"got {show(start)}")
         raise ValueError(msg)
     return int(start)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from fastcal import backends
 from fastcal.backends.layout import LAYOUTS, Dims
+from fastcal.inputs.validation import show
 from fastcal.accumulators.base import Mergeable
 
 NAN_POLICIES = ("raise", "propagate", "omit")
@@ -31,7 +32,7 @@ ecd : float or ndarray
 
 def check_nan_policy(nan_policy, allowed):
     if nan_policy not in allowed:
-        msg = f"nan_policy must be one of {allowed}, got {nan_policy!r}"
+        msg = f"nan_policy must be one of {allowed}, got {show(nan_policy)}"
         raise ValueError(msg)
 
 
@@ -78,15 +79,15 @@ class GaussianAccumulator(Mergeable):
 
     def __init__(self, dim, *, shape=()):
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
-            msg = f"dim must be an integer >= 1, got {dim!r}"
+            msg = f"dim must be an integer >= 1, got {show(dim)}"
             raise ValueError(msg)
         try:
             shape = tuple(int(s) for s in shape)
         except TypeError:
-            msg = f"shape must be a tuple of non-negative integers, got {shape!r}"
+            msg = f"shape must be a tuple of non-negative integers, got {show(shape)}"
             raise ValueError(msg) from None
         if any(s < 0 for s in shape):
-            msg = f"shape must be a tuple of non-negative integers, got {shape!r}"
+            msg = f"shape must be a tuple of non-negative integers, got {show(shape)}"
             raise ValueError(msg)
         self.dim = int(dim)
         self.shape = shape

@@ -16,6 +16,7 @@ from fastcal.inputs.binning import Bins
 from fastcal._kernels import binary as kb
 from fastcal._kernels import smooth as ks
 from fastcal.reports.stats import check_count, check_seed
+from fastcal.inputs.validation import show
 
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",
@@ -146,8 +147,8 @@ def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets
                 smooth=False):
     """The bytes of a binned state by part (a dict of part -> bytes): ``n_classes``
     None for a binary state (or one whose K is not known yet)."""
-    # 8 bytes an int64 count or a float64 sum (the arrays of kb.new_state, Bootstrap,
-    # ValueBuckets, SmoothGridSums and km.new_state's class-wise ones)
+    # 8 bytes an int64 count or a float64 sum (the arrays of the binned layouts of
+    # fastcal.backends.layout: per bin, replicates, buckets, grid, class-wise)
     parts = {"per-bin arrays": 8 * ((n_bins + 1) * (kb.N_COUNTS + kb.N_SUMS) + kb.N_TOTALS),
              f"bootstrap replicates (n_boot={n_boot:,} x n_bins x 32 bytes)": n_boot * n_bins * 32,
              f"ACE buckets (ace_buckets={ace_buckets:,})":
@@ -195,6 +196,6 @@ def _gib(n):
 def check_buckets(n):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or (
             n and (n & (n - 1) or n < 16 or n > 1 << 24)):
-        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {n!r}"
+        msg = f"ace_buckets must be 0 or a power of two from 16 to 2**24; got {show(n)}"
         raise ValueError(msg)
     return int(n)

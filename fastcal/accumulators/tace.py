@@ -9,7 +9,9 @@ are split into R equal-mass ranges by the one equal-mass algorithm
 
 freq the fraction of the range's rows with label k and conf its mean p_k;
 a range without rows (a class with fewer than R probabilities above the
-threshold) adds 0, as in the paper's sum. Each class costs its own passes
+threshold) adds 0, as in the paper's sum. With no probability above the
+threshold in any class the sum has no terms: TACE is undefined, NaN (the
+report says why), not 0. Each class costs its own passes
 (a value histogram, then the equal-mass resolution and fill), about 2-3 K
 passes in all.
 """
@@ -17,22 +19,25 @@ passes in all.
 import numpy as np
 
 from fastcal.accumulators import equal_mass as em
+from fastcal.inputs.validation import show
 
 
 def check_threshold(threshold):
     ok = isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(
         threshold, bool) and 0.0 <= float(threshold) < 1.0
     if not ok:
-        msg = f"tace_threshold must be a number in [0, 1); got {threshold!r}"
+        msg = f"tace_threshold must be a number in [0, 1); got {show(threshold)}"
         raise ValueError(msg)
     return float(threshold)
 
 
 def tace(parts_of, n_classes, n_ranges, threshold):
     """(tace, passes); ``parts_of(k)``: the parts of class k's pairs
-    (:func:`~fastcal.accumulators.equal_mass.ranking_pair` with ``column=k``)."""
+    (:func:`~fastcal.accumulators.equal_mass.ranking_pair` with ``column=k``).
+    NaN when no probability is above the threshold."""
     total = 0.0
     passes = 0
+    ranked = 0
     for k in range(n_classes):
         parts = parts_of(k)
         hist, = parts.map(em._value_histogram, (True, em.n_buckets_for(n_ranges)),
@@ -40,10 +45,13 @@ def tace(parts_of, n_classes, n_ranges, threshold):
         passes += 1
         if hist.sum() == 0:
             continue
+        ranked += 1
         counts, sums, _, _, _, extra = em.groups(parts, n_ranges, omit=True, eps=None,
                                                  with_logs=False, hist=hist)
         passes += extra
         full = counts[:, 0] > 0
         c = counts[full, 0].astype(np.float64)
         total += float(np.sum(np.abs(counts[full, 1] / c - sums[full, 0] / c)))
+    if not ranked:
+        return float("nan"), passes
     return total / (n_classes * n_ranges), passes

@@ -706,11 +706,11 @@ def fill_grid(y, x, spec):
 def ranked(batch, pair):
     """The ranked pair on the host. Logits and K classes in GPU memory are ranked
     on the GPU (the values its fill bucketed: libdevice's exp may differ from the
-    host's by an ulp) and only the pair is copied; other data, and a class
-    column (TACE), is ranked on the host, as the CPU ranks it."""
+    host's by an ulp) and only the pair is copied; other data, a class column
+    (TACE) and the rows as given (``raw``), on the host, as the CPU ranks it."""
     y, p = batch.y, batch.p
-    if pair.get("column") is None and is_device_array(p) and batch.kind in ("logits",
-                                                                            "multiclass"):
+    if pair.get("column") is None and not pair.get("raw") and is_device_array(p) \
+            and batch.kind in ("logits", "multiclass"):
         ry, rx = (a.copy_to_host() for a in ranking_pair(
             y, p, kind=batch.kind, logits=pair["logits"], renormalize=pair["renormalize"]))
         return v.as_labels_1d(ry), rx

@@ -9,6 +9,7 @@ import os
 import re
 
 from fastcal.inputs.validation import check_n_bins
+from fastcal.sources.readers.base import _url_scheme
 
 EXIT_OK = 0
 EXIT_BAD = 2
@@ -41,6 +42,23 @@ def _check_bins(option, value):
         check_n_bins(value)
     except ValueError as exc:
         raise _Fail(str(exc).replace("n_bins", option, 1)) from None
+
+
+def _check_local_output(option, target):
+    """An output that is a URL (s3://, https://...): one line saying they are not
+    written yet (the data's path: ``fastcal.sources.readers.base._check_local``)."""
+    scheme = _url_scheme(target)
+    if scheme is not None:
+        raise _Fail(f"{option} {target}: {scheme}:// URLs are not written yet; give a local "
+                    "file name")
+
+
+def _check_local_input(option, path):
+    """A file read by an option (``--recalibration``) that is a URL: one line."""
+    scheme = _url_scheme(path)
+    if scheme is not None:
+        raise _Fail(f"{option} {path}: {scheme}:// URLs are not read yet; copy the file to "
+                    "a local path and pass that")
 
 
 def _debug(args):
@@ -84,6 +102,13 @@ _WORDS = [
     (re.compile(r"\bchunk_rows\b"), "--chunk-rows"),
     (re.compile(r"\brows_per_partition\b"), "--chunk-rows"),
     (re.compile(r"\beps must\b"), "--eps must"),
+    # the options of one optional measure (fastcal.score._for_metric)
+    (re.compile(r"\bsweep='(\w+)'"), r"--sweep \1"),
+    (re.compile(r"\btace_threshold=(?=\d)"), "--tace-threshold "),
+    (re.compile(r"\bmetrics=\['(\w+)'\]"), r"--metrics \1"),
+    (re.compile(r"\bleave (sweep|tace_threshold) out\b"),
+     lambda m: f"leave --{m.group(1).replace('_', '-')} out"),
+    (re.compile(r"\btace_threshold must\b"), "--tace-threshold must"),
 ]
 
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from fastcal import _atomic
-from fastcal.commands.common import MAX_PLOT_BINS, _Fail
+from fastcal.commands.common import MAX_PLOT_BINS, _check_local_output, _Fail
 from fastcal.reports import plot
 from fastcal.writers import _one_line
 
@@ -27,6 +27,7 @@ def _check_target(option, target, inputs):
     anything inside it is input)."""
     if target == "-":
         return
+    _check_local_output(option, target)
     if _atomic.is_special(target):
         return  # a FIFO or device: written through
     real = _atomic.resolve(target)

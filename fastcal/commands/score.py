@@ -8,7 +8,8 @@ import time
 
 from fastcal import files
 from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, _check_bins, _check_range,
-                                     _cli_words, _columns, _Fail, _input_format)
+                                     _check_local_input, _cli_words, _columns, _Fail,
+                                     _input_format)
 from fastcal.commands.outputs import (_check_outputs, _check_plot_bins, _figure_bytes,
                                       _plot_type, _write)
 from fastcal.inputs.validation import check_eps
@@ -121,6 +122,7 @@ def _load_recalibration(path, logits):
     try:
         model = recalibrate.load(path)
     except OSError as exc:
+        _check_local_input("--recalibration", path)
         raise _Fail(f"--recalibration {path}: {exc.strerror or _one_line(exc)}") from None
     except ValueError as exc:
         raise _Fail(f"--recalibration {_one_line(exc)}") from None

@@ -6,8 +6,8 @@ import sys
 import time
 
 from fastcal import _atomic
-from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, MAX_SIM_ROWS, _check_range,
-                                     _Fail)
+from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, MAX_SIM_ROWS, _check_local_output,
+                                     _check_range, _Fail)
 from fastcal.writers import simulate_file
 
 _SIM_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".csv.gz": "csv",
@@ -22,6 +22,7 @@ def run(args):
         raise _Fail(f"--sigma must be a finite number >= 0; got {args.sigma!r}")
     if args.out == "-":
         raise _Fail("OUT -: simulate writes a file, not standard output")
+    _check_local_output("OUT", args.out)
     fmt = _sim_format(args.out, args.format)
     t0 = time.perf_counter()
     simulate_file(args.out, n=args.n, sigma=args.sigma, seed=args.seed, format=fmt,

@@ -7,7 +7,9 @@ again. Kinds:
 
 - ``"binary"``: y 0/1 (n,), p probabilities of class 1 (n,)
 - ``"logits"``: y 0/1 (n,), p logits of class 1 (n,)
-- ``"multiclass"``: y class indices (n,), p (n, K) probabilities or logits
+- ``"multiclass"``: y class indices (n,), p (n, K) probabilities or logits;
+  K = 2 too (scikit-learn's ``predict_proba`` of a binary model): scored as 2
+  classes, top-label, and the report says so (:data:`TWO_CLASSES`)
 - ``"soft"``: y (n, K) label distributions, p (n, K) probabilities or logits
 
 Devices: ``"cpu"`` (host numpy arrays) or ``"cuda"`` (arrays in GPU memory,
@@ -25,6 +27,12 @@ from fastcal.inputs import validation as v
 
 KINDS = ("binary", "logits", "multiclass", "soft")
 DEVICES = ("cpu", "cuda")
+
+# What a report of (n, 2) predictions says: the gate scores them as 2 classes, top-label
+TWO_CLASSES = ("2 probability columns are scored as K = 2 classes, top-label: a row's bin is "
+               "that of its larger probability, and accuracy that of the argmax. For the binary "
+               "report of class 1, pass its column alone: y_prob[:, 1] in Python (logits: "
+               "z[:, 1] - z[:, 0]), --prob with that one column on the command line.")
 
 SOFT_ON_GPU = ("device='cuda': soft labels (a 2-D y_true, one label distribution per row) "
                "have no GPU kernel; score them on the host (device=None or 'cpu', or "

@@ -5,6 +5,8 @@ import numbers
 import numpy as np
 
 from fastcal.inputs.convert import to_numpy
+from fastcal.messages import show  # noqa: F401 (re-exported: the checks' messages use it)
+
 
 NAN_POLICIES = ("raise", "omit")
 CLOSED = ("left", "right")
@@ -15,7 +17,7 @@ STRATEGIES = ("uniform", "quantile")
 def check_choice(name, value, allowed):
     """Raise if value is not one of the allowed strings."""
     if value not in allowed:
-        msg = f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}"
+        msg = f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {show(value)}"
         raise ValueError(msg)
     return value
 
@@ -24,11 +26,17 @@ def check_choice(name, value, allowed):
 #: and the report grow with the bins.
 MAX_BINS = 1_000_000
 
+#: The bins of a report when none are asked for: every function of the API that bins
+#: (``n_bins=10``, kept equal to this by tests/test_cli_defaults.py) and both commands
+#: (``fastcal score``, the before/after table of ``fastcal recalibrate``).
+DEFAULT_N_BINS = 10
+
 
 def check_n_bins(n_bins):
     """n_bins as an int in [1, MAX_BINS]; one message for the API and the CLI."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, numbers.Integral):
-        msg = f"n_bins must be an integer >= 1; got {n_bins!r} of type {type(n_bins).__name__}"
+        msg = (f"n_bins must be an integer >= 1; got {show(n_bins)} of type "
+               f"{type(n_bins).__name__}")
         raise ValueError(msg)
     if n_bins < 1:
         msg = f"n_bins must be >= 1; got {n_bins}"
@@ -45,7 +53,7 @@ def check_eps(eps):
         return 0.0
     eps = float(eps)
     if not (0.0 <= eps < 0.5):
-        msg = f"eps must be in [0, 0.5); got {eps!r}"
+        msg = f"eps must be in [0, 0.5); got {show(eps)}"
         raise ValueError(msg)
     return eps
 
@@ -58,7 +66,7 @@ def check_threads(threads):
     if threads is None:
         return numba.get_num_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        msg = f"threads must be a positive integer; got {threads!r}"
+        msg = f"threads must be a positive integer; got {show(threads)}"
         raise ValueError(msg)
     if threads > limit:
         msg = f"threads must be at most NUMBA_NUM_THREADS={limit}; got {threads}"
@@ -323,6 +331,6 @@ def check_n_classes(n_classes):
     if n_classes is None:
         return None
     if isinstance(n_classes, bool) or not isinstance(n_classes, numbers.Integral) or n_classes < 2:
-        msg = f"n_classes must be an integer >= 2; got {n_classes!r}"
+        msg = f"n_classes must be an integer >= 2; got {show(n_classes)}"
         raise ValueError(msg)
     return int(n_classes)

@@ -10,6 +10,7 @@ from fastcal.inputs.batch import resolve_predictions
 from fastcal.recalibrate.passes import PROBABILITIES
 from fastcal.recalibrate.sources import _Data
 from fastcal.sources.arrays import ArraySource
+from fastcal.inputs.validation import show
 
 
 NAN_POLICIES = ("raise", "omit")
@@ -96,10 +97,10 @@ class _Recalibration:
 def _check_common(logits, nan_policy, max_passes, tol):
     v.check_choice("nan_policy", nan_policy, NAN_POLICIES)
     if isinstance(max_passes, bool) or not isinstance(max_passes, int) or max_passes < 1:
-        msg = f"max_passes must be a positive integer; got {max_passes!r}"
+        msg = f"max_passes must be a positive integer; got {show(max_passes)}"
         raise ValueError(msg)
     if not (isinstance(tol, (int, float)) and 0.0 < tol < 1e-2):
-        msg = f"tol must be a number in (0, 0.01); got {tol!r}"
+        msg = f"tol must be a number in (0, 0.01); got {show(tol)}"
         raise ValueError(msg)
     return bool(logits)
 

@@ -46,7 +46,9 @@ class _Binned(_Recalibration):
 
         The others are divided by their own sum, not by 1 - max p: near max p = 1
         the two differ by the input's rounding, amplified by 1 / (1 - max p).
-        A row whose other classes are all 0 shares the rest evenly among them.
+        A row whose other classes are all 0 shares the rest evenly among them;
+        rows stay finite and non-negative whatever that sum is, subnormal
+        included (:func:`with_top_label`).
         """
         self._check_fitted()
         p = v.to_array("y_prob", y_prob)
@@ -56,17 +58,28 @@ class _Binned(_Recalibration):
         if kind != "multiclass":
             return self._map(q, dtype)
         k = np.argmax(q, axis=1)
-        rows = np.arange(q.shape[0])
-        conf = q[rows, k]
-        new = self._map(conf, dtype)
-        out = q.copy()
-        out[rows, k] = 0.0
-        rest = out.sum(axis=1)  # the other classes' own sum
-        with np.errstate(invalid="ignore", divide="ignore"):
-            scale = np.where(rest > 0, (1.0 - new) / rest, 0.0)
-        out *= scale[:, None]
-        flat = rest <= 0  # a certain row: share the rest evenly
-        if flat.any():
-            out[flat] = ((1.0 - new[flat]) / (q.shape[1] - 1))[:, None]
-        out[rows, k] = new
-        return out
+        return with_top_label(q, k, self._map(q[np.arange(q.shape[0]), k], dtype))
+
+
+def with_top_label(q, k, new):
+    """K-class rows ``q`` (float64) with class ``k[i]`` of row i set to ``new[i]``
+    and the other classes rescaled to share 1 - new[i] in their own ratios.
+
+    Each other class is divided by the others' own sum first (a share in [0, 1]:
+    no term exceeds the sum of the non-negative terms it is part of), then
+    multiplied by 1 - new: finite whatever that sum is, subnormal included
+    (1 - new divided by a subnormal sum overflows to inf, and inf * 0 is NaN).
+    A row whose other classes are all 0 shares 1 - new evenly among them.
+    Rows stay non-negative and sum to 1 to rounding; a NaN row stays NaN.
+    """
+    rows = np.arange(q.shape[0])
+    out = q.copy()
+    out[rows, k] = 0.0
+    rest = out.sum(axis=1)  # the other classes' own sum
+    flat = rest == 0.0  # a certain row: share the rest evenly
+    out /= np.where(flat, 1.0, rest)[:, None]
+    if flat.any():
+        out[flat] = 1.0 / (q.shape[1] - 1)
+    out *= (1.0 - new)[:, None]
+    out[rows, k] = new
+    return out

@@ -8,6 +8,7 @@ from fastcal.recalibrate.methods import make
 from fastcal.reports.plot import _matplotlib, save_atomic, wilson_interval
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
+from fastcal.inputs.validation import show
 
 
 class Evaluation:
@@ -86,14 +87,14 @@ def before_after_diagram(before, after, path=None, *, title=None, level=0.95):
     return fig
 
 
-def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False, n_bins=15,
+def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False, n_bins=10,
              threads=None, **options):
     """Cross-fitted before / after evaluation of a recalibration in one call.
 
     The rows are split into ``cv`` folds (a seeded permutation); the rows of
     each fold are recalibrated by the map fitted on the other folds, and all
     rows are then scored before and after (ECD, ECE, Brier, NLL, the ECD test,
-    ``n_bins`` uniform bins). ``options`` go to the method (``target``,
+    ``n_bins`` uniform bins, 10 as in every report). ``options`` go to the method (``target``,
     ``alpha``, ``n_bins`` of histogram binning as ``hist_bins``...).
 
     Returns
@@ -101,7 +102,7 @@ def evaluate(y_true, y_prob, *, method="temperature", cv=5, seed=0, logits=False
     Evaluation
     """
     if isinstance(cv, bool) or not isinstance(cv, int) or cv < 2:
-        msg = f"cv must be an integer >= 2 (folds); got {cv!r}"
+        msg = f"cv must be an integer >= 2 (folds); got {show(cv)}"
         raise ValueError(msg)
     batch = resolve(y_true, y_prob, logits=logits, soft=False)  # maps fit hard labels
     n = batch.n

@@ -14,7 +14,8 @@ def from_dict(d):
     Every field is checked before anything is built (a map is data, never
     code): one ValueError names the first bad field. Temperature: a finite
     T in [MIN_TEMPERATURE, MAX_TEMPERATURE] = [1e-6, 1e6]; Platt: finite a > 0
-    and b (a <= 0 would invert the ranking); isotonic: one knot or more,
+    and b (a <= 0 would invert the ranking), feature "logit" (also when
+    absent) or "p" (not in a map of logits); isotonic: one knot or more,
     x strictly increasing in [0, 1], y non-decreasing in [0, 1], equal
     lengths; histogram: n_bins in [1, MAX_MAP_BINS] equal to len(values),
     values in [0, 1], counts (optional) non-negative integers; ``n`` an

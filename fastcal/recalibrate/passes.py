@@ -18,20 +18,29 @@ def _add(acc, r):
     return acc + r
 
 
-def _pass_binary(y, x, logits, a, b, keep_certain):
+def feature_code(logits, on_p=False):
+    """The kernels' code of the binary feature f: the logit (``logits``), p itself
+    (``on_p``) or logit(p)."""
+    if logits:
+        return kr.FEATURE_LOGIT
+    return kr.FEATURE_P if on_p else kr.FEATURE_LOGIT_OF_P
+
+
+def _pass_binary(y, x, feature, a, b, keep_certain):
+    """The NLL sums of sigmoid(a f + b); ``feature``: :func:`feature_code`."""
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, a, b, keep_certain, out)
+    kr.sums_binary(x, y, feature, a, b, keep_certain, out)
     return out
 
 
-def _pass_binary_hist(y, x, logits, keep_certain):
+def _pass_binary_hist(y, x, feature, keep_certain):
     """The sums at (a, b) = (1, 0) and the fine histogram of the feature per label
     (``keep_certain``: rows of p = 0 or 1 are fixed points, see ``kr.sums_binary``)."""
     out = np.zeros(kr.N_SUMS, np.float64)
-    kr.sums_binary(x, y, logits, 1.0, 0.0, keep_certain, out)
+    kr.sums_binary(x, y, feature, 1.0, 0.0, keep_certain, out)
     counts = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
     sum_f = np.zeros((2, 2, kr.N_FEATURE_BINS), np.float64)
-    kr.feature_histogram(x, y, logits, keep_certain, counts, sum_f)
+    kr.feature_histogram(x, y, feature, keep_certain, counts, sum_f)
     return out, counts, sum_f
 
 

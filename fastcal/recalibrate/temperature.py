@@ -14,7 +14,8 @@ from fastcal.recalibrate.fields import MAX_TEMPERATURE, MIN_TEMPERATURE, _field,
 from fastcal.recalibrate.passes import (SAMPLE_ROWS, _add_sample, _logit, _pass_binary,
                                         _pass_binary_hist, _pass_multiclass,
                                         _pass_multiclass_sample, _Points, _sigmoid,
-                                        _softmax)
+                                        _softmax, feature_code)
+from fastcal.inputs.validation import show
 
 
 TARGETS = ("nll", "safe")
@@ -102,7 +103,7 @@ class TemperatureScaling(_Recalibration):
         if data.multiclass:
             out = data.map(True, _pass_multiclass, (self.logits, float(s)))
         else:
-            out = data.map(True, _pass_binary, (self.logits, float(s), 0.0, True))
+            out = data.map(True, _pass_binary, (feature_code(self.logits), float(s), 0.0, True))
         data.check(out[kr.N_NAN], out[kr.N_BAD], out[kr.N_ROWS])
         return out
 
@@ -136,7 +137,8 @@ class TemperatureScaling(_Recalibration):
         else:
             # pass 1: the sums at T = 1 and a fine histogram of the logits, on which the
             # answer is found in memory; the exact passes then only polish it
-            first, counts, sum_f = data.map(True, _pass_binary_hist, (self.logits, True))
+            first, counts, sum_f = data.map(True, _pass_binary_hist,
+                                            (feature_code(self.logits), True))
             data.check(first[kr.N_NAN], first[kr.N_BAD], first[kr.N_ROWS])
             if counts.sum() == 0:
                 msg = (f"temperature scaling: every row has p = 0 or 1 ({int(first[kr.N_ROWS])} "
@@ -274,7 +276,7 @@ def _p_over(z):
 
 def _check_alpha(alpha):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-        msg = f"alpha must be a number in (0, 0.5); got {alpha!r}"
+        msg = f"alpha must be a number in (0, 0.5); got {show(alpha)}"
         raise ValueError(msg)
     return float(alpha)
 

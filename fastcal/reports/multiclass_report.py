@@ -6,6 +6,7 @@ from functools import partial
 
 import numpy as np
 
+from fastcal.inputs.batch import TWO_CLASSES
 from fastcal.reports import measures as _measures
 from fastcal.reports._json import clean as _clean
 from fastcal.reports.report import CalibrationReport, table_cell
@@ -51,11 +52,21 @@ class MulticlassReport(CalibrationReport):
         number as ``classwise_ece``.
     tace : float
         Thresholded Adaptive Calibration Error (Nixon et al., 2019); NaN unless
-        asked for (``metrics=("tace",)``).
+        asked for (``metrics=("tace",)``), and NaN with a note (:meth:`notes`)
+        when no class probability is above the threshold.
+    tace_threshold : float or None
+        The threshold TACE was computed with (None when it was not asked for).
     class_bins : dict of (K, n_bins) arrays
         ``count`` (rows whose p_k is in the bin), ``n_true`` (of those, label
         k), ``conf`` (mean p_k), ``frequency`` (n_true / count); plus
         ``lower``/``upper`` edges. Empty cells are count 0 and NaN.
+
+    Notes
+    -----
+    :meth:`notes` adds to the binary report's: (n, 2) predictions (a binary
+    model's ``predict_proba``) are scored as K = 2 classes, top-label, not as
+    the binary report of class 1 (which bins p_1 from 0 to 1: ``y_prob[:, 1]``);
+    TACE undefined.
 
     Examples
     --------
@@ -74,6 +85,9 @@ class MulticlassReport(CalibrationReport):
     classwise_ece_debiased: float = float("nan")
     sce: float = float("nan")
     tace: float = float("nan")
+    tace_threshold: object = None
+
+    _CERTAIN_WRONG = "the true class has probability exactly 0"
 
     @classmethod
     def from_multiclass_state(cls, counts, sums, totals, per_class, per_bin, *, n_classes,
@@ -103,15 +117,29 @@ class MulticlassReport(CalibrationReport):
             setattr(rep, name, x)
         return rep
 
+    def notes(self):
+        """The binary report's notes, then: K = 2 (how to get the binary report
+        of class 1), TACE undefined."""
+        out = super().notes()
+        if self.n_classes == 2:
+            out.append(TWO_CLASSES)
+        if self.tace_threshold is not None and math.isnan(self.tace):
+            out.append(f"TACE is undefined (NaN): no class probability is above tace_threshold "
+                       f"= {self.tace_threshold:g}; lower the threshold (--tace-threshold on the "
+                       f"command line, tace_threshold= in Python).")
+        return out
+
     def to_dict(self):
         """Plain Python types: the binary report's keys plus n_classes,
-        classwise_ece, ``classes`` (one dict per class) and ``class_bins``
-        (columns as K lists of n_bins values)."""
+        classwise_ece, ``classes`` (one dict per class, as ``bins``: rows here,
+        columns in :attr:`classes`) and ``class_bins`` (each a K x n_bins
+        matrix, as K lists of n_bins values, the layout of :attr:`class_bins`)."""
         out = super().to_dict()
         out["n_classes"] = self.n_classes
         out["classwise_ece"] = _clean(self.classwise_ece)
         for name in ("classwise_ece_debiased", "sce", "tace"):
             out[name] = _clean(getattr(self, name))
+        out["tace_threshold"] = self.tace_threshold
         out["classes"] = [
             {col: _clean(self.classes[col][k]) for col in CLASS_COLUMNS}
             for k in range(len(self.classes.get("class", ())))

@@ -23,15 +23,29 @@ SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
 MEASURES = ("ece_l2", "ece_debiased", *_measures.BRIER_PARTS, "ece_sweep", "ece_sweep_bins")
 
 
-def count_certain_wrong(y, p, start=0):
-    """(count, first global row or None) of rows with p == 1 - y in {0, 1} (binary).
-
-    NaN rows never count. ``start`` is the global row of ``y[0]``.
-    """
+def certain_wrong(y, p, *, kind="binary", logits=False):
+    """Mask of the rows predicted with certainty and wrong, whose NLL and ECD are
+    +inf, for validated input of the gate's ``kind``: "binary", p == 1 - y in
+    {0, 1}; "multiclass", the true class's probability exactly 0 (``logits``: its
+    logit -inf, a masked class). NaN rows never count."""
     y = np.asarray(y)
     p = np.asarray(p)
-    bad = ((p == 0.0) & (y == 1)) | ((p == 1.0) & (y == 0))
-    idx = np.flatnonzero(bad)
+    if kind == "binary":
+        return ((p == 0.0) & (y == 1)) | ((p == 1.0) & (y == 0))
+    yf = np.asarray(y, np.float64)
+    ok = (yf >= 0) & (yf < p.shape[1]) & ~np.isnan(p).any(axis=1)  # NaN labels fail too
+    rows = np.flatnonzero(ok)
+    bad = np.zeros(p.shape[0], bool)
+    bad[rows] = p[rows, yf[rows].astype(np.int64)] == (-np.inf if logits else 0.0)
+    return bad
+
+
+def count_certain_wrong(y, p, start=0):
+    """(count, first global row or None) of the binary rows of :func:`certain_wrong`.
+
+    ``start`` is the global row of ``y[0]``.
+    """
+    idx = np.flatnonzero(certain_wrong(y, p))
     return int(idx.size), (int(idx[0]) + int(start) if idx.size else None)
 
 
@@ -138,6 +152,10 @@ class CalibrationReport(HasProvenance):
         Columns ``lower, upper, count, conf, frac_pos, accuracy, ece, esce,
         ecd, ecd_var, ecd_z``; empty bins have count 0 and NaN statistics.
         ``ecd_z`` is the bin's ECD test statistic sum T_i / sqrt(sum Var_i).
+        A dict of NumPy columns here, a list of rows (one dict per bin, NaN as
+        None) in :meth:`to_dict`: the two layouts pandas reads as they are,
+        ``pandas.DataFrame(r.bins)`` and ``pandas.DataFrame(r.to_dict()["bins"])``
+        give the same table (columns in the order above).
     ecd_z, ecd_p_over, ecd_p_under, ecd_p_two_sided, net_verdict : properties
         The net ECD test of perfect calibration (:mod:`fastcal.reports.stats`),
         normal approximation, from the sums: z = sum_ecd / sqrt(sum_ecd_var),
@@ -180,7 +198,8 @@ class CalibrationReport(HasProvenance):
         exactly 1 with y = 0), which make ECD, NLL and z +inf, and the
         global row of the first. None when not counted (the per-bin sums
         only tell that there is at least one, and in which bins:
-        :attr:`certain_wrong_bins`); ``fastcal score`` fills them.
+        :attr:`certain_wrong_bins`); the driver (``calibration_report``,
+        ``score_file``, ``fastcal score``) fills them. :meth:`notes` says so.
     smece, smece_sigma : float
         Smooth ECE (Blasiok and Nakkiran, 2023) and its bandwidth, the fixed
         point sigma = smECE_sigma; NaN unless the smooth ECE grid was filled
@@ -285,6 +304,9 @@ class CalibrationReport(HasProvenance):
         e = np.asarray(self.bins["ecd"], dtype=np.float64)
         return [int(i) + 1 for i in np.flatnonzero(np.isposinf(e))]
 
+    # what a certain-and-wrong row is, in this report's terms
+    _CERTAIN_WRONG = "p exactly 0 with y = 1 or exactly 1 with y = 0"
+
     def certain_wrong_note(self):
         """One sentence on certain-and-wrong rows, or "" when there are none."""
         bins = self.certain_wrong_bins
@@ -299,10 +321,16 @@ class CalibrationReport(HasProvenance):
                  else f" (first at row {int(self.first_certain_wrong_row)})")
         where = (f" in bin{'s' if len(bins) > 1 else ''} {_stats._bin_ranges(bins)}"
                  if bins else "")
-        return (f"{who} certain and wrong{first}{where}: p exactly 0 with y = 1 or exactly 1 "
-                f"with y = 0, impossible under calibration, so ECD, NLL and z are +inf by "
-                f"definition. Clip p with eps (--eps 1e-6 on the command line, eps=1e-6 in "
-                f"Python) for a finite score.")
+        return (f"{who} certain and wrong{first}{where}: {self._CERTAIN_WRONG}, impossible "
+                f"under calibration, so ECD, NLL and z are +inf by definition. Clip p with eps "
+                f"(--eps 1e-6 on the command line, eps=1e-6 in Python) for a finite score.")
+
+    def notes(self):
+        """What a reader needs to read the numbers, one sentence each (a list,
+        empty when there is nothing to say): rows certain and wrong
+        (:meth:`certain_wrong_note`); a K-class report adds its own. The text
+        report prints them and :meth:`to_dict` holds them under ``"notes"``."""
+        return [note for note in (self.certain_wrong_note(),) if note]
 
     # -- the ECD test and intervals ----------------------------------------
 
@@ -412,7 +440,11 @@ class CalibrationReport(HasProvenance):
 
         ``verdict`` is :attr:`verdict` (both tests), ``overall_verdict`` the
         line naming the bins and their rows, ``ecd_test.verdict`` the net
-        test alone and ``bin_test`` the per-bin test.
+        test alone and ``bin_test`` the per-bin test; ``notes`` the list of
+        :meth:`notes` (empty when none). ``bins`` is a list of rows, one dict
+        per bin with the keys of :data:`BIN_COLUMNS` (what JSON readers and
+        ``pandas.DataFrame`` take as records), where :attr:`bins` holds the
+        same table as columns.
         """
         out = {name: _clean(getattr(self, name)) for name in SCALARS + MEASURES}
         out.update({
@@ -436,6 +468,7 @@ class CalibrationReport(HasProvenance):
         out["bin_test"] = self.bin_test().to_dict()
         out["verdict"] = self.verdict
         out["overall_verdict"] = self.overall_verdict
+        out["notes"] = self.notes()
         note = self.certain_wrong_note()
         if note:
             out["certain_wrong"] = {
@@ -492,8 +525,7 @@ class CalibrationReport(HasProvenance):
         if b.n_bins:
             tail += (f"\nPer-bin test (max |z| = {b.max_abs_z:.2f} over {b.n_bins} bins, Sidak "
                      f"p = {_pcell(b.p_value)}): {b.verdict} (alpha = 0.05)")
-        note = self.certain_wrong_note()
-        if note:
+        for note in self.notes():
             tail += f"\n{note}"
         tail += f"\nVerdict: {self.verdict} ({self.overall_verdict})"
         if self.intervals:

@@ -24,6 +24,8 @@ then the extension's period holds each row's mass twice, wherever it lies.
 
 import numpy as np
 
+from fastcal.inputs.validation import show
+
 # The smallest bandwidth: relplot's floor (smECE(eps=0.001)); below it the grid
 # (G = 8192 cells) would no longer resolve the kernel.
 SIGMA_MIN = 1e-3
@@ -108,6 +110,6 @@ def check_sigma(sigma):
     ok = isinstance(sigma, (int, float, np.integer, np.floating)) and not isinstance(sigma, bool)
     if not ok or not SIGMA_MIN <= float(sigma) <= 1.0:
         msg = (f"sigma must be a number from {SIGMA_MIN} to 1 (the kernel's bandwidth), or None "
-               f"for the fixed point sigma = smECE_sigma; got {sigma!r}")
+               f"for the fixed point sigma = smECE_sigma; got {show(sigma)}")
         raise ValueError(msg)
     return float(sigma)

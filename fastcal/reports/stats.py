@@ -62,6 +62,7 @@ from fastcal.inputs import validation as v
 from fastcal.inputs.binning import is_uniform
 from fastcal.reports._json import clean
 from fastcal._kernels import bootstrap as kboot
+from fastcal.inputs.validation import show
 
 ALTERNATIVES = ("two-sided", "over", "under")
 METHODS = ("auto", "normal", "exact", "simulate")
@@ -91,7 +92,7 @@ _CHUNK = 1 << 20
 def check_alpha(alpha):
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) \
             or not 0.0 < float(alpha) < 1.0:
-        msg = f"alpha must be a number strictly between 0 and 1; got {alpha!r}"
+        msg = f"alpha must be a number strictly between 0 and 1; got {show(alpha)}"
         raise ValueError(msg)
     return float(alpha)
 
@@ -102,21 +103,21 @@ def check_ci(ci):
         return None
     if isinstance(ci, bool) or not isinstance(ci, (int, float, np.floating)) \
             or not 0.0 < float(ci) < 1.0:
-        msg = f"ci must be None or a confidence level strictly between 0 and 1 (e.g. 0.95); got {ci!r}"
+        msg = f"ci must be None or a confidence level strictly between 0 and 1 (e.g. 0.95); got {show(ci)}"
         raise ValueError(msg)
     return float(ci)
 
 
 def check_count(name, value, minimum):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        msg = f"{name} must be an integer >= {minimum}; got {value!r}"
+        msg = f"{name} must be an integer >= {minimum}; got {show(value)}"
         raise ValueError(msg)
     return int(value)
 
 
 def check_seed(seed):
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**64:
-        msg = f"seed must be an integer in [0, 2**64); got {seed!r}"
+        msg = f"seed must be an integer in [0, 2**64); got {show(seed)}"
         raise ValueError(msg)
     return int(seed)
 
@@ -547,7 +548,7 @@ def chi2_nees_test(sum_nees, dof, *, alpha=0.05, alternative="two-sided"):
     dof = check_count("dof", dof, 1)
     s = float(sum_nees)
     if not s >= 0:
-        msg = f"sum_nees must be a number >= 0; got {sum_nees!r}"
+        msg = f"sum_nees must be a number >= 0; got {show(sum_nees)}"
         raise ValueError(msg)
     p_over = float(sps.chi2.sf(s, dof))
     p_under = float(sps.chi2.cdf(s, dof))

@@ -14,6 +14,7 @@ from fastcal.sources.files import _reword, resolve_columns, stack_columns
 from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
                                           _widen)
 from fastcal.sources.readers.parquet import ParquetReader
+from fastcal.inputs.validation import show
 
 ROWS_PER_PARTITION = 1 << 22
 
@@ -293,7 +294,7 @@ class DaskSource:
 
     def __init__(self, source, runner, split_every, provenance=None):
         if isinstance(split_every, bool) or not isinstance(split_every, int) or split_every < 2:
-            msg = f"split_every must be an integer >= 2; got {split_every!r}"
+            msg = f"split_every must be an integer >= 2; got {show(split_every)}"
             raise ValueError(msg)
         if not source.parts:
             msg = "the input has no partitions; need at least one sample"

@@ -61,6 +61,14 @@ def _warn_if_cut(f):
                       f"interrupted copy or write?); read as it is", UserWarning, stacklevel=3)
 
 
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 class CsvReader(_Reader):
     def __init__(self, path):
         super().__init__(path)
@@ -125,6 +133,23 @@ class CsvReader(_Reader):
                      "such as p,y")
         _fail(f, f"CSV error after data row {file_start}: {text}")
 
+    def _fail_header(self, missing):
+        """Columns asked for are not in the header: say so when the header is probably
+        not a header (a file separated by ';', tabs or '|', or a file without a header
+        line, whose first row of numbers was taken for the names)."""
+        f, names = self.files[0], self.columns
+        what = (f"no column {missing[0]!r}" if len(missing) == 1
+                else f"no columns {', '.join(repr(m) for m in missing)}")
+        head = self._first_line(f)
+        seps = [s for s in (";", "\t", "|") if len(names) == 1 and s in names[0]]
+        if seps:
+            _fail(f, f"{what}: its first line {head[:80]!r} looks separated by {seps[0]!r}, "
+                     "but CSV files are read comma-separated; write the file with commas")
+        if names and all(_is_number(n) for n in names):
+            _fail(f, f"{what}: its first line {head[:80]!r} holds numbers, not column names "
+                     "(a file without a header line?); expected a first line naming the "
+                     "columns, such as p,y")
+
     @staticmethod
     def _first_line(f):
         """The file's first line (decompressed for .gz), or "" if it cannot be read."""
@@ -148,6 +173,9 @@ class CsvReader(_Reader):
         return schema
 
     def check(self, names, any_type=()):
+        missing = [n for n in names if n not in self.columns]
+        if missing:
+            self._fail_header(missing)
         super().check(names)
         import pyarrow as pa
 

@@ -3,7 +3,8 @@ and the files of one format under a directory."""
 
 import os
 
-from fastcal.sources.readers.base import _fail, _fail_os, _stat
+from fastcal.sources.readers.base import _check_local, _fail, _fail_os, _stat
+from fastcal.inputs.validation import show
 
 
 FORMATS = ("parquet", "feather", "npy", "csv")
@@ -63,10 +64,15 @@ def _some(path, files, k=3):
 
 
 def detect_format(path, format=None):
-    """The format of ``path``: explicit, from the extension, or from a directory's files."""
+    """The format of ``path``: explicit, from the extension, or from a directory's files.
+
+    A URL (``s3://``, ``https://``...) is refused here and by ``base._stat``, before
+    anything is read: every reader, and so every entry point that takes a path, meets
+    one of them first."""
+    _check_local(path)
     if format is not None:
         if format not in FORMATS:
-            msg = f"format must be one of {', '.join(repr(f) for f in FORMATS)}; got {format!r}"
+            msg = f"format must be one of {', '.join(repr(f) for f in FORMATS)}; got {show(format)}"
             raise ValueError(msg)
         return format
     if os.path.isdir(path):
