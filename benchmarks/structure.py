@@ -137,9 +137,13 @@ def _is_cuda_load(node):
 
 
 def _is_launch(node):
-    """``kernel[config](...)``: a call of a subscript with two or more launch values."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
-        isinstance(node.func.slice, ast.Tuple) and len(node.func.slice.elts) >= 2
+    """``kernel[config](...)``: a call of a subscript with two or more launch values
+    (a table of functions keyed by a tuple, an upper-case name, is no kernel)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+        return False
+    sub = node.func
+    table = isinstance(sub.value, ast.Name) and sub.value.id.lstrip("_").isupper()
+    return isinstance(sub.slice, ast.Tuple) and len(sub.slice.elts) >= 2 and not table
 
 
 def gpu_work_outside_backend(root=ROOT):
