@@ -7,8 +7,8 @@
   backends (``fastcal/backends``);
 - function-local imports of the package's own modules (fastcal and tracking);
 - functions of 60 or more code lines (docstrings, comments and blank lines
-  not counted) in fastcal/;
-- the near-copy pairs are counted by the ``duplicates`` tool (run it in fastcal/).
+  not counted) in fastcal/, and in tracking/;
+- the near-copy pairs are counted by the ``duplicates`` tool (run it in fastcal/, and in tracking/).
 """
 
 import ast
@@ -42,9 +42,9 @@ def local_imports():
             for i, line in enumerate(f.read_text().splitlines(), 1) if LOCAL_IMPORT.match(line)]
 
 
-def long_functions(limit=60):
+def long_functions(package="fastcal", limit=60):
     out = []
-    for f in files("fastcal"):
+    for f in files(package):
         text = f.read_text()
         lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
@@ -66,7 +66,8 @@ def long_functions(limit=60):
 def main():
     for name, found in (("device branches outside the gate and backends", device_branches()),
                         ("function-local imports of own modules", local_imports()),
-                        ("functions of 60+ code lines in fastcal/", long_functions())):
+                        ("functions of 60+ code lines in fastcal/", long_functions()),
+                        ("functions of 60+ code lines in tracking/", long_functions("tracking"))):
         print(f"{name}: {len(found)}")
         if "-v" in sys.argv:
             for x in found:
