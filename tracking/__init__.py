@@ -7,6 +7,7 @@ scored for consistency (NEES, Gaussian ECD) with :mod:`fastcal.gaussian`.
 ['ekf', 'ukf']
 """
 
+from tracking import models
 from tracking.models import (
     ConstantAcceleration,
     ConstantVelocity,
@@ -20,23 +21,17 @@ from tracking.models import (
     wrap_angle,
 )
 from tracking.filters import ExtendedKalmanFilter, FilterRun, GaussianState, UnscentedKalmanFilter
-from tracking._factory import kernel_dir
-from tracking.scenario import Scenario, Simulation, simulate
-from tracking.consistency import Consistency, evaluate
+from tracking.kernels.factory import kernel_dir
+from tracking.montecarlo.scenario import Scenario, Simulation, simulate
+from tracking.scoring.consistency import Consistency, evaluate
+
+# through the module tracking.compare, so that the name tracking.compare is the function
+# (importing that module later would otherwise make it the module)
 from tracking.compare import compare, format_table, plot_report
 
 __all__ = [
-    "MotionModel",
-    "SensorModel",
-    "ConstantVelocity",
-    "ConstantAcceleration",
-    "CoordinatedTurn",
-    "RangeBearingSensor",
-    "RangeBearingElevationSensor",
-    "RangeBearingRangeRateSensor",
-    "PositionSensor",
+    *models.__all__,
     "kernel_dir",
-    "wrap_angle",
     "GaussianState",
     "FilterRun",
     "ExtendedKalmanFilter",
