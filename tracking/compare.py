@@ -3,6 +3,7 @@
 
 from fastcal.io import write_atomically
 from tracking.montecarlo.compare import compare, format_table, plot_report
+from tracking.montecarlo.compare import FILTER_NAMES  # noqa: F401 - and the other name the module had
 from tracking.scoring.report import check_plot_path, verdict
 
 __all__ = ["compare", "format_table", "plot_report", "write_atomically", "check_plot_path", "verdict"]
