@@ -18,8 +18,10 @@ MODULES = [
     "fastcal.inputs.binning", "fastcal.score", "fastcal.recalibrate.temperature", "fastcal.soft",
     "fastcal.sklearn", "fastcal.noisy", "fastcal.torch", "fastcal.accumulators.settings",
     "fastcal.io", "fastcal.jit", "fastcal.messages",
-    "tracking", "tracking.models", "tracking.filters", "tracking._factory", "tracking.scenario",
-    "tracking.consistency", "tracking.compare", "tracking.score",
+    "tracking", "tracking.models", "tracking.models.base", "tracking.models.motion", "tracking.models.sensors",
+    "tracking.filters.kalman", "tracking.kernels.factory", "tracking.montecarlo.scenario",
+    "tracking.scoring.consistency", "tracking.montecarlo.compare", "tracking.scoring.files",
+    "tracking.scoring.report",
 ]
 
 
@@ -32,7 +34,7 @@ def _exported():
 
 # these compile the batched filters of the default scenario (about 20 s each): they run in
 # the background child, beside the suite, and leave the kernels cached for the tracking tests
-_BACKGROUND = {"tracking", "tracking.compare"}
+_BACKGROUND = {"tracking", "tracking.montecarlo.compare"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.background)

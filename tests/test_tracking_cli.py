@@ -111,10 +111,11 @@ def test_compare_loads_only_what_it_needs():
     # cached kernel, not jacobian_f (which takes functions: compiled in every process),
     # and the chi-square bands do not import scipy.stats (0.5 s)
     code = ("import contextlib, os, sys\n"
-            "from tracking import cli, _kernels\n"
+            "from tracking import cli\n"
+            "from tracking.kernels import blocks\n"
             "with open(os.devnull, 'w') as out, contextlib.redirect_stdout(out):\n"
             "    assert cli.main(['compare', '--runs', '3', '--steps', '4', '--json']) == 0\n"
-            "print(len(_kernels.jacobian_f.signatures), 'scipy.stats' in sys.modules)\n")
+            "print(len(blocks.jacobian_f.signatures), 'scipy.stats' in sys.modules)\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

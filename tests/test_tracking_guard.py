@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.tracking_user_models import Drift, LogRange, drift_f
-from tracking._guard import probe
+from tracking.kernels.guard import probe
 from tracking.filters import ExtendedKalmanFilter
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from tracking import (
     UnscentedKalmanFilter,
     simulate,
 )
-from tracking._factory import jacobian_pattern, kernel_for
+from tracking.kernels.factory import jacobian_pattern, kernel_for
 
 from tests.tracking_user_models import Kink
 

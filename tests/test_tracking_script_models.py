@@ -10,7 +10,7 @@ from numba import njit
 import numpy as np
 import pytest
 
-from tracking._factory import _inline_sources, _template
+from tracking.kernels.factory import _inline_sources, _template
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = """

@@ -12,7 +12,7 @@ bearing crosses +-pi (every residual and mean must wrap). 2 runs x 20 steps each
   unscented transform is the same arithmetic as ours; agrees to 1e-9 (measured 9e-14).
 * UKF with angle-typed measurements: Stone Soup averages angle sigma points as a circular
   mean, ``atan2(sum w sin, sum w cos)``; we take the weighted mean of wrapped differences about
-  the centre point (``tracking._kernels.sigma_mean``), which is the plain weighted mean of the
+  the centre point (``tracking.kernels.blocks.sigma_mean``), which is the plain weighted mean of the
   unwrapped angles and stays one for a negative centre weight (here ``kappa = 3 - n`` gives
   ``Wm_0 = -1`` for n = 6). The formulas differ at third order in the sigma points' angular
   spread, so the filters drift apart: measured 1e-6 relative (radar-3d), 1e-5 (turn), 1e-3

@@ -20,10 +20,10 @@ _LAZY = {
                      "RangeBearingSensor", "SensorModel", "wrap_angle"], "tracking.models"),
     **dict.fromkeys(["ExtendedKalmanFilter", "FilterRun", "GaussianState",
                      "UnscentedKalmanFilter"], "tracking.filters"),
-    "kernel_dir": "tracking._factory",
-    **dict.fromkeys(["Scenario", "Simulation", "simulate"], "tracking.scenario"),
-    **dict.fromkeys(["Consistency", "evaluate"], "tracking.consistency"),
-    **dict.fromkeys(["compare", "format_table", "plot_report"], "tracking.compare"),
+    "kernel_dir": "tracking.kernels.factory",
+    **dict.fromkeys(["Scenario", "Simulation", "simulate"], "tracking.montecarlo.scenario"),
+    **dict.fromkeys(["Consistency", "evaluate"], "tracking.scoring.consistency"),
+    **dict.fromkeys(["compare", "format_table", "plot_report"], "tracking.montecarlo.compare"),
 }
 
 

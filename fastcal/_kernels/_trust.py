@@ -9,7 +9,7 @@ writable by group or others; a file when, in addition, it is a regular file
 (not a link, a FIFO or a device). Files are checked on the descriptor they are
 read from (``fstat``), so a file swapped in after a check on its name is never
 read. Both fastcal's kernel cache (:mod:`fastcal._kernels._cache`) and
-tracking's generated kernels (:mod:`tracking._factory`) load only what passes.
+tracking's generated kernels (:mod:`tracking.kernels.factory`) load only what passes.
 """
 
 import os

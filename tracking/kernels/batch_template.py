@@ -1,5 +1,5 @@
 # Batched EKF / UKF kernel, one per model pair. NOT imported directly: this is the
-# source that tracking._factory copies below a header that binds the model pair:
+# source that tracking.kernels.factory copies below a header that binds the model pair:
 #
 #   f, F      motion function f(x, dt, p, out) and Jacobian F(x, dt, p, out)
 #   h, H      sensor function h(x, p, out) and Jacobian H(x, p, out)
@@ -26,7 +26,7 @@ import numpy as np
 from numba import prange  # noqa: F401 (model functions written into this file may use it)
 
 from fastcal.jit import njit
-from tracking import _kernels as _k
+from tracking.kernels import blocks as _k
 
 OK = 0
 MISSED = 1
@@ -34,6 +34,54 @@ SINGULAR = 2
 FAILED = 3
 
 _OPTS = dict(cache=CACHE, error_model="numpy", inline="always")  # noqa: F821 (bound by the header)
+
+
+@njit(**_OPTS)
+def copy_state(x, P, x_out, P_out):
+    """``x_out = x``, ``P_out = P`` (N and N x N)."""
+    for i in range(N):
+        x_out[i] = x[i]
+        for j in range(N):
+            P_out[i, j] = P[i, j]
+
+
+@njit(**_OPTS)
+def sigma_points(x, P, scale, L_P, sig):
+    """Merwe's ``2 N + 1`` sigma points of ``(x, P)`` into ``sig``; False if ``P`` is not positive definite."""
+    if not _k.cholesky_lower(P, L_P, N):
+        return False
+    for j in range(N):
+        sig[0, j] = x[j]
+    for j in range(N):
+        for i in range(N):
+            d = scale * L_P[i, j]
+            sig[1 + j, i] = x[i] + d
+            sig[1 + N + j, i] = x[i] - d
+    return True
+
+
+@njit(**_OPTS)
+def gain_step(xp, K, y, x):
+    """``x = xp + K y``."""
+    for i in range(N):
+        s = xp[i]
+        for a in range(M):
+            s += K[i, a] * y[a]
+        x[i] = s
+
+
+@njit(**_OPTS)
+def write_step(means, covs, innov, innov_covs, r, k, x, P, y, S, updated):
+    """Step ``k`` of run ``r``: the estimate ``(x, P)``, and the innovation ``(y, S)`` if
+    ``updated`` (else NaN)."""
+    for a in range(M):
+        innov[r, k, a] = y[a] if updated else np.nan
+        for b in range(M):
+            innov_covs[r, k, a, b] = S[a, b] if updated else np.nan
+    for i in range(N):
+        means[r, k, i] = x[i]
+        for j in range(N):
+            covs[r, k, i, j] = P[i, j]
 
 
 @njit(**_OPTS)
@@ -92,15 +140,8 @@ def predict_linearised(x, P, dt, Q, mp, Fm, xp, Pp, tmp, xa, fa, fb, where):
 @njit(**_OPTS)
 def predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs, where):
     """Unscented prediction: sigma points of ``(x, P)`` through ``f``; False if ``P`` is not PD."""
-    if not _k.cholesky_lower(P, L_P, N):
+    if not sigma_points(x, P, scale, L_P, sig):
         return False
-    for j in range(N):
-        sig[0, j] = x[j]
-    for j in range(N):
-        for i in range(N):
-            d = scale * L_P[i, j]
-            sig[1 + j, i] = x[i] + d
-            sig[1 + N + j, i] = x[i] - d
     _k.mark(where, _k.SLOT_F)
     for s_i in range(N_SIGMA):
         Xs[s_i, :] = np.nan
@@ -165,11 +206,7 @@ def ekf_update(xp, Pp, z, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K, B, BHt, KR,
     if not _k.cholesky_lower(S, L_S, M):
         return FAILED
     _k.gain(PHt, L_S, K, tmp_m, inv_diag, sol, N, M)
-    for i in range(N):
-        s = xp[i]
-        for a in range(M):
-            s += K[i, a] * y[a]
-        x[i] = s
+    gain_step(xp, K, y, x)
     for i in range(N):
         for j in range(N):
             s = Pp[i, j]
@@ -206,15 +243,8 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
     (Cholesky solve), and ``P = Pp - K Pxz^T - Pxz K^T + K S K^T`` (the Joseph
     form written with cross-covariances, valid for any gain).
     """
-    if not _k.cholesky_lower(Pp, L_P, N):
+    if not sigma_points(xp, Pp, scale, L_P, sig):
         return FAILED
-    for j in range(N):
-        sig[0, j] = xp[j]
-    for j in range(N):
-        for i in range(N):
-            d = scale * L_P[i, j]
-            sig[1 + j, i] = xp[i] + d
-            sig[1 + N + j, i] = xp[i] - d
     _k.mark(where, _k.SLOT_H)
     for s_i in range(N_SIGMA):
         Zs[s_i, :] = np.nan
@@ -247,11 +277,7 @@ def ukf_update(xp, Pp, z, sp, R, Wm, Wc, scale, x, P, y, S, L_P, sig, Zs, zhat, 
         return FAILED
     _k.gain(PXZ, L_S, K, tmp_m, inv_diag, sol, N, M)
     _k.residual(z, zhat, y, ANGLES)
-    for i in range(N):
-        s = xp[i]
-        for a in range(M):
-            s += K[i, a] * y[a]
-        x[i] = s
+    gain_step(xp, K, y, x)
     for i in range(N):
         for j in range(i + 1):
             s = Pp[i, j]
@@ -284,7 +310,7 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
     (the object API's single ``update`` is this kernel with T = 1).
 
     ``where`` int64, at least 3 long: the run, step and model function
-    (``_k.SLOT_*``) being computed, kept up to date for the caller (``tracking._guard``).
+    (``_k.SLOT_*``) being computed, kept up to date for the caller (``tracking.kernels.guard``).
     """
     n_runs, n_steps = zs.shape[0], zs.shape[1]
     # Scratch space, allocated once per call.
@@ -322,18 +348,12 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
         _k.mark_step(where, 0, 0)
         motion_jacobian(x0[0], dt, mp, Fm, xa, fa, fb, where)
     for r in range(n_runs):
-        for i in range(N):
-            x[i] = x0[r, i]
-            for j in range(N):
-                P[i, j] = P0[r, i, j]
+        copy_state(x0[r], P0[r], x, P)
         for k in range(n_steps):
             _k.mark_step(where, r, k)
             code = OK
             if k == 0 and skip_first_predict:
-                for i in range(N):
-                    xp[i] = x[i]
-                    for j in range(N):
-                        Pp[i, j] = P[i, j]
+                copy_state(x, P, xp, Pp)
             elif USE_UKF and not LINEAR:
                 if not predict_unscented(x, P, dt, Q, mp, Wm, Wc, scale, xp, Pp, L_P, sig, Xs, where):
                     code = FAILED
@@ -351,34 +371,14 @@ def run_batch(x0, P0, zs, dt, Q, mp, sp, R, Wm, Wc, scale,
                 else:
                     code = ekf_update(xp, Pp, zk, sp, R, x, P, y, S, zhat, Hm, PHt, L_S, K,
                                       B, BHt, KR, inv_diag, sol, tmp_m, xa, za, zb, where)
-            if code == FAILED:
+            if code == FAILED:  # this step and the rest of the run: NaN
+                x[:] = np.nan
+                P[:, :] = np.nan
                 for kk in range(k, n_steps):
                     status[r, kk] = FAILED
-                    for i in range(N):
-                        means[r, kk, i] = np.nan
-                        for j in range(N):
-                            covs[r, kk, i, j] = np.nan
-                    for a in range(M):
-                        innov[r, kk, a] = np.nan
-                        for b in range(M):
-                            innov_covs[r, kk, a, b] = np.nan
+                    write_step(means, covs, innov, innov_covs, r, kk, x, P, y, S, False)
                 break
             status[r, k] = code
-            if code == OK:
-                for a in range(M):
-                    innov[r, k, a] = y[a]
-                    for b in range(M):
-                        innov_covs[r, k, a, b] = S[a, b]
-            else:  # MISSED or SINGULAR: predict only
-                for i in range(N):
-                    x[i] = xp[i]
-                    for j in range(N):
-                        P[i, j] = Pp[i, j]
-                for a in range(M):
-                    innov[r, k, a] = np.nan
-                    for b in range(M):
-                        innov_covs[r, k, a, b] = np.nan
-            for i in range(N):
-                means[r, k, i] = x[i]
-                for j in range(N):
-                    covs[r, k, i, j] = P[i, j]
+            if code != OK:  # MISSED or SINGULAR: predict only
+                copy_state(xp, Pp, x, P)
+            write_step(means, covs, innov, innov_covs, r, k, x, P, y, S, code == OK)

@@ -4,7 +4,7 @@ Filters are small objects holding a motion model and a sensor model (any objects
 following the protocols of :mod:`tracking.models`); they return new states and
 never mutate their inputs. :meth:`run` hands whole batches shaped
 ``(runs, steps, dim)`` to one compiled kernel, generated once per model pair
-(:mod:`tracking._factory`), threads over runs, with no Python per step.
+(:mod:`tracking.kernels.factory`), threads over runs, with no Python per step.
 
 Both filters use a Joseph-form covariance update, keep covariances symmetric and
 solve with Cholesky factors (no explicit inverse). A measurement holding a NaN
@@ -14,20 +14,18 @@ covariance that stops being positive definite ends the run (NaN from there on).
 Both are reported per run and step in :attr:`FilterRun.status`, never raised.
 """
 
-from typing import NamedTuple
 import math
 import numbers
-
-import numba
-import numpy as np
-
+from typing import NamedTuple
 import warnings
 
-from fastcal.jit import run_threads, thread_range
+import numpy as np
+
 from fastcal.messages import show
-from tracking._factory import jacobian_pattern, kernel_for
-from tracking._guard import ModelStalled, model_timeout, probe_models, run_watched, shape_text, stall_text
-from tracking._kernels import SLOT_F, SLOT_H, SLOT_JF, SLOT_JH
+from tracking.filters.batch import run_kernel
+from tracking.filters.specs import as_float, check_spd, motion_spec, sensor_spec
+from tracking.kernels.factory import jacobian_pattern, kernel_for
+from tracking.kernels.guard import probe_models
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]
@@ -75,9 +73,10 @@ class FilterRun(NamedTuple):
     >>> import numpy as np
     >>> from tracking import ConstantVelocity, RangeBearingSensor, ExtendedKalmanFilter
     >>> ekf = ExtendedKalmanFilter(ConstantVelocity(), RangeBearingSensor())
-    >>> out = ekf.run([20.0, 0.0, 0.0, 1.0], np.eye(4), [[20.0, 0.05], [20.1, 0.1]])
-    >>> type(out).__name__, out.means.shape, out.status.tolist()
-    ('FilterRun', (1, 2, 4), [[0, 0]])
+    >>> z = [[20.0, 0.05], [np.nan, np.nan], [20.1, 0.1]]  # the second measurement missed
+    >>> out = ekf.run([20.0, 0.0, 0.0, 1.0], np.eye(4), z)
+    >>> type(out).__name__, out.means.shape, out.status.tolist(), out.failed.tolist()
+    ('FilterRun', (1, 3, 4), [[0, 1, 0]], [-1])
     """
 
     means: np.ndarray
@@ -92,170 +91,6 @@ class FilterRun(NamedTuple):
         """(runs,) first step at which the run failed, or -1."""
         bad = self.status == FAILED
         return np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
-
-
-def _as_float(name, value):
-    try:
-        return np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        msg = f"{name} must be an array of real numbers; converting it failed: {exc}"
-        raise ValueError(msg) from None
-
-
-def _kernel_array(a):
-    """C-contiguous, writable float64: one array type per rank, so the kernel compiles once
-    (read-only views from ``np.broadcast_to`` would otherwise type as a second signature)."""
-    return np.require(a, dtype=np.float64, requirements=["C", "W"])
-
-
-def _check_spd(name, covs):
-    """covs (..., n, n): finite, symmetric, positive definite; else a ValueError naming the index."""
-    lead = covs.shape[:-2]
-
-    def where(mask):
-        i = int(np.flatnonzero(mask.reshape(-1))[0])
-        return "" if not lead else "[" + ", ".join(str(int(j)) for j in np.unravel_index(i, lead)) + "]"
-
-    finite = np.isfinite(covs).all(axis=(-2, -1))
-    if not finite.all():
-        msg = f"{name}{where(~finite)} contains NaN or inf; expected a finite symmetric positive definite covariance"
-        raise ValueError(msg)
-    gap = np.abs(covs - np.swapaxes(covs, -1, -2)).max(axis=(-2, -1))
-    scale = np.abs(covs).max(axis=(-2, -1))
-    asym = gap > 1e-10 * scale
-    if asym.any():
-        msg = f"{name}{where(asym)} is not symmetric; expected a symmetric positive definite covariance"
-        raise ValueError(msg)
-    low = np.linalg.eigvalsh(covs)[..., 0]
-    bad = ~(low > 0)
-    if bad.any():
-        first = float(low.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
-        msg = (
-            f"{name}{where(bad)} is not positive definite (smallest eigenvalue {first:.3g}); "
-            "expected a symmetric positive definite covariance"
-        )
-        raise ValueError(msg)
-
-
-def _qual(fn):
-    return getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn))
-
-
-def _is_jit(fn):
-    return callable(fn) and hasattr(fn, "py_func") and hasattr(fn, "compile")
-
-
-def _missing_attrs(obj, names):
-    return [n for n in names if not hasattr(obj, n)]
-
-
-class _MotionSpec(NamedTuple):
-    n: int
-    dt: float
-    Q: np.ndarray
-    params: np.ndarray
-    f: object
-    F: object
-    linear: bool
-    position: tuple
-
-
-class _SensorSpec(NamedTuple):
-    m: int
-    R: np.ndarray
-    params: np.ndarray
-    h: object
-    H: object
-    angles: tuple
-    reads: tuple
-
-
-def _params(owner, value):
-    p = _as_float(f"{owner}.params", value)
-    if p.ndim != 1:
-        msg = f"{owner}.params has shape {p.shape}; expected a 1-D array of floats"
-        raise ValueError(msg)
-    return np.require(p, dtype=np.float64, requirements=["C", "W"])
-
-
-def _dim(owner, value):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        msg = f"{owner}.ndim must be an integer >= 1, got {show(value)}"
-        raise ValueError(msg)
-    return int(value)
-
-
-def motion_spec(motion):
-    """Check a motion model against the protocol of :mod:`tracking.models`."""
-    need = ("ndim", "dt", "Q", "params", "f_jit")
-    missing = _missing_attrs(motion, need)
-    if missing:
-        msg = (
-            f"motion ({type(motion).__name__}) has no {', '.join(missing)}; expected a motion model "
-            f"with {', '.join(need)} (and optionally F_jit, linear, position_indices), see tracking.models"
-        )
-        raise ValueError(msg)
-    n = _dim("motion", motion.ndim)
-    dt = motion.dt
-    if not isinstance(dt, numbers.Real) or isinstance(dt, bool) or not (math.isfinite(dt) and dt > 0):
-        msg = f"motion.dt must be a finite number > 0, got {show(dt)}"
-        raise ValueError(msg)
-    Q = _as_float("motion.Q", motion.Q)
-    if Q.shape != (n, n):
-        msg = f"motion.Q has shape {Q.shape}; expected ({n}, {n}) for a state of dimension {n}"
-        raise ValueError(msg)
-    if not np.isfinite(Q).all() or np.abs(Q - Q.T).max() > 1e-10 * max(np.abs(Q).max(), 1e-300):
-        msg = "motion.Q must be a finite symmetric matrix"
-        raise ValueError(msg)
-    f = motion.f_jit
-    F = getattr(motion, "F_jit", None)
-    for name, fn in (("f_jit", f), ("F_jit", F)):
-        if fn is not None and not _is_jit(fn):
-            msg = f"motion.{name} must be a numba @njit function f(x, dt, p, out), got {type(fn).__name__}"
-            raise ValueError(msg)
-    position = getattr(motion, "position_indices", None)
-    if position is not None:
-        position = tuple(int(i) for i in position)
-        if any(not 0 <= i < n for i in position):
-            msg = f"motion.position_indices {position} must lie in [0, {n})"
-            raise ValueError(msg)
-    return _MotionSpec(n, float(dt), np.ascontiguousarray(Q), _params("motion", motion.params),
-                       f, F, bool(getattr(motion, "linear", False)), position)
-
-
-def sensor_spec(sensor, n):
-    """Check a sensor model against the protocol of :mod:`tracking.models` for a state of dimension ``n``."""
-    need = ("ndim", "R", "params", "h_jit")
-    missing = _missing_attrs(sensor, need)
-    if missing:
-        msg = (
-            f"sensor ({type(sensor).__name__}) has no {', '.join(missing)}; expected a sensor model "
-            f"with {', '.join(need)} (and optionally H_jit, angles, reads), see tracking.models"
-        )
-        raise ValueError(msg)
-    m = _dim("sensor", sensor.ndim)
-    R = _as_float("sensor.R", sensor.R)
-    if R.shape != (m, m):
-        msg = f"sensor.R has shape {R.shape}; expected ({m}, {m}) for a measurement of dimension {m}"
-        raise ValueError(msg)
-    _check_spd("sensor.R", R)
-    h = sensor.h_jit
-    H = getattr(sensor, "H_jit", None)
-    for name, fn in (("h_jit", h), ("H_jit", H)):
-        if fn is not None and not _is_jit(fn):
-            msg = f"sensor.{name} must be a numba @njit function h(x, p, out), got {type(fn).__name__}"
-            raise ValueError(msg)
-    angles = tuple(getattr(sensor, "angles", ()) or ())
-    if any(not isinstance(a, numbers.Integral) or not 0 <= a < m for a in angles):
-        msg = f"sensor.angles {angles!r} must be measurement indices in [0, {m})"
-        raise ValueError(msg)
-    reads = getattr(sensor, "reads", None)
-    reads = tuple(range(n)) if reads is None else tuple(int(j) for j in reads)
-    if not reads or any(not 0 <= j < n for j in reads) or len(set(reads)) != len(reads):
-        msg = f"sensor.reads {reads!r} must be different state indices in [0, {n}) for a state of dimension {n}"
-        raise ValueError(msg)
-    return _SensorSpec(m, np.ascontiguousarray(R), _params("sensor", sensor.params), h, H,
-                       tuple(i in angles for i in range(m)), reads)
 
 
 class _KalmanFilter:
@@ -311,7 +146,7 @@ class _KalmanFilter:
         """
         x, P = self._check_state(state)
         m = self._ss.m
-        z = _as_float("z", z)
+        z = as_float("z", z)
         if z.shape != (m,):
             msg = f"z has shape {z.shape}; expected ({m},)"
             raise ValueError(msg)
@@ -331,76 +166,18 @@ class _KalmanFilter:
         return GaussianState(out.means[0, 0], out.covs[0, 0])
 
     def _run_kernel(self, x0, P0, zs, *, skip_first_predict=False):
-        runs, steps, _ = zs.shape
-        n, m = self._ms.n, self._ss.m
-        means = np.empty((runs, steps, n))
-        covs = np.empty((runs, steps, n, n))
-        innov = np.empty((runs, steps, m))
-        innov_covs = np.empty((runs, steps, m, m))
-        status = np.full((runs, steps), -1, dtype=np.int8)  # -1 left: the batch stopped early (a model raised)
-        Wm, Wc, scale = self._weights()
-        ms, ss = self._ms, self._ss
-        x0, P0, zs = _kernel_array(x0), _kernel_array(P0), _kernel_array(zs)
-        outs = (means, covs, innov, innov_covs, status)
-        # contiguous ranges of runs, one per worker thread; each run is written by one thread
-        n_threads = max(1, min(numba.get_num_threads(), runs))
-        ranges = [thread_range(t, runs, n_threads) for t in range(n_threads)]
-        # per thread: run (in its range), step, model function; rows 128 bytes apart, so the
-        # threads' writes never share a cache line
-        where = np.full((n_threads, 16), -1, dtype=np.int64)
-
-        def part(t):
-            i, j = ranges[t]
-            return lambda: self._kernel(x0[i:j], P0[i:j], zs[i:j], ms.dt, ms.Q, ms.params, ss.params, ss.R, Wm, Wc,
-                                        scale, *(o[i:j] for o in outs), skip_first_predict, where[t])
-
-        timeout = model_timeout()
-
-        def place(t):
-            r, k, slot = (int(v) for v in where[t, :3])
-            return self._slot_name(slot), f"in run {ranges[t][0] + r}, step {k}"
-
-        def stalled(t):
-            name, at = place(t)
-            return ModelStalled(stall_text(name, at, timeout))
-
-        errors = run_watched([part(t) for t in range(n_threads)], where, timeout=timeout, stalled=stalled)
-        for t, err in enumerate(errors):
-            if err is not None:  # a model function raised inside the compiled batch
-                name, at = place(t)
-                raise ValueError(self._raised_text(name, at, err, int(where[t, 2]))) from None
-        if (status < 0).any():  # stopped without an exception
-            msg = "the compiled batch stopped early: a model function raised"
-            raise RuntimeError(msg)
-        return FilterRun(means, covs, innov, innov_covs, status, ms.position), status
-
-    def _slot_name(self, slot):
-        """``motion.f_jit (its name)`` for the batch's model-function code ``slot`` (``_k.SLOT_*``)."""
-        ms, ss = self._ms, self._ss
-        owner, attr, fn = {SLOT_F: ("motion", "f_jit", ms.f), SLOT_JF: ("motion", "F_jit", ms.F),
-                           SLOT_H: ("sensor", "h_jit", ss.h), SLOT_JH: ("sensor", "H_jit", ss.H)}.get(
-                               slot, ("a model", "function", None))
-        return f"{owner}.{attr}" + (f" ({_qual(fn)})" if fn is not None else "")
-
-    def _raised_text(self, name, at, err, slot):
-        text = str(err).strip().splitlines()
-        head = f"{name} raised {type(err).__name__} {at}: {text[0] if text else ''}"
-        if isinstance(err, IndexError):
-            n, m = self._ms.n, self._ss.m
-            p = self._ms.params if slot in (SLOT_F, SLOT_JF) else self._ss.params
-            out = {SLOT_F: (n,), SLOT_JF: (n, n), SLOT_H: (m,), SLOT_JH: (m, n)}.get(slot)
-            if out is not None:
-                return f"{head}; expected indices within x ({n},), p ({p.shape[0]},) and out {shape_text(out)}"
-        return f"{head}; expected model functions that do not raise"
+        outs = run_kernel(self._kernel, self._ms, self._ss, self._weights(), x0, P0, zs,
+                          skip_first_predict=skip_first_predict)
+        return FilterRun(*outs, self._ms.position), outs[-1]
 
     def _check_state(self, state):
         n = self._ms.n
-        x = _as_float("state.mean", state[0])
-        P = _as_float("state.cov", state[1])
+        x = as_float("state.mean", state[0])
+        P = as_float("state.cov", state[1])
         if x.shape != (n,) or P.shape != (n, n):
             msg = f"state has mean shape {x.shape} and cov shape {P.shape}; expected ({n},) and ({n}, {n})"
             raise ValueError(msg)
-        _check_spd("state.cov", P)
+        check_spd("state.cov", P)
         return np.ascontiguousarray(x), np.ascontiguousarray(P)
 
     def run(self, x0, P0, measurements):
@@ -428,7 +205,7 @@ class _KalmanFilter:
             On shape mismatches or a non-SPD initial covariance; when a model
             function raises, indexes outside an array or does not return within
             ``$TRACKING_MODEL_TIMEOUT`` seconds (default 10), one line naming it,
-            the run and the step (see :mod:`tracking._guard`).
+            the run and the step (see :mod:`tracking.kernels.guard`).
 
         Warns
         -----
@@ -436,15 +213,22 @@ class _KalmanFilter:
             When some steps had singular geometry or a run failed (see ``status``);
             the filter never raises for these.
         """
+        x0, P0, zs = self._check_batch(x0, P0, measurements)
+        out, status = self._run_kernel(x0, P0, zs)
+        self._warn_status(status)
+        return out
+
+    def _check_batch(self, x0, P0, measurements):
+        """``(x0, P0, zs)`` shaped (runs, n), (runs, n, n), (runs, steps, m), each checked."""
         n, m = self._ms.n, self._ss.m
-        zs = _as_float("measurements", measurements)
+        zs = as_float("measurements", measurements)
         if zs.ndim == 2:
             zs = zs[None]
         if zs.ndim != 3 or zs.shape[-1] != m:
             msg = f"measurements has shape {np.shape(measurements)}; expected (runs, steps, {m}) or (steps, {m})"
             raise ValueError(msg)
-        runs, steps, _ = zs.shape
-        x0 = _as_float("x0", x0)
+        runs = zs.shape[0]
+        x0 = as_float("x0", x0)
         if x0.shape == (n,):
             x0 = np.broadcast_to(x0, (runs, n))
         if x0.shape != (runs, n):
@@ -453,16 +237,19 @@ class _KalmanFilter:
         if not np.isfinite(x0).all():
             msg = "x0 contains NaN or inf; expected finite initial estimates"
             raise ValueError(msg)
-        P0 = _as_float("P0", P0)
+        P0 = as_float("P0", P0)
         if P0.shape == (n, n):
-            _check_spd("P0", P0)
+            check_spd("P0", P0)
             P0 = np.broadcast_to(P0, (runs, n, n))
         elif P0.shape == (runs, n, n):
-            _check_spd("P0", P0)
+            check_spd("P0", P0)
         else:
             msg = f"P0 has shape {P0.shape}; expected ({runs}, {n}, {n}) or ({n}, {n})"
             raise ValueError(msg)
-        out, status = self._run_kernel(x0, P0, zs)
+        return x0, P0, zs
+
+    def _warn_status(self, status):
+        """One RuntimeWarning each for singular steps and failed runs (the filter never raises for them)."""
         for code, what in ((SINGULAR, "singular geometry (update skipped)"),
                            (FAILED, "a covariance lost positive definiteness (rest of the run is NaN)")):
             hit = status == code
@@ -474,8 +261,7 @@ class _KalmanFilter:
                     f"{type(self).__name__}: {what} at {int(hit.sum())} run-steps, first in run {r} "
                     f"at step {k}; see FilterRun.status"
                 )
-                warnings.warn(msg, RuntimeWarning, stacklevel=2)
-        return out
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
 class ExtendedKalmanFilter(_KalmanFilter):

@@ -8,13 +8,16 @@ another output, by path or through a link; written with
 """
 
 import contextlib
+import io
 import os
 import signal
 import threading
 
 from fastcal import io as fio
+from tracking.scoring.report import check_plot_path
 
-__all__ = ["to_json", "check_outputs", "commit", "commit_with_stdout", "signals_held"]
+__all__ = ["to_json", "check_outputs", "commit", "commit_with_stdout", "signals_held", "plot_format",
+           "figure_bytes", "write_report"]
 
 
 def to_json(obj):
@@ -100,3 +103,35 @@ def commit_with_stdout(outputs, text, plot):
     except OSError as exc:
         msg = f"cannot write --plot {plot!r}: {exc.strerror or exc}"
         raise ValueError(msg) from None
+
+
+def plot_format(plot, inputs):
+    """Before any work: the image format of ``--plot`` (None without one), checked as an output."""
+    if plot is None:
+        return None
+    with signals_held():  # matplotlib's import must not be cut short
+        fmt = check_plot_path(plot)
+    check_outputs([("--plot", plot)], inputs)
+    return fmt
+
+
+def figure_bytes(fig, fmt):
+    """The image of ``fig`` in format ``fmt``, in memory."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    return buf.getvalue()
+
+
+def write_report(report, text, *, as_json, plot, figure, fmt):
+    """Standard output and the ``--plot`` file, built in memory, then committed together.
+
+    Standard output is ``report`` as JSON, or ``text()`` (and where the plot went);
+    the plot is ``figure()`` in format ``fmt``, when ``plot`` names a file.
+    """
+    outputs = [] if plot is None else [(plot, figure_bytes(figure(), fmt))]
+    if as_json:
+        out = to_json(report)
+    else:
+        out = text() + "\n" + ("" if plot is None else f"\nplot written to {plot}\n")
+    commit_with_stdout(outputs, out, plot)
+
