@@ -58,6 +58,7 @@ was found and what was expected.
 
 import os
 
+from fastcal.sources.readers import where as where_
 from fastcal.sources.readers.base import (DEFAULT_CHUNK_ROWS, MAX_COLUMNS, Chunk, _check_flag,
                                           _stat)
 from fastcal.sources.readers.csv import CsvReader
@@ -71,7 +72,7 @@ _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader
             "npy": NpyReader}
 
 
-def open_reader(path, format=None, *, verify_checksums=True):
+def open_reader(path, format=None, *, verify_checksums=True, where=None):
     """A reader for ``path`` (file or directory); format from the extension unless given.
 
     Parameters
@@ -84,6 +85,10 @@ def open_reader(path, format=None, *, verify_checksums=True):
         Parquet: check every page against the checksum stored with it (files
         written with ``write_page_checksum=True``); a mismatch is an error.
         Other formats carry no page checksums and ignore it.
+    where : str or pyarrow.compute.Expression, optional
+        Parquet: a filter on the partition columns of a Hive-partitioned
+        directory (see :mod:`fastcal.sources.readers.hive`); the files it leaves
+        out are not opened.
 
     Returns
     -------
@@ -93,14 +98,18 @@ def open_reader(path, format=None, *, verify_checksums=True):
         a column) and ``reader.chunks(names, chunk_rows)`` (:class:`Chunk` s of
         at most ``chunk_rows`` rows).
     """
-    path = os.fspath(path)
+    path = where_.local(os.fspath(path))  # a file:// URL is its local path
     _check_flag("verify_checksums", verify_checksums)
     if format is not None:
         detect_format(path, format)  # checks the choice before touching the file
     _stat(path)
     fmt = detect_format(path, format)
     if fmt == "parquet":
-        return ParquetReader(path, verify_checksums=verify_checksums), fmt
+        return ParquetReader(path, verify_checksums=verify_checksums, where=where), fmt
+    if where is not None:
+        msg = (f"{where_.shown(path)}: where= filters the partitions of a Parquet dataset; "
+               f"this is {fmt} data")
+        raise ValueError(msg)
     return _READERS[fmt](path), fmt
 
 
