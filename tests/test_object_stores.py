@@ -472,7 +472,8 @@ class Files(http.server.BaseHTTPRequestHandler):
     """Serves a folder with single byte ranges. A path's first part says how:
     ``/ok/`` as asked, ``/norange/`` ignores Range headers, ``/busy/`` answers 503 to the
     first two requests of each path, ``/flaky/`` drops the first two bodies half-way,
-    ``/dead/`` drops every body half-way, ``/deny/`` answers 403."""
+    ``/dead/`` drops every body half-way, ``/deny/`` answers 403, ``/moved/`` redirects
+    to ``/ok/`` (302), ``/nohead/`` answers HEAD with 405."""
 
     protocol_version = "HTTP/1.1"
     root = None
@@ -495,6 +496,10 @@ class Files(http.server.BaseHTTPRequestHandler):
         self.log.append((self.command, self.path, self.headers.get("Range")))
         if mode == "deny":
             return self._status(403, "Forbidden")
+        if mode == "moved":
+            return self._status(302, "Found", {"Location": f"/ok/{rel}"})
+        if mode == "nohead" and not body:
+            return self._status(405, "Method Not Allowed")
         if mode == "busy" and n <= 2:
             return self._status(503, "Service Unavailable")
         if not os.path.isfile(f):
@@ -524,8 +529,10 @@ class Files(http.server.BaseHTTPRequestHandler):
             return
         self.wfile.write(data)
 
-    def _status(self, code, reason):
+    def _status(self, code, reason, headers=None):
         self.send_response(code, reason)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -564,13 +571,23 @@ def test_a_busy_or_dropping_web_server_is_asked_again(site, data):
     assert local.n == 3000
 
 
+def test_redirects_are_followed_and_head_is_not_needed(site, data):
+    for name in ("pred.parquet", "pred.csv"):
+        local = fastcal.score_file(data / name)
+        for mode in ("moved", "nohead"):
+            same(fastcal.score_file(f"{site.base}/{mode}/{name}"), local)
+    # a redirect is followed when the file is opened: its ranged reads go where it led
+    ranged = {p for _, p, r in site.handler.log if r is not None}
+    assert "/ok/pred.parquet" in ranged and "/moved/pred.parquet" not in ranged
+
+
 def test_http_faults_are_one_line(site):
     base = site.base
     cases = [
         (f"{base}/ok/none.parquet", "no such object, nor objects under this prefix"),
-        (f"{base}/deny/pred.parquet", "access denied (HTTP 403 Forbidden); check the "
-                                      "credentials (none (the server must allow the request)) "
-                                      "and the permissions on the object"),
+        (f"{base}/deny/pred.parquet", "access denied (HTTP 403 Forbidden); fastcal sends no "
+                                      "credentials to a web server: give a URL the server "
+                                      "allows (a signed URL carries its own)"),
         (f"{base}/norange/pred.parquet", "cannot read the Parquet footer: the server does not "
                                          "answer range requests (HTTP 200 to a Range header); "
                                          "this format is read by ranges (CSV is streamed)"),

@@ -5,10 +5,13 @@ most ``chunk_rows`` rows at a time, so memory is bounded by the chunk size,
 never by the file:
 
 * Parquet: one file or a directory dataset (all ``*.parquet`` files under it,
-  in sorted path order; hive partition keys in directory names are not
-  columns), read with pyarrow one row group at a time, in batches of
-  ``chunk_rows`` rows, only the requested columns, through a 1 MiB read
-  buffer, so a row group of any size is never held whole. Page checksums
+  in sorted path order; in Hive layout, ``KEY=VALUE`` directories, the keys
+  are columns and ``where=`` chooses files by them: see
+  :mod:`fastcal.sources.readers.hive`), read with pyarrow one row group at a
+  time, in batches of ``chunk_rows`` rows, only the requested columns, through
+  a 1 MiB read buffer, so a row group of any size is never held whole. An
+  object's row group is fetched by concurrent ranged requests of the columns
+  asked for when they take at most 64 MiB (else as 8 MiB ranged reads). Page checksums
   (written by ``write_page_checksum=True``) are verified by default; a page
   that fails its checksum is an error naming the file (``verify_checksums=False``
   skips the check).
@@ -36,6 +39,11 @@ never by the file:
   float64. A plain CSV file that does not end in a newline is read with a
   ``UserWarning`` that its last line may be cut (some writers leave the
   newline out, so it is not refused).
+
+Where the files live: a local path, or a URL (``s3://``, ``gs://``, ``az://`` /
+``abfs://``, ``hf://``, ``http(s)://``, ``file://``) whose object or prefix is read
+by ranged requests through :mod:`fastcal.sources.readers.where`; a prefix is a
+directory. Memory maps are never used, locally or not.
 
 A directory is read as one dataset of one format. Its files of other extensions
 are not read and a ``UserWarning`` names them (names starting with ``.`` or

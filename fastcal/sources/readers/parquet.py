@@ -1,6 +1,7 @@
 """Parquet: one file or a directory dataset, read one row group at a time in
-batches of ``chunk_rows`` rows through a read buffer (1 MiB for a local file, 8 MiB
-ranged reads for an object), page checksums verified by default (see
+batches of ``chunk_rows`` rows through a read buffer (1 MiB for a local file; for an
+object, the row group's columns fetched together by concurrent ranged requests when
+they take at most 64 MiB, else 8 MiB ranged reads), page checksums verified by default (see
 :mod:`fastcal.sources.io`). A directory in Hive layout gives its partition columns
 (:mod:`fastcal.sources.readers.hive`), and ``where=`` chooses its files by them."""
 
@@ -15,6 +16,10 @@ _PARQUET_BUFFER = 1 << 20
 # An object is read by ranged requests of this size: each request costs a round trip,
 # so they are larger than a local file's reads (memory: one buffer per column read).
 _REMOTE_BUFFER = 8 << 20
+# ...or, when the columns asked for take at most this many bytes in every row group, a
+# row group's column chunks are fetched together, by concurrent requests (pyarrow's
+# pre-buffering): fewer round trips, and memory still bounded, by this size.
+_REMOTE_PREFETCH = 64 << 20
 
 
 class ParquetReader(_ArrowFiles):
@@ -81,7 +86,7 @@ class ParquetReader(_ArrowFiles):
                              f"{_where.reason(exc, _where.url_scheme(f))}")
             _fail(f, f"not a readable Parquet file: {_one_line(exc)}")
 
-    def _open(self, i):
+    def _open(self, i, names):
         import pyarrow.parquet as pq
 
         f = self.files[i]
@@ -89,8 +94,9 @@ class ParquetReader(_ArrowFiles):
         # not a whole column chunk of the row group at once.
         if _where.is_url(f):
             src = _where.open_file(f)
-            return pq.ParquetFile(src, metadata=self.footers[i], pre_buffer=False,
-                                  buffer_size=_REMOTE_BUFFER,
+            whole = _largest_group(self.footers[i], names) <= _REMOTE_PREFETCH
+            return pq.ParquetFile(src, metadata=self.footers[i], pre_buffer=whole,
+                                  buffer_size=0 if whole else _REMOTE_BUFFER,
                                   page_checksum_verification=self.verify_checksums), src
         return pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER,
                               page_checksum_verification=self.verify_checksums), None
@@ -107,7 +113,7 @@ class ParquetReader(_ArrowFiles):
             file_start = 0
             pf = src = None
             try:
-                pf, src = self._open(i)
+                pf, src = self._open(i, in_files)
                 # One row group at a time, in batches of chunk_rows: iter_batches over the
                 # whole file keeps what it has read (pyarrow 26), one row group does not.
                 for g in range(pf.metadata.num_row_groups):
@@ -142,3 +148,11 @@ class ParquetReader(_ArrowFiles):
                     src.close()
             if file_start != pf.metadata.num_rows:
                 _fail(f, f"read {file_start} rows but the footer says {pf.metadata.num_rows}")
+
+
+def _largest_group(meta, names):
+    """The largest compressed bytes of the columns ``names`` in one row group of a file."""
+    idx = [k for k in range(meta.num_columns)
+           if meta.schema.column(k).path.split(".")[0] in names]
+    return max((sum(meta.row_group(g).column(k).total_compressed_size for k in idx)
+                for g in range(meta.num_row_groups)), default=0)

@@ -35,7 +35,7 @@ CREDENTIALS = {
     "az": ("AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN, or Azure's default "
            "credential (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_CLIENT_SECRET; az login)"),
     "hf": "HF_TOKEN, or the token saved by huggingface-cli login",
-    "http": "none (the server must allow the request)",
+    "http": "none: a signed URL carries its own",
 }
 _KIND = {"s3": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az", "abfss": "az",
          "hf": "hf", "http": "http", "https": "http"}
@@ -213,6 +213,9 @@ def reason(exc, scheme):
             or "NO_SUCH_BUCKET" in text or "HTTP 404" in text:
         return f"no such object ({text})"
     if isinstance(exc, PermissionError) or any(w in text for w in _DENIED):
+        if kind == "http":
+            return (f"access denied ({text}); fastcal sends no credentials to a web server: "
+                    "give a URL the server allows (a signed URL carries its own)")
         return (f"access denied ({text}); check the credentials ({CREDENTIALS[kind]}) and "
                 "the permissions on the object")
     if any(w in text for w in _THROTTLED):
@@ -329,10 +332,16 @@ HTTP_TRIES = 4
 HTTP_PAUSE = 0.1
 HTTP_TIMEOUT = 60.0
 _RETRY_STATUS = (429, 500, 502, 503, 504)
+_MOVED = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 5
 
 
 class HttpError(OSError):
     """A request that failed for good: the status, or the connection's error."""
+
+
+class _Moved(Exception):
+    """A redirect to ``url``: followed by :meth:`HttpFileSystem.follow`."""
 
 
 class HttpFileSystem:
@@ -341,7 +350,9 @@ class HttpFileSystem:
 
     A random-access file reads each range with a GET and a ``Range`` header; a
     stream reads one GET from its start, and where the connection drops asks for
-    the rest with a ``Range`` header. No listing: a URL is one file.
+    the rest with a ``Range`` header. Redirects are followed (at most
+    :data:`MAX_REDIRECTS`) once, when the file is opened; later requests go to
+    where they led. No listing: a URL is one file.
     """
 
     def __init__(self, scheme, netloc):
@@ -378,6 +389,11 @@ class HttpFileSystem:
                 time.sleep(min(float(after), 2.0) if after and after.isdigit() else pause)
                 pause *= 2
                 continue
+            if resp.status in _MOVED and resp.getheader("Location"):
+                resp.read()
+                conn.close()
+                raise _Moved(urllib.parse.urljoin(f"{self.scheme}://{self.netloc}{path}",
+                                                  resp.getheader("Location")))
             if resp.status >= 400:
                 resp.read()
                 conn.close()
@@ -390,6 +406,41 @@ class HttpFileSystem:
             return conn, resp
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def follow(self, path, call):
+        """``call(fs, path)``, again where a redirect leads (another server, maybe)."""
+        fs = self
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                return call(fs, path)
+            except _Moved as moved:
+                parts = urllib.parse.urlsplit(moved.args[0])
+                if parts.scheme not in ("http", "https"):
+                    msg = f"the server redirects to a {parts.scheme}:// URL; expected http(s)://"
+                    raise HttpError(msg) from None
+                fs = HttpFileSystem(parts.scheme, parts.netloc)
+                path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        msg = f"more than {MAX_REDIRECTS} redirects"
+        raise HttpError(msg)
+
+    def locate(self, path):
+        """``(fs, path, size)`` of the file once redirects are followed; size None where
+        the server gives none. A missing file raises FileNotFoundError."""
+        def head(fs, p):
+            try:
+                conn, resp = fs.request(p, "HEAD")
+                size = resp.getheader("Content-Length")
+            except HttpError as exc:
+                if not str(exc).startswith(("HTTP 405", "HTTP 501")):
+                    raise
+                # no HEAD here: the first byte's Content-Range gives the size
+                conn, resp = fs.request(p, headers={"Range": "bytes=0-0"})
+                size = (resp.getheader("Content-Range") or "").rpartition("/")[2] \
+                    if resp.status == 206 else None
+            conn.close()  # a body, if any, is not read
+            return fs, p, (int(size) if size and size.isdigit() else None)
+
+        return self.follow(path, head)
+
     def get_file_info(self, path):
         from pyarrow import fs as pafs
 
@@ -397,14 +448,10 @@ class HttpFileSystem:
             msg = "http(s):// URLs name one file each: a web server has no listing"
             raise HttpError(msg)
         try:
-            conn, resp = self.request(path, "HEAD")
+            size = self.locate(path)[2]
         except FileNotFoundError:
             return pafs.FileInfo(path, pafs.FileType.NotFound)
-        length = resp.getheader("Content-Length")
-        resp.read()
-        conn.close()
-        return pafs.FileInfo(path, pafs.FileType.File,
-                             size=int(length) if length and length.isdigit() else None)
+        return pafs.FileInfo(path, pafs.FileType.File, size=size)
 
     def open_input_file(self, path):
         import pyarrow as pa
@@ -423,18 +470,13 @@ class _RangeFile:
     closed = False
 
     def __init__(self, fs, path):
-        self.fs, self.path = fs, path
         self.conn = None
         self.pos = 0
-        got = fs.get_file_info(path)
-        from pyarrow import fs as pafs
-
-        if got.type == pafs.FileType.NotFound:
-            raise FileNotFoundError("HTTP 404 Not Found")
-        if got.size is None:
+        self.fs, self.path, size = fs.locate(path)  # where redirects lead
+        if size is None:
             msg = "the server gives no Content-Length; a file read by ranges needs its size"
             raise HttpError(msg)
-        self.length = got.size
+        self.length = size
 
     def readable(self):
         return True
@@ -505,10 +547,10 @@ class _Stream:
     closed = False
 
     def __init__(self, fs, path):
-        self.fs, self.path = fs, path
         self.pos = 0
         self.tries = 0
-        self.conn, self.resp = fs.request(path)
+        self.fs, self.path, self.conn, self.resp = fs.follow(
+            path, lambda f, p: (f, p, *f.request(p)))
 
     def readable(self):
         return True
