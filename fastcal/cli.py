@@ -81,6 +81,10 @@ _COMMON = {
     "--json": dict(action="store_true", help="print one JSON object"),
     "--quiet": dict(action="store_true", help="no progress bar"),
     "--debug": dict(action="store_true", help="show tracebacks (also FASTCAL_DEBUG=1)"),
+    "--where": dict(metavar="FILTER",
+                    help="a Parquet dataset in Hive layout (directories KEY=VALUE): read only "
+                         "the files whose partition values pass FILTER, such as \"model = "
+                         "'v3'\" or \"model in ('v2', 'v3') and day >= '2024-05-01'\""),
 }
 
 
@@ -99,7 +103,9 @@ def _add_score(sc):
 def _score_inputs(sc):
     """The file and its columns."""
     sc.add_argument("path", metavar="PATH", help="file, or directory of files (Parquet dataset; "
-                                                 "NPY: one .npy file per column)")
+                                                 "NPY: one .npy file per column), or a URL of "
+                                                 "one: s3://, gs://, az://, abfs://, hf://, "
+                                                 "http(s)://, file://")
     sc.add_argument("--prob", required=True, metavar="COL",
                     help="probability column of class 1; for K classes a comma-separated list "
                          "of K columns or a prefix ending in '*' (quote it: 'p_*')")
@@ -162,7 +168,7 @@ def _score_reading(sc):
     sc.add_argument("--device", choices=("cpu", "cuda"), default=None,
                     help="fill on the GPU (cuda: needs the cuda extra and an NVIDIA GPU) or "
                          "the CPU (default)")
-    _add_common(sc, "--format")
+    _add_common(sc, "--format", "--where")
     sc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); results do not depend on it")
     sc.add_argument("--scheduler", metavar="ADDRESS",
@@ -199,7 +205,8 @@ def _score_outputs(sc):
 
 def _add_recalibrate(rc):
     """The options of ``fastcal recalibrate``."""
-    rc.add_argument("path", metavar="PATH", help="file, or directory of files")
+    rc.add_argument("path", metavar="PATH", help="file, or directory of files, or a URL of one "
+                                                 "(as fastcal score takes)")
     rc.add_argument("--prob", required=True, metavar="COL",
                     help="probability (or logit) column; for K classes a comma-separated list "
                          "or a prefix ending in '*'")
@@ -218,7 +225,7 @@ def _add_recalibrate(rc):
     rc.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                     help="NaN or null rows: error (raise) or leave them out of the fit and "
                          "the tables (omit)")
-    _add_common(rc, "--format")
+    _add_common(rc, "--format", "--where")
     rc.add_argument("--chunk-rows", type=_count, default=None, metavar="N",
                     help="rows per chunk (default 262144); the fit does not depend on it")
     rc.add_argument("--out", metavar="PARAMS.json", help="write the fitted map here (JSON)")

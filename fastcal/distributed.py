@@ -21,6 +21,7 @@ from fastcal.score import Options, score
 from fastcal.sources.dask import (ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source,
                                   _frame_source)
 from fastcal.inputs.validation import show
+from fastcal.sources.readers import where as where_
 
 
 
@@ -411,7 +412,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True, transform=None, smooth=False,
-                  metrics=(), sweep=None, tace_threshold=None):
+                  metrics=(), sweep=None, tace_threshold=None, where=None):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -419,7 +420,10 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     path : str
         A Parquet file, or a directory whose Parquet files (searched
         recursively in sorted path order, as :func:`fastcal.score_file` does)
-        hold the rows in that order. Workers must see the same path.
+        hold the rows in that order; or a URL of one, as
+        :func:`fastcal.score_file` takes (``s3://bucket/prefix/``, ...). Workers
+        must see the same path: a URL is opened by each worker with the
+        credentials of its own environment.
     {columns}
     {options}
     rows_per_partition : int, default 2**22
@@ -427,6 +431,9 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         this many rows (one row group is never split).
     verify_checksums : bool, default True
         As in :func:`fastcal.score_file`.
+    where : str or pyarrow.compute.Expression, optional
+        As in :func:`fastcal.score_file`: a filter on the partition columns of
+        a Hive-partitioned dataset; the other files are not read.
 
     Returns
     -------
@@ -461,10 +468,10 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
             or rows_per_partition < 1):
         msg = f"rows_per_partition must be a positive integer; got {show(rows_per_partition)}"
         raise ValueError(msg)
-    source = _dataset_source(os.fspath(path), label, prob, rows_per_partition,
-                             verify_checksums)
+    path = where_.local(os.fspath(path))  # a file:// URL is its local path
+    source = _dataset_source(path, label, prob, rows_per_partition, verify_checksums, where)
     return _run(source, (client, scheduler, workers, timeout), options,
-                provenance={"source": os.fspath(path), "format": "parquet"})
+                provenance={"source": where_.shown(path), "format": "parquet"})
 
 
 def _describe(client, scheduler, workers):

@@ -14,7 +14,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
                verify_checksums=True, device=None, transform=None, smooth=False,
-               metrics=(), sweep=None, tace_threshold=None):
+               metrics=(), sweep=None, tace_threshold=None, where=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -22,7 +22,11 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     path : str or os.PathLike
         A Parquet, Arrow IPC / Feather, NPY or CSV file, or a directory of
         such files (a Parquet dataset; NPY: one file per column). See
-        :mod:`fastcal.sources.io` for the layouts.
+        :mod:`fastcal.sources.io` for the layouts. Or a URL of the same:
+        ``s3://``, ``gs://``, ``az://`` / ``abfs://``, ``hf://``,
+        ``http(s)://`` or ``file://``, read by ranged requests with the
+        credentials of each store's own environment (see the guide's page on
+        files); a prefix of objects is a dataset as a directory is.
     prob : str or list of str, default "p"
         The probability column of class 1 (binary). For K classes: a list of
         K column names in class order, a prefix ending in ``*`` (``"p_*"``:
@@ -67,6 +71,13 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         A fitted recalibration (:mod:`fastcal.recalibrate`) applied to the
         probability (or, with ``logits=True``, logit) columns of every chunk
         before it is scored.
+    where : str or pyarrow.compute.Expression, optional
+        A Parquet dataset in Hive layout (directories named ``KEY=VALUE``,
+        whose keys are then columns): score only the files whose partition
+        values pass this filter, written as text (``"model = 'v3'"``,
+        ``"model in ('v2', 'v3') and day >= '2024-05-01'"``) or as a pyarrow
+        expression (``pyarrow.compute.field("model") == "v3"``). The other
+        files are not opened.
 
     Returns
     -------
@@ -128,7 +139,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       smooth=smooth, metrics=metrics, sweep=sweep,
                       tace_threshold=tace_threshold).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
-                        progress=progress, format=format, verify_checksums=verify_checksums)
+                        progress=progress, format=format, verify_checksums=verify_checksums,
+                        where=where)
     return score(source, options)
 
 

@@ -1,7 +1,9 @@
 """Reading and writing data files the way fastcal does: the public door for other packages.
 
 Reading: :func:`open_table` opens a table file (Parquet, Feather / Arrow IPC,
-NPY, CSV, or a directory of files of one of them) and reads named columns in
+NPY, CSV, or a directory of files of one of them; where it lives: a local path
+or a URL of an object store or a web server, ``s3://``, ``gs://``, ``az://``,
+``abfs://``, ``hf://``, ``http(s)://``, ``file://``) and reads named columns in
 chunks of bounded size, each chunk with its global row number and the file and
 row it comes from; :func:`open_arrays` opens named arrays of any shape (an
 ``.npz`` archive, a directory of ``.npy`` files, one ``.npy`` file) and reads
@@ -43,8 +45,9 @@ from fastcal import _atomic
 from fastcal.reports._json import json_text
 
 __all__ = ["ARRAY_FORMATS", "DEFAULT_CHUNK_ROWS", "FORMATS", "Arrays", "Chunk", "Table",
-           "commit", "detect_format", "is_special", "json_text", "open_arrays", "open_table",
-           "read_columns", "remove_temporaries", "write_atomically"]
+           "commit", "detect_format", "exists", "is_dir", "is_special", "json_text",
+           "open_arrays", "open_table", "read_columns", "remove_temporaries",
+           "write_atomically"]
 
 #: Formats :func:`open_arrays` reads.
 ARRAY_FORMATS = ("npz", "npy")
@@ -140,18 +143,25 @@ class Table:
         return self._reader.chunks(names, chunk_rows, any_type)
 
 
-def open_table(path, format=None, *, verify_checksums=True):
+def open_table(path, format=None, *, verify_checksums=True, where=None):
     """Open a table file, or a directory of files of one format, for reading in chunks.
 
     Parameters
     ----------
     path : str or os.PathLike
         A Parquet, Feather / Arrow IPC, NPY or CSV (``.csv``, ``.csv.gz``) file,
-        or a directory of files of one of these formats.
+        or a directory of files of one of these formats; or a URL of one
+        (``s3://``, ``gs://``, ``az://`` / ``abfs://``, ``hf://``, ``http(s)://``,
+        ``file://``; a prefix of objects is a directory). The partition columns
+        of a Parquet dataset in Hive layout (directories named ``KEY=VALUE``)
+        are columns too.
     format : {"parquet", "feather", "npy", "csv"}, optional
         Default: from the extension (or the files of a directory).
     verify_checksums : bool, default True
         Parquet: check each page against the checksum stored with it.
+    where : str or pyarrow.compute.Expression, optional
+        A Parquet dataset in Hive layout: only the files whose partition values
+        pass this filter (``"model = 'v3'"``) are read.
 
     Returns
     -------
@@ -166,7 +176,7 @@ def open_table(path, format=None, *, verify_checksums=True):
     """
     from fastcal.sources.io import open_reader
 
-    reader, fmt = open_reader(path, format, verify_checksums=verify_checksums)
+    reader, fmt = open_reader(path, format, verify_checksums=verify_checksums, where=where)
     return Table(reader, fmt)
 
 
@@ -247,6 +257,7 @@ def open_arrays(path, format=None):
     Parameters
     ----------
     path : str or os.PathLike
+        A local path, or a URL as :func:`open_table` takes.
     format : {"npz", "npy"}, optional
         Default: ``npz`` for a ``.npz`` file, else ``npy``.
 
@@ -257,6 +268,29 @@ def open_arrays(path, format=None):
     from fastcal.sources.readers.arrays import NpyArrays
 
     return Arrays(NpyArrays(os.fspath(path), format))
+
+
+def exists(path):
+    """Whether a local path (``os.path.lexists``) or a URL's object or prefix exists.
+
+    A URL's store is asked (one request); its faults (access denied, no connection)
+    are one ``ValueError`` line naming the URL.
+    """
+    from fastcal.sources.readers import where
+
+    path = where.local(os.fspath(path))
+    if not where.is_url(path):
+        return os.path.lexists(path)
+    from pyarrow import fs as pafs
+
+    return where.info(path).type != pafs.FileType.NotFound
+
+
+def is_dir(path):
+    """Whether a local path or a URL is a directory (for a URL: a prefix of objects)."""
+    from fastcal.sources.readers import where
+
+    return where.isdir(where.local(os.fspath(path)))
 
 
 def write_atomically(path, write, *, mode="wb"):

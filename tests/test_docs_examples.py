@@ -306,11 +306,16 @@ def test_page_examples(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)            # examples may write files
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace = {"__name__": "__docs__"}
-    for block in runnable:
-        if isinstance(block, Command):
-            _shell(block)
-        else:
-            _run(block, namespace)
+    environ = dict(os.environ)             # and set variables (a store's endpoint): undone
+    try:
+        for block in runnable:
+            if isinstance(block, Command):
+                _shell(block)
+            else:
+                _run(block, namespace)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 # In the child: the runner is imported before the modules `make demo` does not install are

@@ -15,7 +15,7 @@ def score(args, fmt, prob, label, transform):
     """The report of ``fastcal score`` computed on Dask (``prob``, ``label``: the
     column names, or lists of them, as parsed; ``transform``: the --recalibration
     map or None)."""
-    fmt = detect_format(args.path, fmt)
+    fmt = detect_format(args.path, fmt)  # a URL's scheme checked, a prefix listed
     if fmt != "parquet":
         raise _Fail(f"{args.path}: --scheduler and --workers read Parquet only; got {fmt}")
     debug = _debug(args)
@@ -67,7 +67,8 @@ def _score_dataset(args, prob, label, transform, client):
         eps=args.eps, ace=args.ace, logits=args.logits, ci=args.ci, n_boot=args.n_boot,
         seed=args.seed, device=args.device, transform=transform, smooth=args.smece,
         verify_checksums=not args.no_verify_checksums, metrics=args.metrics, sweep=args.sweep,
-        tace_threshold=args.tace_threshold, client=client, rows_per_partition=rows)
+        tace_threshold=args.tace_threshold, client=client, rows_per_partition=rows,
+        where=args.where)
 
 
 class _Watchdog:

@@ -9,6 +9,7 @@ import sys
 
 from fastcal import _atomic
 from fastcal.commands.common import MAX_PLOT_BINS, _check_local_output, _Fail
+from fastcal.sources.readers import where
 from fastcal.reports import plot
 from fastcal.writers import _one_line
 
@@ -39,6 +40,9 @@ def _check_target(option, target, inputs):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise _Fail(f"{option} {target}: the directory {folder} is not writable")
     for what, path in inputs:
+        path = where.local(path)  # a file:// URL is its local path
+        if where.is_url(path):
+            continue  # an object or a web server's file: never a local output
         src = os.path.realpath(path)
         if real == src or _same_file(real, src) or (
                 os.path.isdir(src) and os.path.commonpath([real, src]) == src):

@@ -20,7 +20,7 @@ def run(args):
     plot_kind = _check_args(args)
     progress = False if args.quiet else None  # on stderr when it is a terminal, --json or not
     read = dict(prob=_columns(args.prob), label=args.label, chunk_rows=args.chunk_rows,
-                progress=progress, format=_input_format(args))
+                progress=progress, format=_input_format(args), where=args.where)
     model, fit_seconds = _fit(args, read)
     out = {"file": args.path, "method": args.method, "passes": model.passes_,
            "fit_seconds": round(fit_seconds, 6), "params": model.to_dict()}

@@ -61,7 +61,7 @@ def _score_here(args, fmt, prob, label, transform):
         logits=args.logits, renormalize=args.renormalize, ci=args.ci, n_boot=args.n_boot,
         seed=args.seed, device=args.device, verify_checksums=not args.no_verify_checksums,
         transform=transform, smooth=args.smece, metrics=args.metrics, sweep=args.sweep,
-        tace_threshold=args.tace_threshold)
+        tace_threshold=args.tace_threshold, where=args.where)
 
 
 def _plot_or_print(args, rep, kind, text):

@@ -87,12 +87,13 @@ class _Data:
 
 
 def fit_file(model, path, *, prob="p", label="y", chunk_rows=None, progress=None, format=None,
-             verify_checksums=True):
-    """Fit ``model`` from a prediction file read in chunks (as :func:`fastcal.score_file`),
-    in ``model.passes_`` passes. Returns the model."""
+             verify_checksums=True, where=None):
+    """Fit ``model`` from a prediction file read in chunks (as :func:`fastcal.score_file`:
+    a local path or a URL, and ``where``, a filter on the partition columns of a Hive
+    dataset), in ``model.passes_`` passes. Returns the model."""
     source = FileSource(path, prob=prob, label=label,
                         chunk_rows=int(chunk_rows or DEFAULT_CHUNK_ROWS), progress=progress,
-                        format=format, verify_checksums=verify_checksums)
+                        format=format, verify_checksums=verify_checksums, where=where)
     return model.fit_source(source)
 
 

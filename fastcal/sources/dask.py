@@ -11,9 +11,10 @@ from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs.batch import lazy_kind
 from fastcal.sources.files import _reword, resolve_columns, stack_columns
+from fastcal.sources.readers import where as where_
 from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
                                           _widen)
-from fastcal.sources.readers.parquet import ParquetReader
+from fastcal.sources.readers.parquet import _REMOTE_BUFFER, ParquetReader
 from fastcal.inputs.validation import show
 
 ROWS_PER_PARTITION = 1 << 22
@@ -54,26 +55,47 @@ def _frame_columns(frame, label_cols, prob_cols):
             stack_columns([frame[c].to_numpy() for c in prob_cols]))
 
 
-def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True):
-    """Columns (labels, probabilities) of some row groups of one file; ``dtypes``
-    holds each column's dtype over the dataset (``ParquetReader.dtype``), to which
-    a narrower file is widened so that every partition is binned alike."""
+def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True,
+                     constants=None):
+    """Columns (labels, probabilities) of some row groups of one file (a local path,
+    or a URL that the worker opens with its own environment's credentials);
+    ``dtypes`` holds each column's dtype over the dataset (``ParquetReader.dtype``),
+    to which a narrower file is widened so that every partition is binned alike;
+    ``constants``: {name: Arrow scalar} of the file's partition columns."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = list(dict.fromkeys([*label_cols, *prob_cols]))
+    constants = constants or {}
+    names = [n for n in dict.fromkeys([*label_cols, *prob_cols]) if n not in constants]
+    remote = where_.is_url(path)
+    src = where_.open_file(path) if remote else path
     try:
-        pf = pq.ParquetFile(path, page_checksum_verification=verify_checksums)
+        pf = pq.ParquetFile(src, page_checksum_verification=verify_checksums,
+                            **({"pre_buffer": False, "buffer_size": _REMOTE_BUFFER}
+                               if remote else {}))
     except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
+        if remote:
+            src.close()
         _fail(path, f"not a readable Parquet file: {_one_line(exc)}")
     _check_unique(path, names, pf.schema_arrow.names)
     try:
         table = pf.read_row_groups(row_groups, columns=names)
     except (OSError, ArithmeticError, IndexError, KeyError, TypeError, ValueError) as exc:
-        _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: "
-                    f"{_one_line(exc)}")
+        text = (where_.reason(exc, where_.url_scheme(path)) if remote and isinstance(exc, OSError)
+                else _one_line(exc))
+        _fail(path, f"cannot read Parquet row groups {row_groups[0]}-{row_groups[-1]}: {text}")
+    finally:
+        if remote:
+            pf.close()
+            src.close()  # ParquetFile closes only what it opened itself
+
+    def column(c):
+        if c in constants:
+            return pa.repeat(constants[c], table.num_rows)
+        return table.column(c)
 
     def columns(names):
-        return stack_columns([_widen(_arrow_to_numpy(table.column(c)), dtypes[c]) for c in names])
+        return stack_columns([_widen(_arrow_to_numpy(column(c)), dtypes[c]) for c in names])
 
     return columns(label_cols), columns(prob_cols)
 
@@ -128,28 +150,31 @@ def _frame_source(df, label, prob):
                    reword)
 
 
-def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True):
+def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True, where=None):
     """Partitions of whole row groups. The client reads each file's footer; the
     files, their order, the column checks and the messages are those of
-    :func:`fastcal.score_file`."""
-    import pyarrow.parquet as pq
+    :func:`fastcal.score_file` (``where``: its filter on the partition columns)."""
+    import pyarrow as pa
 
-    reader = ParquetReader(path, verify_checksums=verify_checksums)
+    reader = ParquetReader(path, verify_checksums=verify_checksums, where=where)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
     reader.check([*prob_cols, *label_cols])
     # each column's widest dtype over the files: one rule for binning
     dtypes = {c: reader.dtype(c) for c in (*prob_cols, *label_cols)}
     parts, chunks = [], []
     first_row = 0
-    for f in reader.files:
-        meta = pq.ParquetFile(f).metadata
+    keys = reader.partitions
+    for i, f in enumerate(reader.files):
+        meta = reader.footers[i]  # the footer the reader read
+        constants = {n: pa.scalar(keys.values[i][k], keys.types[k])
+                     for k, n in enumerate(keys.names) if n in (*label_cols, *prob_cols)}
         group, rows, start = [], 0, 0
         for g in range(meta.num_row_groups):
             group.append(g)
             rows += meta.row_group(g).num_rows
             if rows >= rows_per_partition or g == meta.num_row_groups - 1:
                 parts.append((_read_row_groups, f, group, label_cols, prob_cols, dtypes,
-                              verify_checksums))
+                              verify_checksums, constants))
                 chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
                 group, rows = [], 0

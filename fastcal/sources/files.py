@@ -10,6 +10,7 @@ import numpy as np
 from fastcal import backends
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
+from fastcal.sources.readers import where as where_
 
 
 class _ChunkError:
@@ -200,10 +201,10 @@ class FileSource:
     n_chunks = None  # chunks of the last fill
 
     def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
-                 verify_checksums=True):
-        self.path = os.fspath(path)
+                 verify_checksums=True, where=None):
+        self.path = where_.local(os.fspath(path))  # a file:// URL is its local path
         self.reader, self.format = open_reader(self.path, format,
-                                               verify_checksums=verify_checksums)
+                                               verify_checksums=verify_checksums, where=where)
         self.prob, self.label = prob, label
         prob_cols, label_cols = resolve_columns(self.path, prob, label, self.reader.columns)
         self.multi_class = len(prob_cols) > 1
@@ -212,13 +213,13 @@ class FileSource:
         self.reader.check(self.names)
         self.chunk_rows = chunk_rows
         self.progress = progress
-        self.prefix = f"{self.path}: "
+        self.prefix = f"{where_.shown(self.path)}: "
         self.what = repr(prob)
-        self.empty = f"{self.path}: no data rows"
+        self.empty = f"{where_.shown(self.path)}: no data rows"
 
     @property
     def provenance(self):
-        return {"source": self.path, "format": self.format}
+        return {"source": where_.shown(self.path), "format": self.format}
 
     def fill(self, opts):
         acc = opts.accumulator()

@@ -5,10 +5,13 @@ most ``chunk_rows`` rows at a time, so memory is bounded by the chunk size,
 never by the file:
 
 * Parquet: one file or a directory dataset (all ``*.parquet`` files under it,
-  in sorted path order; hive partition keys in directory names are not
-  columns), read with pyarrow one row group at a time, in batches of
-  ``chunk_rows`` rows, only the requested columns, through a 1 MiB read
-  buffer, so a row group of any size is never held whole. Page checksums
+  in sorted path order; in Hive layout, ``KEY=VALUE`` directories, the keys
+  are columns and ``where=`` chooses files by them: see
+  :mod:`fastcal.sources.readers.hive`), read with pyarrow one row group at a
+  time, in batches of ``chunk_rows`` rows, only the requested columns, through
+  a 1 MiB read buffer, so a row group of any size is never held whole. An
+  object's row group is fetched by concurrent ranged requests of the columns
+  asked for when they take at most 64 MiB (else as 8 MiB ranged reads). Page checksums
   (written by ``write_page_checksum=True``) are verified by default; a page
   that fails its checksum is an error naming the file (``verify_checksums=False``
   skips the check).
@@ -37,6 +40,11 @@ never by the file:
   ``UserWarning`` that its last line may be cut (some writers leave the
   newline out, so it is not refused).
 
+Where the files live: a local path, or a URL (``s3://``, ``gs://``, ``az://`` /
+``abfs://``, ``hf://``, ``http(s)://``, ``file://``) whose object or prefix is read
+by ranged requests through :mod:`fastcal.sources.readers.where`; a prefix is a
+directory. Memory maps are never used, locally or not.
+
 A directory is read as one dataset of one format. Its files of other extensions
 are not read and a ``UserWarning`` names them (names starting with ``.`` or
 ``_`` are skipped silently); files of two data formats are an error naming
@@ -58,6 +66,7 @@ was found and what was expected.
 
 import os
 
+from fastcal.sources.readers import where as where_
 from fastcal.sources.readers.base import (DEFAULT_CHUNK_ROWS, MAX_COLUMNS, Chunk, _check_flag,
                                           _stat)
 from fastcal.sources.readers.csv import CsvReader
@@ -71,7 +80,7 @@ _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader
             "npy": NpyReader}
 
 
-def open_reader(path, format=None, *, verify_checksums=True):
+def open_reader(path, format=None, *, verify_checksums=True, where=None):
     """A reader for ``path`` (file or directory); format from the extension unless given.
 
     Parameters
@@ -84,6 +93,10 @@ def open_reader(path, format=None, *, verify_checksums=True):
         Parquet: check every page against the checksum stored with it (files
         written with ``write_page_checksum=True``); a mismatch is an error.
         Other formats carry no page checksums and ignore it.
+    where : str or pyarrow.compute.Expression, optional
+        Parquet: a filter on the partition columns of a Hive-partitioned
+        directory (see :mod:`fastcal.sources.readers.hive`); the files it leaves
+        out are not opened.
 
     Returns
     -------
@@ -93,14 +106,18 @@ def open_reader(path, format=None, *, verify_checksums=True):
         a column) and ``reader.chunks(names, chunk_rows)`` (:class:`Chunk` s of
         at most ``chunk_rows`` rows).
     """
-    path = os.fspath(path)
+    path = where_.local(os.fspath(path))  # a file:// URL is its local path
     _check_flag("verify_checksums", verify_checksums)
     if format is not None:
         detect_format(path, format)  # checks the choice before touching the file
     _stat(path)
     fmt = detect_format(path, format)
     if fmt == "parquet":
-        return ParquetReader(path, verify_checksums=verify_checksums), fmt
+        return ParquetReader(path, verify_checksums=verify_checksums, where=where), fmt
+    if where is not None:
+        msg = (f"{where_.shown(path)}: where= filters the partitions of a Parquet dataset; "
+               f"this is {fmt} data")
+        raise ValueError(msg)
     return _READERS[fmt](path), fmt
 
 

@@ -79,7 +79,12 @@ def _root(buf, start=0):
 
 
 def _pread_all(fd, n, pos):
-    """Exactly ``n`` bytes at ``pos`` into a new uint8 array, or None on a short read."""
+    """Exactly ``n`` bytes at ``pos`` into a new uint8 array, or None on a short read.
+    ``fd``: a local file's descriptor, or an object's random-access file (one ranged
+    read; see :mod:`fastcal.sources.readers.where`)."""
+    if not isinstance(fd, int):
+        data = fd.read_at(n, pos)
+        return np.frombuffer(data, dtype=np.uint8) if len(data) == n else None
     out = np.empty(n, dtype=np.uint8)
     view = memoryview(out)
     got = 0

@@ -10,6 +10,9 @@ import numpy as np
 
 from fastcal.sources.readers.base import _fail, _one_line
 
+# A header is parsed from a file's first bytes: numpy refuses headers over 10000 bytes.
+HEADER_BYTES = 10000 + 16
+
 
 def parse_header(fh, where):
     """``(dtype, shape, fortran, offset)`` of the NPY header at the start of ``fh``.
@@ -66,9 +69,14 @@ def pread_into(fd, where, out, pos, row0, row_bytes, need):
     view = memoryview(out.reshape(-1).view(np.uint8))  # any dtype, datetimes included
     got = 0
     while got < view.nbytes:
-        k = os.preadv(fd, [view[got:]], pos + got)
+        if isinstance(fd, int):
+            k = os.preadv(fd, [view[got:]], pos + got)
+        else:  # an object's random-access file: one ranged read
+            data = fd.read_at(view.nbytes - got, pos + got)
+            k = len(data)
+            view[got:got + k] = data
         if k == 0:
-            now = os.fstat(fd).st_size
+            now = os.fstat(fd).st_size if isinstance(fd, int) else fd.size()
             _fail(where, f"file is truncated: it now has {now} bytes, so row "
                          f"{row0 + got // max(row_bytes, 1)} is missing; the header promised "
                          f"{need} bytes (expected a file that does not change while it is "

@@ -23,8 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fastcal.sources.readers._npyheader import (check_items, check_size, native, parse_header,
-                                               pread_into)
+from fastcal.sources.readers._npyheader import (HEADER_BYTES as _HEADER_BYTES, check_items,
+                                               check_size, native, parse_header, pread_into)
+from fastcal.sources.readers import where
 from fastcal.sources.readers.base import Chunk, _fail, _fail_os, _one_line, _stat
 from fastcal.sources.readers.paths import _files_of
 
@@ -35,8 +36,6 @@ _DEFLATE_RATIO = 1032
 _WHOLE_MAX = 1 << 30
 # Rows skipped in a member's stream are read in pieces of this many bytes.
 _SKIP_PIECE = 8 << 20
-# A member's header is parsed from its first bytes: numpy refuses headers over 10000 bytes.
-_HEADER_BYTES = 10000 + 16
 
 
 class ArrayInfo(NamedTuple):
@@ -73,6 +72,7 @@ class NpyArrays:
     """
 
     def __init__(self, path, format=None):
+        path = where.local(path)  # a file:// URL is its local path
         self.path = path
         self.arrays = {}
         if format not in (None, "npz", "npy"):
@@ -81,13 +81,13 @@ class NpyArrays:
         if stat.S_ISDIR(_stat(path).st_mode):
             self.format = "npy"
             for f in _files_of(path, "npy"):
-                self._add(os.path.splitext(os.path.basename(f))[0], self._file_info(f))
-        elif format == "npz" or (format is None and path.lower().endswith(".npz")):
+                self._add(_stem(f), self._file_info(f))
+        elif format == "npz" or (format is None and where.name_of(path).lower().endswith(".npz")):
             self.format = "npz"
             self._read_archive()
         else:
             self.format = "npy"
-            self._add(os.path.splitext(os.path.basename(path))[0], self._file_info(path))
+            self._add(_stem(path), self._file_info(path))
 
     def _add(self, name, info):
         if name in self.arrays:
@@ -97,25 +97,30 @@ class NpyArrays:
 
     @staticmethod
     def _file_info(f):
-        size = os.path.getsize(f)
+        size = where.size(f)
         if size == 0:
             _fail(f, "file is empty (0 bytes)")
-        try:
-            with open(f, "rb") as fh:
-                dtype, shape, fortran, offset = parse_header(fh, f)
-        except OSError as exc:
-            _fail_os(f, exc, "read it")
+        if where.is_url(f):  # the header's bytes in one ranged read
+            with where.open_file(f) as fh:
+                head = io.BytesIO(fh.read_at(min(size, _HEADER_BYTES), 0))
+            dtype, shape, fortran, offset = parse_header(head, f)
+        else:
+            try:
+                with open(f, "rb") as fh:
+                    dtype, shape, fortran, offset = parse_header(fh, f)
+            except OSError as exc:
+                _fail_os(f, exc, "read it")
         check_items(f, dtype, shape)
         check_size(f, dtype, shape, offset, size)
         return ArrayInfo(f, f, None, dtype, shape, fortran, offset)
 
     def _read_archive(self):
         path = self.path
-        size = os.path.getsize(path)
+        size = where.size(path)
         if size == 0:
             _fail(path, "file is empty (0 bytes)")
         try:
-            with zipfile.ZipFile(path) as z:
+            with zipfile.ZipFile(_zip_source(path)) as z:
                 for info in z.infolist():
                     if info.filename.endswith(".npy"):
                         self._add(info.filename[:-4], self._member_info(z, info, size))
@@ -201,6 +206,16 @@ class NpyArrays:
                 r.close()
 
 
+def _stem(f):
+    return os.path.splitext(os.path.basename(where.name_of(f)))[0]
+
+
+def _zip_source(path):
+    """What ``zipfile`` opens: a local path, or an object read ahead in large ranges (zip
+    reads a few KiB at a time: one request each would be slow)."""
+    return where.open_buffered(path) if where.is_url(path) else path
+
+
 def _rows_of(info):
     return _FileRows(info) if info.member is None else _MemberRows(info)
 
@@ -223,7 +238,7 @@ class _FileRows(_Rows):
     def __init__(self, info):
         self.info = info
         try:
-            self.fd = os.open(info.file, os.O_RDONLY)
+            self.fd = where.open_handle(info.file)
         except OSError as exc:
             _fail_os(info.file, exc, "open it")
 
@@ -246,7 +261,7 @@ class _FileRows(_Rows):
 
     def close(self):
         if self.fd is not None:
-            os.close(self.fd)
+            where.close_handle(self.fd)
             self.fd = None
 
 
@@ -264,7 +279,7 @@ class _MemberRows(_Rows):
         self.close()
         info = self.info
         try:
-            self.zip = zipfile.ZipFile(info.file)
+            self.zip = zipfile.ZipFile(_zip_source(info.file))
             self.fh = self.zip.open(info.member)
         except Exception as exc:
             _fail(info.where, f"cannot be read: {_one_line(exc)}")

@@ -7,12 +7,12 @@ was found and what was expected.
 
 import errno
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from fastcal.inputs.validation import show
+from fastcal.sources.readers import where
 
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
@@ -32,7 +32,7 @@ class Chunk:
 
 
 def _fail(path, what):
-    msg = f"{path}: {what}"
+    msg = f"{where.shown(path)}: {what}"
     raise ValueError(msg)
 
 
@@ -42,23 +42,8 @@ def _one_line(exc):
     return text[0] if text else type(exc).__name__
 
 
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def _url_scheme(path):
-    """The scheme of a URL (``s3`` of ``s3://bucket/key``, ``https``...), else None."""
-    m = _URL.match(os.fspath(path)) if isinstance(path, (str, os.PathLike)) else None
-    return m.group(1).lower() if m else None
-
-
-def _check_local(path):
-    """A path that is a URL, not a local file or directory: one line saying so (pyarrow
-    would try the network for s3:// or gs://, even where a local path of that name
-    exists)."""
-    scheme = _url_scheme(path)
-    if scheme is not None:
-        _fail(path, f"{scheme}:// URLs are not read yet; copy the data to a local file or "
-                    "directory (or a mounted file system) and pass its path")
+# Where a path lives (a local path or a URL), answered once for every reader.
+_url_scheme = where.url_scheme
 
 
 def _fail_os(path, exc, doing):
@@ -79,9 +64,11 @@ def _fail_os(path, exc, doing):
 
 
 def _stat(path):
-    """``os.stat(path)``, any failure one line (no such file, symlink loop, permission,
-    a URL)."""
-    _check_local(path)
+    """``os.stat(path)``, any failure one line (no such file, symlink loop, permission);
+    for a URL, its object's or prefix's type and size (no such object, access denied,
+    connection failed: one line)."""
+    if where.is_url(path):
+        return where.stat(path)
     try:
         return os.stat(path)
     except OSError as exc:

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from fastcal.sources.readers import where
 from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_any, _arrow_to_numpy,
                                           _check_schema, _check_unique, _fail, _one_line)
 from fastcal.sources.readers.paths import _files_of
@@ -21,7 +22,7 @@ def _gzip_rows(f):
     lines = blank = 0
     tail = b""
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    with open(f, "rb") as fh:
+    with (where.open_stream(f) if where.is_url(f) else open(f, "rb")) as fh:
         block = fh.read(1 << 16)
         while block:
             try:
@@ -46,19 +47,35 @@ def _warn_if_cut(f):
     """Warn (one line) when a plain CSV file does not end in a newline: its last line is
     likely cut (an interrupted copy or write). The file is still read: some writers
     leave the newline out, so this is a warning, not an error."""
-    if f.lower().endswith(".gz"):
+    if _gz(f):
         return  # the gzip stream's own checks catch a cut file
     try:
-        with open(f, "rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            last = fh.read(1)
-    except OSError:
+        if where.is_url(f):
+            with where.open_file(f) as fh:
+                last = fh.read_at(1, fh.size() - 1)
+        else:
+            with open(f, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                last = fh.read(1)
+    except (OSError, ValueError):  # only a warning: the read that follows names the fault
         return
     if last not in (b"\n", b"\r"):
         import warnings
 
         warnings.warn(f"{f}: does not end in a newline, so its last line may be cut (an "
                       f"interrupted copy or write?); read as it is", UserWarning, stacklevel=3)
+
+
+def _gz(f):
+    return where.name_of(f).lower().endswith(".gz")
+
+
+def _source(f):
+    """What pyarrow's CSV reader opens: a local path (pyarrow decompresses a .gz name),
+    or an object's stream (decompressed here)."""
+    if not where.is_url(f):
+        return f
+    return where.open_stream(f, "gzip" if _gz(f) else None)
 
 
 def _is_number(text):
@@ -74,7 +91,7 @@ class CsvReader(_Reader):
         super().__init__(path)
         self.files = _files_of(path, "csv")
         for f in self.files:
-            if os.path.getsize(f) == 0:
+            if where.size(f) == 0:
                 _fail(f, "file is empty (0 bytes)")
             _warn_if_cut(f)
         self.schema = self._schema(self.files[0])
@@ -117,7 +134,7 @@ class CsvReader(_Reader):
             _fail(f, f"column {name} {where} holds {value[:80]!r}; expected a number (or an "
                      "empty field, NA, NaN or null for a missing value) (rows counted from 0)")
         low = text.lower()
-        gz = f.lower().endswith(".gz")
+        gz = _gz(f)
         if gz and any(w in low for w in ("zlib", "gzip", "compressed", "inflate")):
             # pyarrow reads ahead, so the rows it had passed on when the error came vary
             # from run to run; the rows the stream holds do not
@@ -156,7 +173,9 @@ class CsvReader(_Reader):
         import pyarrow as pa
 
         try:
-            with pa.input_stream(f, compression="detect") as s:
+            stream = (where.open_stream(f, "gzip" if _gz(f) else None) if where.is_url(f)
+                      else pa.input_stream(f, compression="detect"))
+            with stream as s:
                 return s.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace").strip()
         except Exception:  # only a hint for a message
             return ""
@@ -164,10 +183,16 @@ class CsvReader(_Reader):
     def _schema(self, f):
         import pyarrow.csv as pcsv
 
+        src = _source(f)
         try:
-            reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(use_threads=False))
+            reader = pcsv.open_csv(src, read_options=pcsv.ReadOptions(use_threads=False))
         except Exception as exc:
+            if where.is_url(f) and isinstance(exc, OSError):
+                _fail(f, f"cannot read the CSV header: {where.reason(exc, where.url_scheme(f))}")
             self._fail_csv(f, exc, 0, 0)
+        finally:
+            if src is not f:
+                src.close()
         schema = reader.schema
         reader.close()
         return schema
@@ -202,10 +227,12 @@ class CsvReader(_Reader):
             _check_unique(f, names, self.schema.names if f == self.files[0]
                           else self._schema(f).names)
             file_start = 0
+            src = None
             try:
+                src = _source(f)
                 # One parsing thread: pyarrow then numbers the lines of bad rows.
                 reader = pcsv.open_csv(
-                    f, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
+                    src, read_options=pcsv.ReadOptions(block_size=block, use_threads=False),
                     convert_options=pcsv.ConvertOptions(
                         include_columns=list(dict.fromkeys(names)),
                         column_types={n: pa.float64() for n in names if n not in any_type}))
@@ -218,6 +245,12 @@ class CsvReader(_Reader):
                         start += part.num_rows
                         file_start += part.num_rows
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
-                if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
+                if isinstance(exc, ValueError) and str(exc).startswith(f"{where.shown(f)}:"):
                     raise
+                if where.is_url(f) and isinstance(exc, OSError):
+                    _fail(f, f"cannot read CSV data after data row {file_start}: "
+                             f"{where.reason(exc, where.url_scheme(f))}")
                 self._fail_csv(f, exc, file_start, start - file_start, any_type)
+            finally:
+                if src is not None and src is not f:
+                    src.close()

@@ -5,6 +5,7 @@ import os
 
 from fastcal.sources.readers._ipc import (_Corrupt, _direct, _ipc_batch, _ipc_blocks,
                                           _lengths_agree, _pread_all, _type_layout)
+from fastcal.sources.readers import where
 from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_any, _arrow_to_numpy,
                                           _check_unique, _fail, _fail_os, _one_line, _widen)
 from fastcal.sources.readers.paths import _files_of
@@ -13,6 +14,8 @@ from fastcal.sources.readers.paths import _files_of
 def _open_plain(f):
     import pyarrow as pa
 
+    if where.is_url(f):
+        return where.open_file(f)  # one ranged request per read
     try:
         return pa.OSFile(f, "rb")
     except Exception as exc:
@@ -20,7 +23,9 @@ def _open_plain(f):
 
 
 def _size_now(f):
-    """The file's size now (0 if it is gone)."""
+    """The file's size now (0 if it is gone); an object does not change."""
+    if where.is_url(f):
+        return 1 << 62
     try:
         return os.path.getsize(f)
     except OSError:
@@ -70,7 +75,7 @@ class FeatherReader(_ArrowFiles):
         handle (never a memory map); opening reads the footer and schema, no batch."""
         import pyarrow.ipc as ipc
 
-        if os.path.getsize(f) == 0:
+        if where.size(f) == 0:
             _fail(f, "file is empty (0 bytes)")
         for opener in (ipc.open_file, ipc.open_stream):
             handle = _open_plain(f)
@@ -79,24 +84,29 @@ class FeatherReader(_ArrowFiles):
             except Exception as exc:
                 handle.close()
                 error = exc
-        with open(f, "rb") as fh:
-            if fh.read(4) == b"FEA1":
-                _fail(f, "a Feather V1 file (a format pyarrow has deprecated); expected Feather "
-                         "V2 / Arrow IPC: rewrite it with pyarrow.feather.write_feather("
-                         "pyarrow.feather.read_table(path), new_path)")
+        if where.is_url(f):
+            with where.open_file(f) as fh:
+                head = fh.read_at(4, 0)
+        else:
+            with open(f, "rb") as fh:
+                head = fh.read(4)
+        if head == b"FEA1":
+            _fail(f, "a Feather V1 file (a format pyarrow has deprecated); expected Feather "
+                     "V2 / Arrow IPC: rewrite it with pyarrow.feather.write_feather("
+                     "pyarrow.feather.read_table(path), new_path)")
         _fail(f, f"not a readable Arrow IPC / Feather file: {_one_line(error)}")
 
     @staticmethod
     def _count_rows(f, reader):
         """Rows of an IPC file from its batches' metadata (read with ordinary reads)."""
-        fd = os.open(f, os.O_RDONLY)
+        fd = where.open_handle(f)
         try:
-            size = os.fstat(fd).st_size
+            size = where.handle_size(fd)
             return sum(_ipc_batch(fd, b)[0] for b in _ipc_blocks(fd, size)[0])
         except _Corrupt:
             return reader.count_rows()
         finally:
-            os.close(fd)
+            where.close_handle(fd)
 
     def chunks(self, names, chunk_rows, any_type=()):
         dtypes = {n: self._dtype(n) if len(self.files) > 1 and n not in any_type else None
@@ -116,8 +126,11 @@ class FeatherReader(_ArrowFiles):
                     start += len(cols[0])
                     file_start += len(cols[0])
             except Exception as exc:  # any reader failure becomes one ValueError naming the file
-                if isinstance(exc, ValueError) and str(exc).startswith(f"{f}:"):
+                if isinstance(exc, ValueError) and str(exc).startswith(f"{where.shown(f)}:"):
                     raise
+                if where.is_url(f) and isinstance(exc, OSError):
+                    _fail(f, f"cannot read Arrow data near row {file_start}: "
+                             f"{where.reason(exc, where.url_scheme(f))}")
                 _check_size(f, _size_now(f), size, file_start)  # cut since it was opened?
                 _fail(f, f"cannot read Arrow data near row {file_start}: {_one_line(exc)}")
             finally:
@@ -148,7 +161,7 @@ class FeatherReader(_ArrowFiles):
                 except StopIteration:
                     break
                 except Exception:
-                    _check_size(f, os.path.getsize(f), size, row)
+                    _check_size(f, _size_now(f), size, row)
                     raise
                 for off in range(0, batch.num_rows, chunk_rows):
                     part = batch.slice(off, chunk_rows)
@@ -199,14 +212,14 @@ class FeatherReader(_ArrowFiles):
         the columns asked for).
         """
         try:
-            fd = os.open(f, os.O_RDONLY)
+            fd = where.open_handle(f)
         except OSError as exc:
             _fail_os(f, exc, "open it")
         row = 0
         whole = None  # pyarrow's reader over a plain handle, for batches read whole
         try:
             size = opened
-            _check_size(f, os.fstat(fd).st_size, size, row)
+            _check_size(f, where.handle_size(fd), size, row)
             layout = self._layout(schema, names)
             try:
                 blocks, big_endian = _ipc_blocks(fd, size)
@@ -237,7 +250,7 @@ class FeatherReader(_ArrowFiles):
                     rows = batch.num_rows
                 for a in range(0, rows, chunk_rows):
                     b = min(a + chunk_rows, rows)
-                    _check_size(f, os.fstat(fd).st_size, size, row)
+                    _check_size(f, where.handle_size(fd), size, row)
                     if batch is not None:
                         cols = self._columns(batch.slice(a, b - a), names, any_type)
                     else:
@@ -248,12 +261,12 @@ class FeatherReader(_ArrowFiles):
                     yield cols
                 batch = None
         except _Corrupt:
-            _check_size(f, os.fstat(fd).st_size, size, row)
+            _check_size(f, where.handle_size(fd), size, row)
             _fail(f, f"corrupt Arrow IPC record batch near row {row}: a field or buffer is "
                      "shorter than the batch's rows; expected a file written by an Arrow "
                      "writer")
         finally:
-            os.close(fd)
+            where.close_handle(fd)
             if whole is not None:
                 whole[1].close()
 
@@ -295,7 +308,7 @@ class FeatherReader(_ArrowFiles):
                 raise _Corrupt
             data = _pread_all(fd, hi - lo, body + off + lo)
             if data is None:
-                shrank(os.fstat(fd).st_size)
+                shrank(where.handle_size(fd))
             return pa.py_buffer(data)
 
         n = b - a8

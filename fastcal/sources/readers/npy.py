@@ -2,13 +2,15 @@
 directory of column files, read with ordinary reads after the header is checked
 against the file size (see :mod:`fastcal.sources.io`)."""
 
+import io
 import math
 import os
 
 import numpy as np
 
-from fastcal.sources.readers._npyheader import (check_items, check_size, native, parse_header,
-                                               pread_into)
+from fastcal.sources.readers._npyheader import (HEADER_BYTES, check_items, check_size, native,
+                                               parse_header, pread_into)
+from fastcal.sources.readers import where
 from fastcal.sources.readers.base import (MAX_COLUMNS, Chunk, _check_any_numpy_type,
                                           _check_numpy_type, _fail, _fail_os, _one_line, _Reader)
 from fastcal.sources.readers.paths import _files_of
@@ -25,11 +27,11 @@ class NpyReader(_Reader):
         super().__init__(path)
         self.sources = {}  # column name -> (file, dtype, offset, shape, fortran, field, k)
         files = _files_of(path, "npy")
-        single = not os.path.isdir(path)
+        single = files == [path]  # a file, not a directory of column files
         n_rows = None
         for f in files:
             dtype, shape, fortran, offset = self._header(f)  # validated: sizes, columns
-            stem = os.path.splitext(os.path.basename(f))[0]
+            stem = os.path.splitext(os.path.basename(where.name_of(f)))[0]
             if dtype.names is not None:
                 cols = [((name if single else f"{stem}:{name}"), name, None)
                         for name in dtype.names]
@@ -61,14 +63,19 @@ class NpyReader(_Reader):
         Sizes are exact Python integers (an int64 product can wrap to 0), and the
         column count is capped, before anything is built per row or per column.
         """
-        size = os.path.getsize(f)
+        size = where.size(f)
         if size == 0:
             _fail(f, "file is empty (0 bytes)")
-        try:
-            with open(f, "rb") as fh:
-                dtype, shape, fortran, offset = parse_header(fh, f)
-        except OSError as exc:
-            _fail_os(f, exc, "read it")
+        if where.is_url(f):  # the header's bytes in one ranged read
+            with where.open_file(f) as fh:
+                head = io.BytesIO(fh.read_at(min(size, HEADER_BYTES), 0))
+            dtype, shape, fortran, offset = parse_header(head, f)
+        else:
+            try:
+                with open(f, "rb") as fh:
+                    dtype, shape, fortran, offset = parse_header(fh, f)
+            except OSError as exc:
+                _fail_os(f, exc, "read it")
         check_items(f, dtype, shape)
         if len(shape) == 0 or len(shape) > 2:
             _fail(f, f"array has shape {shape}; expected 1-D (N,) or 2-D (N, K)")
@@ -153,7 +160,7 @@ class NpyReader(_Reader):
         try:
             for f in files:
                 try:
-                    fds[f] = os.open(f, os.O_RDONLY)
+                    fds[f] = where.open_handle(f)
                 except OSError as exc:
                     _fail_os(f, exc, "open it")
             for a in range(0, self.n_rows, chunk_rows):
@@ -168,4 +175,4 @@ class NpyReader(_Reader):
                 yield Chunk(cols, self.path, a, a)
         finally:
             for fd in fds.values():
-                os.close(fd)
+                where.close_handle(fd)

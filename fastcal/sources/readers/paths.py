@@ -3,7 +3,8 @@ and the files of one format under a directory."""
 
 import os
 
-from fastcal.sources.readers.base import _check_local, _fail, _fail_os, _stat
+from fastcal.sources.readers import where
+from fastcal.sources.readers.base import _fail, _fail_os, _stat
 from fastcal.inputs.validation import show
 
 
@@ -26,6 +27,8 @@ def _walk_error(exc):
 
 
 def _list_dir(path):
+    if where.is_url(path):  # the objects under a prefix
+        return where.list_files(path, _is_data_file)
     out = []
     try:
         for root, dirs, files in os.walk(path, onerror=_walk_error):
@@ -38,7 +41,7 @@ def _list_dir(path):
 
 def _ext(name):
     """The extension that decides a file's format: ``.csv.gz`` as one, else the last one."""
-    low = name.lower()
+    low = where.name_of(name).lower()
     if low.endswith(".csv.gz"):
         return ".csv.gz"
     return os.path.splitext(low)[1]
@@ -58,7 +61,10 @@ def _by_format(files):
 
 def _some(path, files, k=3):
     """Up to ``k`` file names relative to ``path``, then how many more."""
-    names = [os.path.relpath(f, path) for f in files[:k]]
+    if where.is_url(path):
+        names = [f[len(path.rstrip("/")) + 1:] for f in files[:k]]
+    else:
+        names = [os.path.relpath(f, path) for f in files[:k]]
     more = f" and {len(files) - k} more" if len(files) > k else ""
     return ", ".join(names) + more
 
@@ -66,16 +72,16 @@ def _some(path, files, k=3):
 def detect_format(path, format=None):
     """The format of ``path``: explicit, from the extension, or from a directory's files.
 
-    A URL (``s3://``, ``https://``...) is refused here and by ``base._stat``, before
-    anything is read: every reader, and so every entry point that takes a path, meets
-    one of them first."""
-    _check_local(path)
+    A URL (``s3://``, ``https://``...) is read where it lives (see
+    :mod:`fastcal.sources.readers.where`); one of a scheme that is not read is refused
+    here, before anything is read."""
+    path = where.local(path)
     if format is not None:
         if format not in FORMATS:
             msg = f"format must be one of {', '.join(repr(f) for f in FORMATS)}; got {show(format)}"
             raise ValueError(msg)
         return format
-    if os.path.isdir(path):
+    if where.isdir(path):
         found, _ = _by_format(_list_dir(path))
         if not found:
             _fail(path, "directory holds no data files (.parquet, .feather/.arrow, .npy, .csv "
@@ -114,6 +120,7 @@ def _files_of(path, format):
         what = "1 file that is" if len(ignored) == 1 else f"{len(ignored)} files that are"
         warnings.warn(f"{path}: ignored {what} not {format} data: {_some(path, ignored)}",
                       UserWarning, stacklevel=2)
-    for f in files:
-        _stat(f)  # a symlink loop or a broken link among them: one line naming it
+    if not where.is_url(path):
+        for f in files:
+            _stat(f)  # a symlink loop or a broken link among them: one line naming it
     return files
