@@ -6,7 +6,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs bench bench-report install clean
+.PHONY: demo test check docs bench bench-report install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,14 @@ demo: $(VENV)/.stamp-demo
 
 test: $(VENV)/.stamp-test
 	$(PY) -m pytest
+
+# lint and import order (ruff), types of backends/ sources/ accumulators/ inputs/ (mypy),
+# the import contracts (import-linter) and the structure measures; CI runs it after the tests
+check: $(VENV)/.stamp-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(PY) benchmarks/structure.py --check
 
 # the docs site into site/ (git-ignored); --strict: a broken link or a missing reference fails
 docs: $(VENV)/.stamp-docs

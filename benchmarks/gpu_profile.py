@@ -44,7 +44,7 @@ def main():
              lambda: fastcal.calibration_report(y, p, n_bins=15))
     profiled(f"binary report, ace=False, n={n:.0e}",
              lambda: fastcal.calibration_report(y, p, n_bins=15, ace=False))
-    del p, y
+    p = y = None  # free the GPU memory
     P = torch.softmax(torch.randn(n_mc, 10, generator=g, device="cuda") * 2, dim=1)
     yk = torch.multinomial(P, 1, generator=g).squeeze(1)
     profiled(f"K = 10 default report (ACE), n={n_mc:.0e}",

@@ -3,6 +3,7 @@
     python benchmarks/structure.py            # fastcal/ and tracking/ of this checkout
     python benchmarks/structure.py -v         # and where each one is
     python benchmarks/structure.py PATH       # another checkout (e.g. an earlier commit)
+    python benchmarks/structure.py --check    # exit 1 when a measure is past its goal (make check)
 
 Layers and seams:
 
@@ -241,23 +242,41 @@ def positional_state(root=ROOT):
     return sorted(set(out))
 
 
+def root_test_files(root=ROOT):
+    """Test modules in the root of ``tests/`` (goal 0: tests live in folders that mirror the
+    packages; the root keeps only shared helpers and fixtures)."""
+    return sorted(str(f.relative_to(root)) for f in (root / "tests").glob("test_*.py"))
+
+
+# name, how it is counted, goal (the most allowed); `--check` fails past a goal
+MEASURES = [
+    ("device branches outside the gate and backends", device_branches, 2),
+    ("function-local imports of own modules", local_imports, 10),
+    ("functions of 60+ code lines in fastcal/", long_functions, 10),
+    ("functions of 60+ code lines in tracking/", lambda root: long_functions("tracking", root=root), 2),
+    ("accumulator attributes read by the backends", accumulator_reads, 0),
+    ("GPU kernel launches or CUDA loads outside backends/cuda.py and _kernels/", gpu_work_outside_backend, 0),
+    ("device questions in the gate (fastcal/inputs/)", gate_device_questions, 6),
+    ("state read or returned by position", positional_state, 0),
+    ("test files in the root of tests/", root_test_files, 0),
+]
+
+
 def main():
-    args = [a for a in sys.argv[1:] if a != "-v"]
+    args = [a for a in sys.argv[1:] if not a.startswith("-")]
     root = pathlib.Path(args[0]).resolve() if args else ROOT
-    for name, found in (
-            ("device branches outside the gate and backends", device_branches(root)),
-            ("function-local imports of own modules", local_imports(root)),
-            ("functions of 60+ code lines in fastcal/", long_functions(root=root)),
-            ("functions of 60+ code lines in tracking/", long_functions("tracking", root=root)),
-            ("accumulator attributes read by the backends", accumulator_reads(root)),
-            ("GPU kernel launches or CUDA loads outside backends/cuda.py and _kernels/",
-             gpu_work_outside_backend(root)),
-            ("device questions in the gate (fastcal/inputs/)", gate_device_questions(root)),
-            ("state read or returned by position", positional_state(root))):
-        print(f"{name}: {len(found)}")
+    over = []
+    for name, count, goal in MEASURES:
+        found = count(root=root)
+        print(f"{name}: {len(found)} (goal at most {goal})")
         if "-v" in sys.argv:
             for x in found:
                 print("   ", x)
+        if len(found) > goal:
+            over.append(name)
+    if "--check" in sys.argv and over:
+        print(f"past the goal: {'; '.join(over)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

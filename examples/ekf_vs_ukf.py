@@ -27,7 +27,8 @@ def main(argv=None):
     args.outdir.mkdir(parents=True, exist_ok=True)
     report = compare(scenario)
     plot_report(report, args.outdir / "ekf_vs_ukf.png")
-    write_atomically(args.outdir / "ekf_vs_ukf.json", lambda fh: json.dump(report, fh, indent=1, allow_nan=False), mode="w")
+    write_atomically(args.outdir / "ekf_vs_ukf.json",
+                     lambda fh: json.dump(report, fh, indent=1, allow_nan=False), mode="w")
     print(format_table(report))
     print(f"\nwrote {args.outdir / 'ekf_vs_ukf.png'} and {args.outdir / 'ekf_vs_ukf.json'}")
     return 0

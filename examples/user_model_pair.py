@@ -119,6 +119,9 @@ def range_elevation_H(x, p, out):
     out[1, 2] = dx / r2
 
 
+SIGMA_EL = math.radians(3.0)  # the radar's elevation noise, 3 degrees
+
+
 class RangeElevationRadar(SensorModel):
     """Ground radar at ``position`` measuring range (m) and elevation (rad)."""
 
@@ -128,7 +131,7 @@ class RangeElevationRadar(SensorModel):
     h_jit = staticmethod(range_elevation_h)
     H_jit = staticmethod(range_elevation_H)
 
-    def __init__(self, sigma_r=1.0, sigma_el=math.radians(3.0), position=(500.0, 0.0)):
+    def __init__(self, sigma_r=1.0, sigma_el=SIGMA_EL, position=(500.0, 0.0)):
         self.sigma_r, self.sigma_el = float(sigma_r), float(sigma_el)
         self.position = tuple(float(v) for v in position)
 

@@ -20,7 +20,7 @@ import stat
 import tempfile
 
 #: Temporary files and directories created here and not yet renamed or removed.
-LIVE = set()
+LIVE: set = set()
 
 
 def umask():

@@ -8,12 +8,18 @@ Examples
 ('0.5', '(3, 4)', "'p'")
 """
 
-import numpy as np
+import sys
 
 
 def show(value):
     """``repr(value)`` as plain Python, for a message: a numpy scalar as the number or
-    string it holds (``0.5``, not ``np.float64(0.5)``), in a tuple or list too."""
+    string it holds (``0.5``, not ``np.float64(0.5)``), in a tuple or list too.
+
+    Imports nothing: a numpy scalar exists only once numpy is loaded, so a module
+    that must start light (the commands' entry, :mod:`fastcal.noisy`) can use it."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return repr(value)
     if isinstance(value, np.generic):
         value = value.item()
     elif isinstance(value, (tuple, list)):

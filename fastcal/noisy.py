@@ -3,6 +3,8 @@
 import math
 from typing import NamedTuple
 
+from fastcal.messages import show
+
 
 class TrueAccuracy(NamedTuple):
     """Bounds and the independent-errors estimate of a model's true accuracy."""
@@ -71,8 +73,6 @@ def true_accuracy(model_accuracy, label_accuracy, *, n_classes=2):
     m = _check_rate("model_accuracy", model_accuracy)
     g = _check_rate("label_accuracy", label_accuracy)
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-        from fastcal.inputs.validation import show  # numpy, only for this message
-
         msg = f"n_classes must be an integer >= 2; got {show(n_classes)}"
         raise ValueError(msg)
     wrong = (1.0 - g) / (n_classes - 1)  # chance a wrong label is one given wrong class

@@ -71,7 +71,7 @@ def _raised_while_handling(cause, exc):
         try:
             raise cause
         except Exception:
-            raise exc  # as a reader words any failure: a ValueError naming its file
+            raise exc  # noqa: B904 - chained implicitly, as a reader words any failure: a ValueError naming its file
     except Exception as e:
         return e
 

@@ -395,7 +395,8 @@ def test_every_block_is_run_or_text(page):
     # a block in a language the runner does not know (```bash, ```console) or an output block
     # that follows no Python block would be left unchecked without a word
     fences = _fences(page)
-    unknown = [f"{_where(page, line)}: ```{lang}" for line, lang, _ in fences if lang not in ("python", "sh", "text", "")]
+    unknown = [f"{_where(page, line)}: ```{lang}" for line, lang, _ in fences
+               if lang not in ("python", "sh", "text", "")]
     assert unknown == [], "no runner for these blocks (write them as ```python or ```sh)"
     shown = sum(1 for _, lang, rest in fences if lang == "text" and 'title="output"' in rest)
     checked = sum(1 for b in blocks(page) if isinstance(b, Block) and b.expected is not None)

@@ -213,7 +213,7 @@ def test_binary_metric_refuses_class_scores_and_mixed_widths():
     msg = first_error(lambda: metric.update(torch.rand(5, 3), torch.zeros(5, dtype=torch.long)))
     assert msg.startswith("batch 1: preds has shape (5, 3), but task='binary' takes shape (n,)")
     for task in ({}, dict(task="multiclass", num_classes=3)):  # soft labels: not a state here
-        msg = first_error(lambda: CalibrationMetric(**task).update(
+        msg = first_error(lambda task=task: CalibrationMetric(**task).update(
             torch.full((5, 3), 1 / 3), torch.full((5, 3), 1 / 3)) if task else
             CalibrationMetric().update(torch.rand(5), torch.full((5, 3), 1 / 3)))
         assert msg == ("batch 1: target has shape (5, 3), but CalibrationMetric takes labels of "
@@ -732,7 +732,7 @@ def test_docstring_example():
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_torch_eval_loop_example(tmp_path, run_example):
+def test_torch_eval_loop_example(tmp_path, run_example):  # noqa: F811 - the fixture imported above
     import json
 
     out = run_example("torch_eval_loop.py", tmp_path)

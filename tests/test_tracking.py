@@ -20,7 +20,8 @@ from tracking.kernels import blocks as K
 from tracking.consistency import evaluate
 from tracking.scenario import Scenario, simulate
 
-UKF_PARAMS = [dict(alpha=1.0, beta=2.0, kappa=-1.0), dict(alpha=1.0, beta=2.0, kappa=0.0), dict(alpha=0.5, beta=0.0, kappa=1.0)]
+UKF_PARAMS = [dict(alpha=1.0, beta=2.0, kappa=-1.0), dict(alpha=1.0, beta=2.0, kappa=0.0),
+              dict(alpha=0.5, beta=0.0, kappa=1.0)]
 
 
 # ------------------------------------------------------------------ models

@@ -17,7 +17,8 @@ FILTER_KEYS = {"anees", "ecd", "nis", "inside_fraction", "mean_anees", "mean_ecd
 def run_module(*args):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "tracking", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "tracking", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
 
 
 def test_json_keys_are_the_contract(capsys):

@@ -218,7 +218,8 @@ def test_ragged_runs_nan_rows_and_missing_steps_are_named_and_counted(tmp_path, 
 
 @pytest.mark.parametrize("make,args,needle", [
     (lambda p, tr, x, P: np.savez(p / "a.npz", x=x[0], t=tr, P=P), ["--estimate", "x", "--truth", "t", "--cov", "P"],
-     r"a.npz: arrays 'x' \(4, 2\), 'P' \(5, 4, 2, 2\), 't' \(5, 4, 2\); expected estimate and truth \(runs, steps, d\)"),
+     r"a.npz: arrays 'x' \(4, 2\), 'P' \(5, 4, 2, 2\), 't' \(5, 4, 2\); "
+     r"expected estimate and truth \(runs, steps, d\)"),
     (lambda p, tr, x, P: np.savez(p / "a.npz", x=x, t=tr, P=P), ["--estimate", "est"],
      r"a.npz: --estimate 'est' matches no array; the file holds x \(5, 4, 2\), t \(5, 4, 2\), P \(5, 4, 2, 2\); "
      r"expected one array for the arrays layout"),

@@ -112,9 +112,11 @@ def write(tmp_path, t):
 
 @pytest.mark.parametrize("edit,needle", [
     (lambda c: c["x_1"].__setitem__(7, np.nan), r"row 7 \(run 0, step 7\): estimate column 'x_1' is nan"),
-    (lambda c: c["P_00"].__setitem__(12, -3.0), r"row 12 \(run 1, step 3\): the covariance .* is not positive definite"),
+    (lambda c: c["P_00"].__setitem__(12, -3.0),
+     r"row 12 \(run 1, step 3\): the covariance .* is not positive definite"),
     (lambda c: c["P_01"].__setitem__(3, 0.7), r"row 3 \(run 0, step 3\): the covariance .* is not symmetric"),
-    (lambda c: c["step"].__setitem__(10, 0), r"row 10 \(run 1, step 0\): the pair \(run 1, step 0\) appears again \(first at global row 9\)"),
+    (lambda c: c["step"].__setitem__(10, 0),
+     r"row 10 \(run 1, step 0\): the pair \(run 1, step 0\) appears again \(first at global row 9\)"),
 ])
 def test_bad_rows_are_one_line_naming_file_row_run_and_step(tmp_path, edit, needle, capsys):
     xs, Ps, ts = filterpy_output(runs=3, steps=9)

@@ -45,7 +45,7 @@ _DIGEST = 16
 _MAGIC_INDEX = b"\x93fastcal-nbi\x00\x02"
 _MAGIC_DATA = b"\x93fastcal-nbc\x00\x02"
 _VERSION = numba.__version__.encode("ascii")
-_NOTED = set()
+_NOTED: set = set()
 _SEARCH = threading.local()  # directories refused while a function's cache is being located
 
 
@@ -197,7 +197,7 @@ class _TrustedLocator:
 
 
 class _TrustedImpl(caching.CompileResultCacheImpl):
-    _locator_classes = [type(f"Trusted{cls.__name__}", (_TrustedLocator, cls), {})
+    _locator_classes: list = [type(f"Trusted{cls.__name__}", (_TrustedLocator, cls), {})
                         for cls in caching.CompileResultCacheImpl._locator_classes]
 
 

@@ -83,7 +83,7 @@ def open_trusted(path):
         fd = os.open(path, flags)
     except FileNotFoundError:
         raise
-    except OSError as exc:
+    except OSError:
         if os.path.islink(path):
             raise Untrusted(path, "a symbolic link") from None
         raise

@@ -54,7 +54,7 @@ class Mergeable:
     made before an array existed gives it its zeros (``_upgrade``).
     """
 
-    layout = ()
+    layout: tuple = ()
 
     def _dims(self):
         """What the shapes of this state's arrays depend on."""

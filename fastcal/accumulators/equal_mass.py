@@ -25,8 +25,8 @@ Algorithm, without a sort and without collecting tied rows:
 
 Memory is O(B + G) plus at most max(``GATHER_BUDGET``, 16 G) gathered keys
 per pass (two int64 copies while they are ranked) and one part at a time,
-whatever the data: the parts' results are folded as they come. Passes: 1 (histogram, often shared) + usually 1 probe (more
-only for values that agree to many bits, one per 12 bits) + 1 group pass.
+whatever the data: the parts' results are folded as they come. Passes: 1 (histogram, often
+shared) + usually 1 probe (more only for values that agree to many bits, one per 12 bits) + 1 group pass.
 
 A source is given as parts: slices of an array (``ArrayParts``), the chunks
 of a file or Dask partitions (``fastcal.files``, ``fastcal.distributed``).

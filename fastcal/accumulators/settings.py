@@ -62,13 +62,13 @@ class Settings:
 
     bins: Bins = Bins()
     nan_policy: str = "raise"
-    eps: float = None
-    threads: int = None
+    eps: float | None = None
+    threads: int | None = None
     n_boot: int = 0
     seed: int = 0
     logits: bool = False
     renormalize: bool = False
-    n_classes: int = None
+    n_classes: int | None = None
     classwise: bool = True
     ace_buckets: int = 0
     with_logs: bool = True

@@ -66,7 +66,7 @@ class SoftLabelAccumulator(Mergeable):
             msg = (f"y_true must have shape (n_samples, n_classes) holding label distributions; "
                    f"got shape {batch.y.shape}")
             raise ValueError(msg)
-        t, p = batch.y, batch.p
+        p = batch.p
         row0 = self.n_rows if start is None else check_start(start)
         k = p.shape[1]
         if self.n_classes is not None and k != self.n_classes:

@@ -46,7 +46,7 @@ CHUNK_BYTES = 64 << 20
 NO_GPU = ("device='cuda': no CUDA GPU or driver was found (numba.cuda.is_available() is "
           "False); score on the CPU with device='cpu' (the default)")
 
-_kernels = {}
+_kernels: dict = {}
 
 
 def kernels(name):

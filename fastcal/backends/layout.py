@@ -54,7 +54,7 @@ class Dims:
     """What the shapes of a state's arrays depend on (its options and K)."""
 
     n_bins: int = 0
-    n_classes: int = None  # None: not known yet (K classes before the first batch)
+    n_classes: int | None = None  # None: not known yet (K classes before the first batch)
     n_boot: int = 0
     ace_buckets: int = 0
     smooth: bool = False
@@ -78,7 +78,7 @@ class Array:
     reduce: str = "sum"
     values: str = "counts"
     inf: object = None
-    part: str = None
+    part: str | None = None
     store: str = "array"
 
     def on(self, dims):

@@ -42,7 +42,7 @@ class FillSpec:
     computed64: bool = False
     nan_policy: str = "raise"
     eps: float = 0.0
-    threads: int = None
+    threads: int | None = None
     with_logs: bool = True
     logits: bool = False
     renormalize: bool = False

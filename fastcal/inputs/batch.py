@@ -21,6 +21,7 @@ and :func:`fastcal.backends.resolve` is the door that does both.
 """
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from fastcal.inputs import device as dev
 from fastcal.inputs import validation as v
@@ -47,10 +48,10 @@ class OnDevice:
     ``fields`` and the arguments they came from (``names``, for messages)."""
 
     device: str = "cpu"
-    _host: tuple = field(default=None, repr=False)
+    _host: tuple | None = field(default=None, repr=False)
 
-    fields = ()
-    names = ()
+    fields: ClassVar[tuple[str, ...]] = ()
+    names: ClassVar[tuple[str, ...]] = ()
 
     def host(self):
         """The arrays of ``fields`` on the host: themselves on the CPU, a copy (made

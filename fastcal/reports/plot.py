@@ -130,7 +130,7 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     multiclass = bool(getattr(report, "n_classes", 0))
     bins = _bin_shapes(report)
     _draw_reliability(ax_rel, report, bins, level, title)
-    ax_cnt.bar(bins.centre, bins.count, width=bins.width, color="0.6", edgecolor="0.3", lw=0.5)
+    ax_cnt.bar(bins.centre, bins.counts, width=bins.width, color="0.6", edgecolor="0.3", lw=0.5)
     ax_cnt.set_ylabel("count")
     ax_cnt.tick_params(labelbottom=False)
     test = report.bin_test()
@@ -163,7 +163,7 @@ def _panels(fig):
 
 class _Bins(NamedTuple):
     table: dict        # the report's per-bin table
-    count: np.ndarray  # int64 per bin
+    counts: np.ndarray  # int64 per bin
     full: np.ndarray   # count > 0
     centre: np.ndarray
     width: np.ndarray  # of the bars: 90% of the bin, at least 0.9e-3
@@ -187,7 +187,7 @@ def _bin_shapes(report):
 
 def _draw_reliability(ax_rel, report, bins, level, title):
     """Panel 1: observed against confidence per non-empty bin, Wilson intervals."""
-    full, count, target = bins.full, bins.count, bins.target
+    full, count, target = bins.full, bins.counts, bins.target
     ax_rel.plot([0, 1], [0, 1], color="0.5", lw=1, ls="--", label="perfect calibration")
     k = np.rint(target[full] * count[full])
     lo, hi = wilson_interval(k, count[full], level)
@@ -218,7 +218,7 @@ def _draw_ecd(ax_ecd, report, bins, test):
     # an infinite bin (a certain prediction that was wrong) is not a number to draw:
     # it gets a hatched bar beyond every finite one, marked "inf"
     shown = np.where(finite, height, np.copysign(1.3 * top, height))
-    flagged = np.zeros(bins.count.shape[0], bool)
+    flagged = np.zeros(bins.counts.shape[0], bool)
     flagged[np.asarray(test.over_bins + test.under_bins, dtype=np.int64) - 1] = True
     colours = [(OVER_COLOUR if f else OVER_PALE) if h > 0 else (UNDER_COLOUR if f else UNDER_PALE)
                for h, f in zip(shown, flagged)]

@@ -20,12 +20,12 @@ class Provenance:
         The Dask cluster that scored it.
     """
 
-    n_rows: int = None
-    passes: int = None
+    n_rows: int | None = None
+    passes: int | None = None
     pass_steps: list = field(default_factory=list)
-    source: str = None
-    format: str = None
-    dask: str = None
+    source: str | None = None
+    format: str | None = None
+    dask: str | None = None
 
 
 class HasProvenance:

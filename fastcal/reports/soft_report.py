@@ -36,7 +36,7 @@ class SoftLabelReport(HasProvenance):
     ecd: float
     ecd_var: float
     sums: dict
-    n_classes: int = None
+    n_classes: int | None = None
 
     @classmethod
     def from_totals(cls, totals, n, n_omitted, n_classes=None):

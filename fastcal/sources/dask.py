@@ -33,7 +33,7 @@ class _Source:
     parts: list
     reword: object
     offsets: object = None  # global row of each partition's first row, if known
-    n_classes: int = None  # K of (N, K) arrays, known from their shape; None otherwise
+    n_classes: int | None = None  # K of (N, K) arrays, known from their shape; None otherwise
 
 
 def _pair(y, p):

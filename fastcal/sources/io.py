@@ -31,7 +31,8 @@ never by the file:
   or a directory of ``.npy`` files with one column per file (named by the file
   stem; a 2-D file ``scores.npy`` gives columns ``"scores:0"`` ..). The header
   is checked with exact integers against the file size before anything else
-  is done (a file shorter or longer than its header says is refused), and each chunk is read with ordinary reads (never memory-mapped), so
+  is done (a file shorter or longer than its header says is refused), and each
+  chunk is read with ordinary reads (never memory-mapped), so
   a file truncated while it is read is an error naming the file and the first
   missing row, not a SIGBUS.
 * CSV (``.csv``, or gzip-compressed ``.csv.gz``; a directory may mix both):

@@ -37,9 +37,11 @@ def add_compare_parser(sub, formatter_class):
     p.add_argument("--missing", type=float, default=d.missing, help="probability of a missed measurement")
     g = p.add_argument_group("range-bearing scenario only")
     g.add_argument("--dt", type=float, default=None, help=f"sampling period [s] (default {d.dt:g})")
-    g.add_argument("--q", type=float, default=None, help=f"white-noise acceleration intensity [m^2/s^3] (default {d.q:g})")
+    g.add_argument("--q", type=float, default=None,
+                   help=f"white-noise acceleration intensity [m^2/s^3] (default {d.q:g})")
     g.add_argument("--sigma-r", type=float, default=None, help=f"range noise std [m] (default {d.sigma_r:g})")
-    g.add_argument("--sigma-theta-deg", type=float, default=None, help=f"bearing noise std [deg] (default {d.sigma_theta_deg:g})")
+    g.add_argument("--sigma-theta-deg", type=float, default=None,
+                   help=f"bearing noise std [deg] (default {d.sigma_theta_deg:g})")
     g.add_argument("--sensor-x", type=float, default=None, help=f"sensor x [m] (default {d.sensor_x:g})")
     g.add_argument("--sensor-y", type=float, default=None, help=f"sensor y [m] (default {d.sensor_y:g})")
     g.add_argument("--range0", type=float, default=None, help=f"initial target range [m] (default {d.range0:g})")

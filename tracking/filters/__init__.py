@@ -14,13 +14,13 @@ from tracking.filters.kalman import (
     MISSED,
     OK,
     SINGULAR,
-    STATUS_NAMES,
+    STATUS_NAMES as STATUS_NAMES,
     ExtendedKalmanFilter,
     FilterRun,
     GaussianState,
     UnscentedKalmanFilter,
 )
-from tracking.filters.specs import motion_spec, sensor_spec
+from tracking.filters.specs import motion_spec as motion_spec, sensor_spec as sensor_spec
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]

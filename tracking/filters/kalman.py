@@ -277,7 +277,8 @@ class ExtendedKalmanFilter(_KalmanFilter):
     Notes
     -----
     Predict ``x = f(x)``, ``P = F P F^T + Q`` with ``F`` the Jacobian of ``f`` at the
-    previous estimate; update with the Jacobian ``H`` at the prediction: ``S = H P H^T + R``, ``K = P H^T S^-1`` (Cholesky solve),
+    previous estimate; update with the Jacobian ``H`` at the prediction: ``S = H P H^T + R``,
+    ``K = P H^T S^-1`` (Cholesky solve),
     ``x += K (z - h(x))`` (angles wrapped), ``P = (I-KH) P (I-KH)^T + K R K^T``.
 
     Examples

@@ -76,7 +76,8 @@ def probe(fn, args, out_shape, *, owner, slot):
             sig = ", ".join(_type_text(a) for a in args) + f", out: float64{list(out_shape)}"
             msg = f"{who} cannot be compiled for its arguments ({sig}): {first}"
         elif kind == "IndexError":
-            msg = f"{who} raised IndexError at a probe state: {text[0] if text else ''}; {_bounds_text(args, out_shape)}"
+            msg = (f"{who} raised IndexError at a probe state: {text[0] if text else ''}; "
+                   f"{_bounds_text(args, out_shape)}")
         else:
             msg = f"{who} raised {kind} at a probe state: {text[0] if text else ''}"
         raise ValueError(msg) from None

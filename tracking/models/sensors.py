@@ -233,7 +233,8 @@ class RangeBearingRangeRateSensor(_RangeBearingFamily):
         super().__post_init__()
         object.__setattr__(self, "velocity_mapping", check_indices("velocity_mapping", self.velocity_mapping, 2))
         if set(self.mapping) & set(self.velocity_mapping):
-            msg = f"mapping {self.mapping} and velocity_mapping {self.velocity_mapping} overlap; expected different state components"
+            msg = (f"mapping {self.mapping} and velocity_mapping {self.velocity_mapping} overlap; "
+                   "expected different state components")
             raise ValueError(msg)
 
     @property

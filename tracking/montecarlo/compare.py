@@ -100,7 +100,8 @@ def _filter_report(sc, sim, c):
     """One filter's part of the report, from its :class:`tracking.consistency.Consistency` ``c``."""
     bounds = {"anees": list(c.anees_bounds), "ecd": list(c.ecd_bounds), "nis": list(c.nis_bounds),
               "mean_anees": list(c.mean_bounds)}
-    spread = np.nanpercentile(c.nees, [5, 50, 95], axis=0) if np.isfinite(c.nees).any() else np.full((3, sc.steps), np.nan)
+    spread = (np.nanpercentile(c.nees, [5, 50, 95], axis=0) if np.isfinite(c.nees).any()
+              else np.full((3, sc.steps), np.nan))
     return {
         "runs": sc.runs,
         "steps": sc.steps,

@@ -346,7 +346,7 @@ def format_score(rep, *, per_run=False, per_step=False):
     >>> x = np.zeros((3, 2, 1)); np.savez(path, x=x, t=x + 0.1, P=np.ones((3, 2, 1, 1)))
     >>> print(format_score(score_file(path, estimate="x", truth="t", cov="P")).splitlines()[-1])
     mean ANEES 0.010, mean ECD -0.495; 0% of steps inside the band; mean ANEES vs band of the mean: below (under-confident)
-    """
+    """  # noqa: E501 - the doctest output line is the report as printed
     items = filters_of(rep)
     named = items[0][0] is not None
     first = items[0][1]

@@ -115,7 +115,7 @@ def name_of(path):
 
 # -- file systems ---------------------------------------------------------------------
 
-_CLIENTS = {}
+_CLIENTS: dict = {}
 _LOCK = threading.Lock()
 
 
