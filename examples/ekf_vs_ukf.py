@@ -1,4 +1,4 @@
-"""EKF vs UKF consistency on range-bearing tracking (seed 000, section III-A).
+"""EKF vs UKF consistency on range-bearing tracking (Sumler et al., section III-A).
 
 Runs both filters on the same seeded Monte Carlo truths and measurements,
 scores them with NEES / Gaussian ECD (fastcal.gaussian), prints the table and

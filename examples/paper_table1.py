@@ -1,4 +1,4 @@
-"""Reproduce Table I of the paper (seed 000) over many seeds, beside the paper's numbers.
+"""Reproduce Table I of the paper (Sumler et al., section V-A) over many seeds, beside the paper's numbers.
 
 The simulation of eq. 16-19 exactly as written: u' ~ Uniform(-10, 10),
 u = 0.5 u', label ~ Bernoulli(sigmoid(u)), reported p = sigmoid(u + e) with

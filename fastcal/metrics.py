@@ -320,7 +320,7 @@ def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=Fals
                 renormalize=False):
     """Brier score: mean of (p - y)^2 (eq. 2).
 
-    (n, K) ``y_prob``: 1/n sum_i sum_k (p_ik - 1[y_i = k])^2 (seed 004's
+    (n, K) ``y_prob``: 1/n sum_i sum_k (p_ik - 1[y_i = k])^2 (the calibration tutorial's
     ||p - y||^2). For K = 2 this is twice the binary Brier score of p_i1,
     because both columns contribute the same squared error. (n, K)
     ``y_true`` holding label distributions: sum_k (p_ik - y_ik)^2.
@@ -462,7 +462,7 @@ def classwise_ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", logit
     -----
     cwECE = 1/K sum_k sum_m |B_mk|/n |freq_k(B_mk) - mean p_k(B_mk)|, where
     B_mk are the rows whose p_k falls in bin m and freq_k the fraction of them
-    with label k (seed 004's class-wise calibration; a class-wise version of
+    with label k (class-wise calibration, Riera i Marín and Galdran's tutorial, Part III; a class-wise version of
     eq. 5 of the ECD paper). Every class has all n rows, so the weights are
     |B_mk|/n for each class.
 

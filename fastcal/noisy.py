@@ -1,4 +1,5 @@
-"""True accuracy of a model scored against noisy labels (seed 003)."""
+"""True accuracy of a model scored against noisy labels (the bounds of the Towards Data
+Science posts on model calibration)."""
 
 import math
 from typing import NamedTuple
@@ -59,11 +60,11 @@ def true_accuracy(model_accuracy, label_accuracy, *, n_classes=2):
 
         A_true = (A_model - (1 - A_labels)/(K - 1)) / (A_labels - (1 - A_labels)/(K - 1)),
 
-    which for K = 2 is seed 003's (A_model + A_labels - 1) / (2 A_labels - 1).
+    which for K = 2 is those posts' (A_model + A_labels - 1) / (2 A_labels - 1).
 
     Examples
     --------
-    Seed 003: a model 90% accurate against labels that are 96% accurate.
+    The posts' case: a model 90% accurate against labels that are 96% accurate.
 
     >>> from fastcal.noisy import true_accuracy
     >>> r = true_accuracy(0.90, 0.96)

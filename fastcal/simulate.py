@@ -1,4 +1,5 @@
-"""The paper's simulated predictions (seed 000, eq. 16-19).
+"""The paper's simulated predictions (Sumler et al., "An Entropic Metric for Measuring
+Calibration of Machine Learning Models", section V-A, eq. 16-19).
 
 u' ~ Uniform(-10, 10), u = W u' (W = 0.5), true probability sigmoid(u),
 label ~ Bernoulli(sigmoid(u)), reported probability sigmoid(u + e) with

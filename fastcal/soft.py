@@ -1,4 +1,5 @@
-"""Soft labels: calibration against human label distributions (seed 003).
+"""Soft labels: calibration against human label distributions (human-uncertainty calibration, as
+in the Towards Data Science posts on model calibration: EntCE, RankCS, DistCE).
 
 ``y_true`` has shape (n, K) and holds, per sample, a distribution over the K
 classes (for example annotator vote frequencies); ``y_prob`` has the same
@@ -64,7 +65,8 @@ def soft_label_report(y_true, y_prob, *, eps=None, logits=False, renormalize=Fal
     Notes
     -----
     See the module docstring for the formulas (Baan et al.'s human
-    uncertainty calibration as summarised in seed 003; ECD from eq. 12).
+    uncertainty calibration as summarised in the Towards Data Science posts on model calibration;
+    ECD from eq. 12 of Sumler et al.).
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Tests for fastcal.gaussian: NEES, Gaussian ECD (seed 000, eq. 10-11), bands, accumulator."""
+"""Tests for fastcal.gaussian: NEES, Gaussian ECD (Sumler et al., eq. 10-11), bands, accumulator."""
 
 import pickle
 

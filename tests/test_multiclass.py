@@ -141,7 +141,7 @@ def test_ecd_zero_log_zero_and_infinite_true_class():
                         rel_tol=1e-12)
 
 
-# -- seed 004 worked examples ----------------------------------------------------
+# -- the calibration tutorial's worked examples (Riera i Marín and Galdran, Part III) -------------------------------------------------
 
 def test_seed004_brier_and_nll():
     # y = class 3 of 3 (index 2); p_bad uniform, p_better (0, 1/3, 2/3)

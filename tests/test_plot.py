@@ -269,3 +269,25 @@ def test_k_class_axes_say_confidence_and_accuracy(tmp_path):
     binary = axes_by_label(fastcal.calibration_report(y, p).plot())
     assert binary["ecd"].get_xlabel() == "mean predicted probability"
     assert binary["reliability"].get_ylabel() == "fraction of positives"
+
+
+def test_reliability_panel_into_the_callers_axes(tmp_path):
+    from matplotlib.figure import Figure
+
+    y, p = fastcal.simulate(5_000, sigma=0.5, seed=2)
+    rep = fastcal.calibration_report(y, p, n_bins=8, ace=False)
+    fig = Figure(figsize=(8, 3))
+    left, right = fig.subplots(1, 2)
+    right.plot([0, 1], [1, 0], label="the caller's own line")
+    got = rep.plot(tmp_path / "grid.png", ax=right)
+    assert got is fig and fig.axes == [left, right]  # no axes added, none replaced
+    assert right.get_label() == "reliability" and not left.lines
+    pts = [ln for ln in right.get_lines() if len(ln.get_xdata()) == 8][0]
+    np.testing.assert_allclose(pts.get_xdata(), rep.bins["conf"], rtol=1e-12)
+    np.testing.assert_allclose(pts.get_ydata(), rep.bins["frac_pos"], rtol=1e-12)
+    assert "the caller's own line" in [ln.get_label() for ln in right.get_lines()]
+    assert right.get_xlabel() == "mean predicted probability"
+    assert png_size(tmp_path / "grid.png") == (800, 300)
+    for bad in (3, fig, [right]):
+        with pytest.raises(ValueError, match="^ax must be a matplotlib Axes; got "):
+            rep.plot(ax=bad)

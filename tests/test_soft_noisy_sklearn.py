@@ -1,4 +1,4 @@
-"""Soft labels (seed 003), noisy-label accuracy (seed 003), scikit-learn scorers."""
+"""Soft labels and noisy-label accuracy (the Towards Data Science posts on calibration), scikit-learn scorers."""
 
 import math
 

@@ -117,7 +117,7 @@ def test_consistent_linear_gaussian_filter_anees_band_holds_95_percent():
     assert np.nanmean(c.mean_nis) == pytest.approx(2.0, abs=0.03)
 
 
-# ------------------------------------------------------------------ default scenario (seed 000, III-A)
+# ------------------------------------------------------------------ default scenario (Sumler et al., III-A)
 def test_seed000_default_scenario_ekf_over_confident_ukf_closer_to_consistent():
     # Seed 000, section III-A: with an accurate range the EKF's linearisation
     # misses the banana and becomes over-confident; the UKF does better.

@@ -24,7 +24,8 @@ class MulticlassReport(CalibrationReport):
     is the mean max probability and ``accuracy`` the fraction of rows whose
     argmax is the label (for top-label calibration the "fraction of
     positives" is that same accuracy, so ``frac_pos`` equals ``accuracy``).
-    ``ece``/``esce``/``mce`` compare the two (Guo et al.; seed 004's
+    ``ece``/``esce``/``mce`` compare the two (Guo et al.; Riera i Marín and Galdran's tutorial,
+    Part III:
     confidence ECE); ``ace`` is the same over equal-mass confidence bins.
     ``ecd`` is eq. 12 of the ECD paper, mean over rows of
     sum_k p_k log p_k - log p_y; ``ecd_var`` sums the per-row variance

@@ -57,7 +57,7 @@ def wilson_interval(k, n, level=0.95):
     return lo, hi
 
 
-def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dpi=100,
+def reliability_diagram(report, path=None, *, ax=None, title=None, figsize=(6.4, 8.0), dpi=100,
                         level=0.95):
     """Reliability diagram, bin counts and per-bin ECD of a calibration report.
 
@@ -88,6 +88,10 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     path : str or path-like, optional
         Where to write the image (format from the suffix, PNG by default),
         atomically. Without a path nothing is written.
+    ax : matplotlib Axes, optional
+        Draw the reliability panel alone (1. above, with its intervals) into these
+        axes of your own figure, such as one panel of a grid comparing models
+        (``figsize`` and ``dpi`` then unused; ``path`` saves the axes' figure).
     title : str, optional
         Figure title (default: n and ECE).
     figsize : (float, float), default (6.4, 8.0)
@@ -99,12 +103,13 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     Returns
     -------
     matplotlib.figure.Figure
-        Axes labels are "reliability", "counts" and "ecd".
+        Axes labels are "reliability", "counts" and "ecd" (with ``ax``: the axes'
+        figure, ``ax`` labelled "reliability").
 
     Raises
     ------
     ValueError
-        If the report has no samples.
+        If the report has no samples, or ``ax`` is not a matplotlib Axes.
 
     Notes
     -----
@@ -119,11 +124,23 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     >>> fig = fastcal.calibration_report(y, p).plot()
     >>> [ax.get_label() for ax in fig.axes]
     ['reliability', 'counts', 'ecd']
+
+    Two models side by side, each report drawn into its own axes:
+
+    >>> from matplotlib.figure import Figure
+    >>> y2, p2 = fastcal.simulate(10_000, sigma=2.0, seed=0)
+    >>> grid = Figure(figsize=(10, 4)).subplots(1, 2)
+    >>> for ax, (yy, pp) in zip(grid, [(y, p), (y2, p2)]):
+    ...     _ = fastcal.calibration_report(yy, pp).plot(ax=ax)
+    >>> [ax.get_label() for ax in grid]
+    ['reliability', 'reliability']
     """
     if report.n == 0:
         msg = "report has no samples (n = 0); nothing to plot"
         raise ValueError(msg)
     Figure, FigureCanvasAgg = _matplotlib()
+    if ax is not None:
+        return _reliability_into(report, ax, path, title, dpi, level)
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
     ax_rel, ax_cnt, ax_ecd = _panels(fig)
@@ -146,6 +163,23 @@ def reliability_diagram(report, path=None, *, title=None, figsize=(6.4, 8.0), dp
     if path is not None:
         save_atomic(fig, path, dpi=dpi)
     return fig
+
+
+def _reliability_into(report, ax, path, title, dpi, level):
+    """The reliability panel alone, in axes of the caller's figure."""
+    from matplotlib.axes import Axes
+
+    if not isinstance(ax, Axes):
+        msg = f"ax must be a matplotlib Axes; got {type(ax).__name__}"
+        raise ValueError(msg)
+    ax.set_label("reliability")
+    _draw_reliability(ax, report, _bin_shapes(report), level, title)
+    ax.tick_params(labelbottom=True)
+    ax.set_xlabel("confidence (mean top-label probability)" if getattr(report, "n_classes", 0)
+                  else "mean predicted probability")
+    if path is not None:
+        save_atomic(ax.figure, path, dpi=dpi)
+    return ax.figure
 
 
 def _panels(fig):

@@ -19,7 +19,7 @@ from fastcal.reports.plot import reliability_diagram, smooth_diagram
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",
                "ecd", "ecd_var", "ecd_z")
 SCALARS = ("n", "n_omitted", "ece", "esce", "mce", "ace", "ecd", "brier", "nll")
-# The measures of issue 27, in report and JSON order (ece_sweep: only when asked for).
+# The binned and binning-free measures, in report and JSON order (ece_sweep: only when asked for).
 MEASURES = ("ece_l2", "ece_debiased", *_measures.BRIER_PARTS, "ece_sweep", "ece_sweep_bins")
 
 

@@ -35,7 +35,7 @@ MAX_PARAM = 1e100  # scale parameters enter squared (and squared again in covari
 class Scenario:
     """Parameters of a Monte Carlo tracking scenario.
 
-    The default is the paper's motivating case (seed 000, section III-A): an
+    The default is the paper's motivating case (Sumler et al., section III-A): an
     accurate range and a coarse bearing, so the measurement likelihood is a
     thin banana. A sensor at the origin sees a target starting at range 20 m
     moving tangentially at 1 m/s; dt = 1 s, q = 0.01, sigma_r = 0.1 m,
@@ -333,7 +333,7 @@ def _turn(runs, steps, seed, missing):
 
 SCENARIOS = {
     "range-bearing": ("2-D constant velocity, range-bearing sensor: accurate range, coarse bearing "
-                      "(seed 000, section III-A; the default)", _range_bearing),
+                      "(Sumler et al., section III-A; the default)", _range_bearing),
     "radar-3d": ("3-D constant velocity seen by a radar measuring range, bearing and elevation", _radar_3d),
     "turn": ("manoeuvring target in a coordinated turn (nonlinear motion), range, bearing and range rate", _turn),
 }
