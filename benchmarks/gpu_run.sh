@@ -3,7 +3,7 @@
 # torchmetrics on the same GPU and data, a profiler pass over the binary fill,
 # and a summary. Everything lands in $OUT (default ./gpu_out):
 #   env.txt         GPU, driver, package versions
-#   gpu_tests.log   pytest tests/test_cuda_gpu.py (all simulator cases + 1e7-row checks)
+#   gpu_tests.log   pytest tests/backends/test_cuda_gpu.py (all simulator cases + 1e7-row checks)
 #   bench_binary.log, bench_multiclass.log   pytest benchmarks/test_bench_gpu.py, two groups
 #   bench_gpu_binary.json, bench_gpu_multiclass.json   pytest-benchmark's full numbers
 #   ncu.txt         Nsight Compute speed-of-light and occupancy of the binary fill (1e8 rows)
@@ -43,7 +43,7 @@ PY
 cat "$OUT/env.txt"
 
 if [ "$STAGE" != bench ]; then
-  timeout 540 "$PY" -m pytest -q -rs -p no:cacheprovider tests/test_cuda_gpu.py 2>&1 \
+  timeout 540 "$PY" -m pytest -q -rs -p no:cacheprovider tests/backends/test_cuda_gpu.py 2>&1 \
     | tee "$OUT/gpu_tests.log" || status=1
 fi
 [ "$STAGE" = tests ] && exit $status

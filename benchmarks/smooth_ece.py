@@ -124,7 +124,7 @@ def _exact(y, x, sigma, points=100_001):
 
 def grid_error(n=150):
     """Relative error of grids of several sizes and of relplot against the exact sum,
-    on the data of tests/test_smooth_ece.py (its residual changes sign)."""
+    on the data of tests/reports/test_smooth_ece.py (its residual changes sign)."""
     from fastcal.reports.smooth import SmoothGrid
 
     with warnings.catch_warnings():

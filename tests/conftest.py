@@ -19,7 +19,7 @@ def _background_case(item):
 
 def _waits(item):
     # a test that waits for a child run: a whole file's (``*_in_subprocess``), or a
-    # case that runs there (the cuda half of tests/test_backends.py: ``in_child``;
+    # case that runs there (the cuda half of tests/backends/test_backends.py: ``in_child``;
     # a test marked ``background``)
     if _background_case(item):
         return True

@@ -12,7 +12,7 @@ own outcome there:
 
 - a whole file (a test named ``*_in_subprocess``, ``check_file``): every case
   of the file passed or was skipped, and one passed;
-- one case (the ``cuda`` half of tests/test_backends.py, ``check_case``): the
+- one case (the ``cuda`` half of tests/backends/test_backends.py, ``check_case``): the
   child's test of the same id passed (its failure text is shown otherwise).
 
 Without that start (a file run alone with ``-k``, or collected out of this
@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# inside a simulator run (or a real-GPU run of the cases: tests/test_cuda_gpu.py)
+# inside a simulator run (or a real-GPU run of the cases: tests/backends/test_cuda_gpu.py)
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 CASES = SIM or os.environ.get("FASTCAL_CUDA_CASES") == "1"
 # inside the background child of the tests marked background (see background_run)

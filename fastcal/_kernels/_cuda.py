@@ -181,7 +181,7 @@ def group_sum(grp, lane, nf, a, b, c):
 if SIMULATOR:
     # One exchange per call instead of a dozen: the same groups, the same
     # lane-ordered sums and the same single writer as the GPU versions below.
-    # (group_sum itself runs in the simulator through tests/test_cuda_sim.py.)
+    # (group_sum itself runs in the simulator through tests/backends/test_cuda_sim.py.)
     def _group_rows(key, lane, row):
         lanes = _lanes((key, row))
         mine = [r for k, r in lanes if k == key]

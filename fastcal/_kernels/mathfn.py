@@ -13,7 +13,7 @@ sqrt(2)), f = m - 1, s = f / (2 + f) and
 the Taylor series of 2 atanh(s) rearranged so that the rounding error of the
 division only touches a small correction term. With |s| < 0.172, nine terms
 of R leave a truncation error below 2**-55 relative; the result is within
-1 ulp of a correctly rounded log (tests/test_kernel_binary.py checks 2 ulp
+1 ulp of a correctly rounded log (tests/kernels/test_kernel_binary.py checks 2 ulp
 against numpy on millions of points).
 
 ``log_pair`` returns log(q) and log(1 - q) with one division for both: the

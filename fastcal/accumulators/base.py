@@ -27,7 +27,7 @@ __all__ = ["Accumulator", "Binned", "EDGE_DTYPES", "Mergeable", "check_start"]
 
 @runtime_checkable
 class Accumulator(Protocol):
-    """What every state offers (``tests/test_seam.py`` checks each class): filled
+    """What every state offers (``tests/backends/test_seam.py`` checks each class): filled
     batch by batch through its backend, merged by ``+`` (and ``+=``, ``sum()``),
     copied, pickled, and read by ``report()``."""
 

@@ -36,7 +36,7 @@ from fastcal.inputs.device import is_device_array
 
 @runtime_checkable
 class Backend(Protocol):
-    """The functions every backend module offers (``tests/test_seam.py`` checks
+    """The functions every backend module offers (``tests/backends/test_seam.py`` checks
     both modules against it). Each takes values and returns named arrays."""
 
     def fill(self, batch, spec):

@@ -27,7 +27,7 @@ def check_choice(name, value, allowed):
 MAX_BINS = 1_000_000
 
 #: The bins of a report when none are asked for: every function of the API that bins
-#: (``n_bins=10``, kept equal to this by tests/test_cli_defaults.py) and both commands
+#: (``n_bins=10``, kept equal to this by tests/commands/test_cli_defaults.py) and both commands
 #: (``fastcal score``, the before/after table of ``fastcal recalibrate``).
 DEFAULT_N_BINS = 10
 

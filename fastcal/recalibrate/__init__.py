@@ -26,7 +26,7 @@ How they are fitted, from any source, in a bounded number of passes:
   value replaced by its bin's mean (moved by less than 1 / n_fine), i.e. it
   differs from the exact fit only in that rows inside one fine bin are no
   longer ordered among themselves. It is therefore exact when every fine bin
-  holds one distinct value (tests/test_recalibrate.py checks both). In
+  holds one distinct value (tests/recalibrate/test_recalibrate.py checks both). In
   memory, ``fit`` is exact pool-adjacent-violators over the distinct values
   (scikit-learn's IsotonicRegression gives the same thresholds only when no two
   distinct values lie within 1e-15 of each other: it pools such near-ties).

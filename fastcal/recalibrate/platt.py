@@ -52,7 +52,7 @@ class PlattScaling(_Recalibration):
     labels themselves. scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``
     (checked with 1.9.1) fits Platt's smoothed targets (n+ + 1) / (n+ + 2) and
     1 / (n- + 2) with L-BFGS, so its a, b differ by O(1 / n);
-    tests/test_recalibrate.py shows that the smoothing is the whole difference.
+    tests/recalibrate/test_recalibrate.py shows that the smoothing is the whole difference.
 
     Which feature: scikit-learn fits the sigmoid on the model's
     ``decision_function`` when it has one (a logit-like score: pass it with

@@ -3,7 +3,7 @@
 Not API: internal to fastcal (the driver, ``fastcal.score.score``, takes them).
 What the driver asks of a source, and of the parts a source hands to the
 equal-mass passes, is written down as :class:`Source` and :class:`Parts`
-(``tests/test_seam.py`` checks every source and parts class against them).
+(``tests/backends/test_seam.py`` checks every source and parts class against them).
 """
 
 from typing import Protocol, runtime_checkable
