@@ -73,6 +73,17 @@ def data(tmp_path_factory):
         part = d / "hive" / f"model={model}" / f"shard={shard}"
         part.mkdir(parents=True)
         pq.write_table(table.slice(750 * k, 750), part / "part-0.parquet", row_group_size=300)
+    # a tracker's estimates (tracking score): 6 runs x 5 steps of a 2-D state
+    rng = np.random.default_rng(4)
+    runs, steps = np.divmod(np.arange(30), 5)
+    sd = rng.uniform(0.5, 2.0, (30, 2))
+    truth = rng.normal(size=(30, 2))
+    est = truth + sd * rng.normal(size=(30, 2))
+    (d / "tracks").mkdir()
+    pq.write_table(pa.table({"run": runs, "step": steps, "x_0": est[:, 0], "x_1": est[:, 1],
+                             "t_0": truth[:, 0], "t_1": truth[:, 1], "P_00": sd[:, 0] ** 2,
+                             "P_01": np.zeros(30), "P_10": np.zeros(30), "P_11": sd[:, 1] ** 2}),
+                   d / "tracks" / "est.parquet", row_group_size=8)
     return d
 
 
@@ -380,6 +391,19 @@ def test_the_cli_reads_urls_and_filters_partitions(aws, data, tmp_path, capsys):
 
 
 # -- S3 faults: one line each, retried where the client retries -------------------------------
+
+def test_tracking_score_reads_an_object_as_the_local_file(aws, data, capsys):
+    from tracking.cli import main as tracking_main
+    from tracking.scoring.files import score_file as score_tracks
+
+    local = score_tracks(data / "tracks" / "est.parquet", chunk_rows=7)
+    remote = score_tracks(url("tracks/est.parquet"), chunk_rows=7)
+    for name in ("anees", "ecd", "nees_per_run"):
+        np.testing.assert_array_equal(remote[name], local[name])
+    assert tracking_main(["score", url("tracks/est.parquet"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(out["anees"], local["anees"], rtol=1e-15)
+
 
 def test_a_missing_object_or_bucket_is_one_line(aws):
     for path in (url("none.parquet"), "s3://no-such-bucket/pred.parquet"):

@@ -169,7 +169,7 @@ def _kind_of(path, format):
             msg = f"format must be one of {', '.join(map(repr, TABLE_FORMATS + ('npz',)))}; got {format!r}"
             raise ValueError(msg)
         return format
-    if os.path.isdir(path):
+    if fio.is_dir(path):
         return fio.detect_format(path)  # one format among the directory's files
     ext = _ext(path)
     if ext not in _EXT:
@@ -193,14 +193,14 @@ def open_input(path, *, run=None, step=None, estimate="x_*", truth="t_*", cov="P
         One line naming the file, the layout expected and what was found.
     """
     path = os.fspath(path)
-    if not os.path.lexists(path):
+    if not fio.exists(path):  # a local path, or a URL's object or prefix
         _fail(path, "no such file or directory")
     kind = _kind_of(path, format)
     specs = filter_specs(estimate, cov, path=path)
     if kind == "npz":
         return _arrays(path, fio.open_arrays(path, "npz"), run, step, specs, truth)
     if kind == "npy":
-        if not os.path.isdir(path):
+        if not fio.is_dir(path):
             _fail(path, "a single .npy file holds one array; expected a .npz or a directory of .npy files "
                         "(estimate, truth and covariance arrays, or one 1-D file per table column)")
         arrays = fio.open_arrays(path, "npy")
