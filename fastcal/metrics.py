@@ -576,7 +576,7 @@ def ecce(y_true, y_prob, *, sample_weight=None, nan_policy="raise", threads=None
     parts = source.parts(dict(logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps))
     if weighted:
         w = v.check_sample_weight(sample_weight, n_rows)
-        parts = ecce_.WeightedParts(parts.host, w)
+        parts = ecce_.RowParts(parts.host, w)
         state = ecce_.bucket_state(parts)
         if not state[2][0] > 0.0:
             msg = (f"sample_weight is 0 in all {acc.n} rows left after omitting NaN rows; at "

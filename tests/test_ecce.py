@@ -203,3 +203,48 @@ def test_weights_of_the_rows_left_all_zero_get_one_line():
 def test_exact_reads_nan_without_weight():
     state = (np.zeros(ec.BUCKETS + 1, np.int64), np.zeros((ec.BUCKETS + 1, 2)), np.zeros(2))
     assert all(np.isnan(v) for v in ec.exact(*state, None)[:3])
+
+
+# MCGrad 0.1.5 sorts its frame with sort_values(inplace=True) and reset_index(inplace=True),
+# which pandas 3.1 deprecates (not ours to fix)
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame")
+@pytest.mark.parametrize("weighted", [False, True])
+def test_segments_in_the_same_passes_equal_mcgrad_and_its_multicalibration_error(
+        mcgrad, weighted):
+    import pandas as pd
+
+    from fastcal.accumulators.equal_mass import ArrayParts
+    from fastcal.reports.stats import multicalibration_error
+
+    y, p = _data(30_000, 14)
+    rng = np.random.default_rng(15)
+    g = rng.integers(0, 6, p.shape[0])
+    g[:40] = 6  # a segment of 40 rows: below min_rows
+    y = np.where(g == 2, (rng.random(p.shape[0]) < np.clip(p + 0.04, 0, 1)), y).astype(float)
+    w = rng.random(p.shape[0]) if weighted else None
+    parts = ec.RowParts(ArrayParts(y, p, 2), w, g)
+    state = ec.segment_state(parts, 7, n_buckets=64)  # about 70 rows a bucket: gathered
+    ecce, scaled, pvalue, passes = ec.exact(*state, parts)
+    assert passes == 1
+    for k in range(7):
+        rows = g == k
+        _close((ecce[k], scaled[k], pvalue[k]),
+               _mcgrad(mcgrad, y[rows], p[rows], None if w is None else w[rows]))
+    whole = ec.bucket_state(parts)
+    _, whole_sigma, _, _ = ec.exact(*whole, parts)
+    total_w, total_v = whole[2]
+    prevalence = (y.mean() if w is None else (w * y).sum() / w.sum())
+    got = multicalibration_error(np.r_[whole_sigma, scaled], np.sqrt(total_v) / total_w,
+                                 np.r_[p.shape[0], np.bincount(g)], prevalence=prevalence,
+                                 min_rows=100)
+    frame = pd.DataFrame({"y": y, "p": p, "g": g, "w": np.ones_like(p) if w is None else w})
+    ref = mcgrad.MulticalibrationError(
+        frame, "y", "p", weight_column=None if w is None else "w",
+        categorical_segment_columns=["g"], max_depth=1, max_values_per_segment_feature=100,
+        min_samples_per_segment=100, precision_dtype="float64")
+    np.testing.assert_allclose([got.mce_sigma, got.mce, got.mce_relative, got.mde,
+                                got.mde_relative],
+                               [ref.mce_sigma, ref.mce, ref.mce_relative, ref.mde,
+                                ref.mde_relative], rtol=1e-12)
+    np.testing.assert_allclose(got.mce_pvalue, ref.mce_pvalue, rtol=1e-12, atol=1e-15)
+    assert (got.segment, got.n_tested) == (1 + 2, 7)  # segment 2 (0 is the whole), 6 of 7

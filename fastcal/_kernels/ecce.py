@@ -73,6 +73,29 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
     totals[1] += tv
 
 
+@njit(nogil=True, error_model="numpy", cache=True)
+def segment_sums_range(x, y, w, g, start, stop, counts, sums, totals):
+    """``bucket_sums_range`` per segment: row i is added to segment g[i]
+    (counts (S, B + 1), sums (S, B + 1, 2), totals (S, 2)); a negative code
+    puts it in none."""
+    nb = counts.shape[1] - 1
+    scale = np.float64(nb)
+    top = nb - 1
+    for i in range(start, stop):
+        xv = np.float64(x[i])
+        yv = np.float64(y[i])
+        c = np.int64(g[i])
+        if not ((xv >= 0.0) & (xv <= 1.0) & ((yv == 0.0) | (yv == 1.0))) or c < 0:
+            continue
+        wv = _weight(w, i)
+        b = min(np.int64(xv * scale), top)
+        counts[c, b] += 1
+        sums[c, b, 0] += wv * yv * (1.0 - xv)
+        sums[c, b, 1] += wv * (1.0 - yv) * xv
+        totals[c, 0] += wv
+        totals[c, 1] += wv * wv * (xv * (1.0 - xv))
+
+
 def bucket_sums(x, y, w, n_threads, counts, sums, totals):
     """Add every row to the bucket sums: one contiguous range per thread, each
     into its own arrays, added in thread order."""
@@ -110,23 +133,37 @@ def _find(k, lo, hi, s0, s1):
     return -1
 
 
+@njit(inline="always", cache=True)
+def _segment(g, i, n_buckets):
+    """The first combined bucket of row i's segment (segment code x B; -1: the
+    row is in no segment); 0 without segment codes."""
+    if g.shape[0] == 0:
+        return 0
+    code = np.int64(g[i])
+    return code * n_buckets if code >= 0 else -1
+
+
 @njit(nogil=True, error_model="numpy", cache=True)
-def _mark(x, scale, top, wanted, hit):
-    """hit[i] = 1 where x[i] is in [0, 1] and its bucket is wanted (a byte per
-    bucket, 64 KiB: an L2 look-up; about 2 ns a row)."""
+def _mark(x, g, scale, top, n_buckets, wanted, hit):
+    """hit[i] = 1 where x[i] is in [0, 1] and its (segment, value) bucket is
+    wanted (a byte per bucket, 64 KiB a segment: mostly an L2 look-up; about
+    2 ns a row)."""
     for i in range(x.shape[0]):
         xv = np.float64(x[i])
         ok = (xv >= 0.0) & (xv <= 1.0)
         b = min(np.int64(xv * scale if ok else 0.0), top)
-        hit[i] = wanted[b] & ok
+        base = _segment(g, i, n_buckets)
+        hit[i] = wanted[base + b] & ok if base >= 0 else 0
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def probe_ranges(x, y, w, n_buckets, first, lo, hi, shift, mode, sizes):
+def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
     """Look at the rows whose key lies in one of the ranges [lo[s], hi[s]].
 
-    Ranges are sorted by lo, disjoint, and each lies inside one value bucket:
-    those of bucket b are first[b]:first[b + 1]. Per range s: count its rows,
+    ``g``: a segment code per row (empty: one segment; a negative code: in
+    none). Ranges are sorted by (segment, lo), disjoint within a segment, and
+    each lies inside one value bucket of one segment: those of bucket b of
+    segment c are first[c B + b]:first[c B + b + 1] (B = ``n_buckets``). Per range s: count its rows,
     gather their (key, label, weight) (mode 1) or add them to cell
     (key - lo[s]) >> shift[s] of sizes[s] cells (mode 2): rows, sum of
     w y (1 - x), sum of w (1 - y) x.
@@ -145,8 +182,9 @@ def probe_ranges(x, y, w, n_buckets, first, lo, hi, shift, mode, sizes):
         cell_start[s + 1] = cell_start[s] + (sizes[s] if mode[s] == 2 else 0)
     cells = np.zeros(cell_start[n_ranges], np.int64)
     cell_sums = np.zeros((cell_start[n_ranges], 2), np.float64)
-    wanted = np.zeros(n_buckets, np.uint8)
-    for b in range(n_buckets):
+    n_all = first.shape[0] - 1  # buckets of every segment
+    wanted = np.zeros(n_all, np.uint8)
+    for b in range(n_all):
         wanted[b] = first[b + 1] > first[b]
     scale = np.float64(n_buckets)
     top = n_buckets - 1
@@ -155,12 +193,12 @@ def probe_ranges(x, y, w, n_buckets, first, lo, hi, shift, mode, sizes):
     n = x.shape[0]
     n_gather = 0
     hit = np.empty(n, np.uint8)
-    _mark(x, scale, top, wanted, hit)
+    _mark(x, g, scale, top, n_buckets, wanted, hit)
     for i in range(n):
         if hit[i] == 0:
             continue
         xv = np.float64(x[i])
-        b = min(np.int64(xv * scale), top)
+        b = _segment(g, i, n_buckets) + min(np.int64(xv * scale), top)
         buf[0] = xv
         k = max(ibuf[0], 0)
         s = _find(k, lo, hi, first[b], first[b + 1])
@@ -191,7 +229,7 @@ def probe_ranges(x, y, w, n_buckets, first, lo, hi, shift, mode, sizes):
             if hit[i] == 0:
                 continue
             xv = np.float64(x[i])
-            b = min(np.int64(xv * scale), top)
+            b = _segment(g, i, n_buckets) + min(np.int64(xv * scale), top)
             buf[0] = xv
             k = max(ibuf[0], 0)
             s = _find(k, lo, hi, first[b], first[b + 1])

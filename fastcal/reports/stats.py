@@ -732,3 +732,68 @@ def ecce_pvalue(x):
     terms = (8.0 / x ** 2 + 2.0 / k ** 2 / math.pi ** 2) * np.exp(-2.0 * k ** 2 * math.pi ** 2
                                                                   / x ** 2)
     return float(1.0 - np.sum(terms))
+
+
+@dataclass(frozen=True)
+class Multicalibration:
+    """The multicalibration error of a set of segments (see :func:`multicalibration_error`)."""
+
+    mce_sigma: float
+    mce_pvalue: float
+    mce: float
+    mce_relative: float
+    mde: float
+    mde_relative: float
+    segment: object  # index of the segment that attains mce_sigma (0: the whole)
+    n_tested: int  # the whole and the segments of at least min_rows rows
+
+
+def multicalibration_error(ecce_sigma, sigma, rows, *, prevalence, min_rows=10):
+    """The multicalibration error (MCE) of Guy, Haimovich, Linder, Okati, Perini,
+    Tax and Tygert ("Measuring multi-calibration", 2025) as MCGrad's
+    ``MulticalibrationError`` defines it, from each segment's ECCE.
+
+    Parameters
+    ----------
+    ecce_sigma : array-like of shape (S,)
+        ECCE in standard deviations of each segment, the whole data first.
+    sigma : float
+        The standard deviation of the whole data's ECCE under calibration,
+        sqrt(sum w**2 p (1 - p)) / sum w.
+    rows : array-like of shape (S,)
+        The rows of each segment (the whole data first).
+    prevalence : float
+        The (weighted) mean label of the whole data.
+    min_rows : int, default 10
+        Segments with fewer rows take no part (MCGrad's
+        ``min_samples_per_segment``); the whole data always does.
+
+    Returns
+    -------
+    Multicalibration
+        ``mce_sigma``: the largest ``ecce_sigma`` over the whole and the
+        segments tested; ``mce_pvalue``: its p-value (:func:`ecce_pvalue`; not
+        corrected for the number of segments, as MCGrad's); ``mce`` =
+        mce_sigma x sigma; ``mde`` = 5 sigma, the minimum detectable effect;
+        ``mce_relative`` and ``mde_relative``: both in percent of
+        min(prevalence, 1 - prevalence); ``segment``: the index that attains
+        ``mce_sigma`` (the first of equals).
+
+    Examples
+    --------
+    >>> from fastcal.reports.stats import multicalibration_error
+    >>> r = multicalibration_error([1.2, 3.5, 0.4], 0.001, [1000, 500, 5], prevalence=0.2)
+    >>> r.segment, r.mce_sigma, round(r.mce, 6), r.mde, r.n_tested
+    (1, 3.5, 0.0035, 0.005, 2)
+    """
+    z = np.asarray(ecce_sigma, np.float64)
+    n = np.asarray(rows, np.int64)
+    tested = n >= min_rows
+    tested[0] = True
+    at = int(np.flatnonzero(tested)[np.argmax(z[tested])])
+    best = float(z[at])
+    base = min(float(prevalence), 1.0 - float(prevalence))
+    mce = best * float(sigma)
+    mde = 5.0 * float(sigma)
+    return Multicalibration(best, ecce_pvalue(best), mce, mce / base * 100.0, mde,
+                            mde / base * 100.0, at, int(tested.sum()))
