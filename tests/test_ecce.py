@@ -248,3 +248,18 @@ def test_segments_in_the_same_passes_equal_mcgrad_and_its_multicalibration_error
                                 ref.mde_relative], rtol=1e-12)
     np.testing.assert_allclose(got.mce_pvalue, ref.mce_pvalue, rtol=1e-12, atol=1e-15)
     assert (got.segment, got.n_tested) == (1 + 2, 7)  # segment 2 (0 is the whole), 6 of 7
+
+
+def test_crowded_segments_are_cut_in_the_same_passes():
+    # 280,000 rows in one value bucket: segment 0 holds 272,000 of them, more than
+    # GATHER_MAX, so its bucket is cut into ranges of bit patterns; segment 1's is gathered
+    from fastcal.accumulators.equal_mass import ArrayParts
+
+    y, p = _data(280_000, 16, 0.002, 0.5, 2.0 ** -17)
+    g = (np.arange(p.shape[0]) % 35 == 0).astype(np.int64)
+    parts = ec.RowParts(ArrayParts(y, p, 2), None, g)
+    ecce, scaled, _, passes = ec.exact(*ec.segment_state(parts, 2), parts)
+    assert passes == 2
+    for k in range(2):
+        np.testing.assert_allclose((ecce[k], scaled[k]), _reference(y[g == k], p[g == k]),
+                                   rtol=1e-12)
