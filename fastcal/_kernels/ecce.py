@@ -6,11 +6,15 @@ them). ECCE is the range of the running sums of w (y - x) in the order of x
 means every weight is 1). The running sum at the end of a value bucket is the
 sum over that bucket and the ones below it, so one pass gives it at every
 bucket boundary; inside a bucket it can rise at most by the bucket's sum of
-w y (1 - x) and fall at most by its sum of w (1 - y) x. Two kinds of pass,
+w y (1 - x) and fall at most by its sum of w (1 - y) x. The running sums
+themselves add the terms w (y - x) (their own sum, kept apart: the
+difference of the rise and the fall would lose digits where both are large).
+Two kinds of pass,
 each over one part of the data and mergeable:
 
 - ``bucket_sums_range``: per value bucket floor(x B) (B = ``BUCKETS``, x = 1
-  in the last bucket): rows (int64), sum of w y (1 - x) and of w (1 - y) x;
+  in the last bucket): rows (int64), sums of w y (1 - x), w (1 - y) x and
+  w (y - x);
   the totals sum of w and sum of w**2 x (1 - x) (the variance under
   calibration).
 - ``probe_ranges``: for a few ranges of float64 bit patterns (the sort key),
@@ -27,7 +31,7 @@ from ._cache import njit
 from ._threads import run_threads, thread_range
 
 # Value buckets of the ECCE state (a power of two, so x * BUCKETS is exact): 65,536
-# buckets take 1.5 MiB (a count and two sums each).
+# buckets take 2 MiB (a count and three sums each).
 BUCKETS = 1 << 16
 
 
@@ -38,9 +42,10 @@ def _weight(w, i):
 
 @njit(nogil=True, error_model="numpy", cache=True)
 def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
-    """Add rows [start, stop) to ``counts`` (B + 1,), ``sums`` (B + 1, 2): the
-    sums of w y (1 - x) and w (1 - y) x per bucket, and ``totals`` (2,): the
-    sums of w and of w**2 x (1 - x). Row B of counts and sums stays unused.
+    """Add rows [start, stop) to ``counts`` (B + 1,), ``sums`` (B + 1, 3): the
+    sums of w y (1 - x), w (1 - y) x and w (y - x) per bucket, and ``totals``
+    (2,): the sums of w and of w**2 x (1 - x). Row B of counts and sums stays
+    unused.
 
     The rows are scattered into one packed scratch (rows as float64, exact
     below 2**53, and both sums side by side: one cache line a row, where
@@ -50,7 +55,7 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
     nb = counts.shape[0] - 1
     scale = np.float64(nb)
     top = nb - 1
-    acc = np.zeros((nb, 3), np.float64)
+    acc = np.zeros((nb, 4), np.float64)
     tw = 0.0
     tv = 0.0
     for i in range(start, stop):
@@ -63,12 +68,14 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
         acc[b, 0] += 1.0
         acc[b, 1] += wv * yv * (1.0 - xv)
         acc[b, 2] += wv * (1.0 - yv) * xv
+        acc[b, 3] += wv * (yv - xv)
         tw += wv
         tv += wv * wv * (xv * (1.0 - xv))
     for b in range(nb):
         counts[b] += np.int64(acc[b, 0])
         sums[b, 0] += acc[b, 1]
         sums[b, 1] += acc[b, 2]
+        sums[b, 2] += acc[b, 3]
     totals[0] += tw
     totals[1] += tv
 
@@ -76,7 +83,7 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
 @njit(nogil=True, error_model="numpy", cache=True)
 def segment_sums_range(x, y, w, g, start, stop, counts, sums, totals):
     """``bucket_sums_range`` per segment: row i is added to segment g[i]
-    (counts (S, B + 1), sums (S, B + 1, 2), totals (S, 2)); a negative code
+    (counts (S, B + 1), sums (S, B + 1, 3), totals (S, 2)); a negative code
     puts it in none."""
     nb = counts.shape[1] - 1
     scale = np.float64(nb)
@@ -92,6 +99,7 @@ def segment_sums_range(x, y, w, g, start, stop, counts, sums, totals):
         counts[c, b] += 1
         sums[c, b, 0] += wv * yv * (1.0 - xv)
         sums[c, b, 1] += wv * (1.0 - yv) * xv
+        sums[c, b, 2] += wv * (yv - xv)
         totals[c, 0] += wv
         totals[c, 1] += wv * wv * (xv * (1.0 - xv))
 
@@ -166,7 +174,7 @@ def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
     segment c are first[c B + b]:first[c B + b + 1] (B = ``n_buckets``). Per range s: count its rows,
     gather their (key, label, weight) (mode 1) or add them to cell
     (key - lo[s]) >> shift[s] of sizes[s] cells (mode 2): rows, sum of
-    w y (1 - x), sum of w (1 - y) x.
+    w y (1 - x), of w (1 - y) x and of w (y - x).
 
     Returns (count, keys, labels, weights, key_start, cells, cell_sums,
     cell_start): the gathered rows of range s are [key_start[s],
@@ -181,7 +189,7 @@ def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
     for s in range(n_ranges):
         cell_start[s + 1] = cell_start[s] + (sizes[s] if mode[s] == 2 else 0)
     cells = np.zeros(cell_start[n_ranges], np.int64)
-    cell_sums = np.zeros((cell_start[n_ranges], 2), np.float64)
+    cell_sums = np.zeros((cell_start[n_ranges], 3), np.float64)
     n_all = first.shape[0] - 1  # buckets of every segment
     wanted = np.zeros(n_all, np.uint8)
     for b in range(n_all):
@@ -217,6 +225,7 @@ def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
             wv = _weight(w, i)
             cell_sums[c, 0] += wv * yv * (1.0 - xv)
             cell_sums[c, 1] += wv * (1.0 - yv) * xv
+            cell_sums[c, 2] += wv * (yv - xv)
     key_start = np.zeros(n_ranges + 1, np.int64)
     for s in range(n_ranges):
         key_start[s + 1] = key_start[s] + (count[s] if mode[s] == 1 else 0)

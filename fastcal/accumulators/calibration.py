@@ -98,8 +98,8 @@ class CalibrationAccumulator(Mergeable):
         or a K-class row's confidence), so that ``report()`` has ``smece``
         and ``smece_sigma`` (:func:`fastcal.smece`).
     ecce : bool, default False
-        Also keep ECCE's value buckets (65,536 of them, 1.5 MiB: per bucket
-        the rows and the sums of y (1 - x) and (1 - y) x, x being p, a
+        Also keep ECCE's value buckets (65,536 of them, 2 MiB: per bucket
+        the rows and the sums of y (1 - x), (1 - y) x and y - x, x being p, a
         logit's sigmoid or a K-class row's confidence), from which the
         driver reads ECCE exactly with one more pass over the few buckets
         that can hold its extremes (:func:`fastcal.ecce`,

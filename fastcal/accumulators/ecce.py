@@ -17,9 +17,9 @@ not depend on the order of tied rows; without ties it is MCGrad's.
 Algorithm, without a sort:
 
 1. One pass sums, per value bucket floor(x B) (B = 65,536), the rows and
-   the sums of w y (1 - x) (how far C can rise inside the bucket) and of
-   w (1 - y) x (how far it can fall); their cumulative sums are C at every
-   bucket boundary. This is part of the fill (the state's ``ecce_*``
+   the sums of w y (1 - x) (how far C can rise inside the bucket), of
+   w (1 - y) x (how far it can fall) and of w (y - x), whose cumulative sums
+   are C at every bucket boundary. This is part of the fill (the state's ``ecce_*``
    arrays, merged across chunks, files and partitions by addition).
 2. A bucket whose C at its start plus its rise cannot pass the largest C
    known at a boundary (nor its fall the smallest) cannot hold the extremes.
@@ -29,12 +29,12 @@ Algorithm, without a sort:
    the next pass. Every pass adds boundaries, so the largest known C only
    grows and the open ranges shrink; a range of one value is a single step.
 
-Memory: the 1.5 MiB of bucket sums, plus at most ``GATHER_BUDGET`` gathered
+Memory: the 2 MiB of bucket sums, plus at most ``GATHER_BUDGET`` gathered
 rows (17 bytes each) or ``SPLIT_CELLS`` cells a pass. Passes: the fill, and
 usually one more (more only for buckets of many rows near the extremes).
 
 Segments: a segmented state holds the same sums per segment (S x B buckets,
-``SEGMENT_BUCKETS`` = 1,024 each by default: 24 KiB a segment), filled from a
+``SEGMENT_BUCKETS`` = 1,024 each by default: 32 KiB a segment), filled from a
 segment code per row (:func:`segment_state`); :func:`exact` then finds every
 segment's extremes in the same passes (a range is a key range of one
 segment's bucket). Fewer buckets only mean more rows gathered, never a
@@ -53,7 +53,7 @@ GATHER_MAX = 1 << 18      # a range with more rows is cut, not gathered
 GATHER_BUDGET = 1 << 22   # rows gathered in one pass, all ranges together
 SPLIT_CELLS = 1 << 20     # cells of the ranges cut in one pass, all together
 MAX_SPLIT_BITS = 12
-SEGMENT_BUCKETS = 1 << 10  # value buckets of each segment of a segmented state (24 KiB)
+SEGMENT_BUCKETS = 1 << 10  # value buckets of each segment of a segmented state (32 KiB)
 _NO_WEIGHTS = np.zeros(0, np.float64)
 _NO_CODES = np.zeros(0, np.int64)
 
@@ -64,7 +64,7 @@ def _weights(w):
 
 def _bucket_part(y, x, w=None, g=None):
     counts = np.zeros(BUCKETS + 1, np.int64)
-    sums = np.zeros((BUCKETS + 1, 2), np.float64)
+    sums = np.zeros((BUCKETS + 1, 3), np.float64)
     totals = np.zeros(2, np.float64)
     kec.bucket_sums_range(x, y, _weights(w), 0, x.shape[0], counts, sums, totals)
     return counts, sums, totals
@@ -105,14 +105,14 @@ class RowParts:
 
 def _segment_part(y, x, n_segments, n_buckets, w=None, g=None):
     counts = np.zeros((n_segments, n_buckets + 1), np.int64)
-    sums = np.zeros((n_segments, n_buckets + 1, 2), np.float64)
+    sums = np.zeros((n_segments, n_buckets + 1, 3), np.float64)
     totals = np.zeros((n_segments, 2), np.float64)
     kec.segment_sums_range(x, y, _weights(w), g, 0, x.shape[0], counts, sums, totals)
     return counts, sums, totals
 
 
 def segment_state(parts, n_segments, n_buckets=SEGMENT_BUCKETS):
-    """(counts (S, B + 1), sums (S, B + 1, 2), totals (S, 2)): the ECCE state of
+    """(counts (S, B + 1), sums (S, B + 1, 3), totals (S, 2)): the ECCE state of
     each of ``n_segments`` segments over ``parts`` (a :class:`RowParts` with
     segment codes), ``n_buckets`` value buckets each (a power of two); one pass."""
     return parts.map(_segment_part, (n_segments, n_buckets), combine=_add)
@@ -139,11 +139,11 @@ def _fold_probe(acc, result):
 
 def exact(counts, sums, totals, parts):
     """(ecce, ecce_sigma, ecce_pvalue, passes) of the rows of ``parts`` from
-    their bucket state (``counts`` (B + 1,), ``sums`` (B + 1, 2), ``totals``
+    their bucket state (``counts`` (B + 1,), ``sums`` (B + 1, 3), ``totals``
     (2,), as the fill or :func:`bucket_state` made them); NaN when no row
     has weight.
 
-    A segmented state (``counts`` (S, B + 1), ``sums`` (S, B + 1, 2),
+    A segmented state (``counts`` (S, B + 1), ``sums`` (S, B + 1, 3),
     ``totals`` (S, 2), as :func:`segment_state` made it, over parts with
     segment codes) gives three arrays of S values, all segments from the same
     passes.
@@ -157,7 +157,7 @@ def exact(counts, sums, totals, parts):
     m = counts[:, :nb].astype(np.int64)
     pos = sums[:, :nb, 0].astype(np.float64)
     neg = sums[:, :nb, 1].astype(np.float64)
-    end = np.cumsum(pos - neg, axis=1)
+    end = np.cumsum(sums[:, :nb, 2].astype(np.float64), axis=1)
     c0 = np.concatenate([np.zeros((n_seg, 1)), end[:, :-1]], axis=1)
     top = np.maximum(0.0, end.max(axis=1))
     bottom = np.minimum(0.0, end.min(axis=1))
@@ -255,7 +255,7 @@ def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
         a, b = cell_start[r], cell_start[r + 1]
         m = cells[a:b]
         pos, neg = cell_sums[a:b, 0], cell_sums[a:b, 1]
-        end = c0[r] + np.cumsum(pos - neg)
+        end = c0[r] + np.cumsum(cell_sums[a:b, 2])
         start = np.concatenate([[c0[r]], end[:-1]])
         full = m > 0
         c = seg[r]

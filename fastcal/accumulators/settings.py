@@ -156,7 +156,7 @@ def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets
              f"ACE buckets (ace_buckets={ace_buckets:,})":
                  8 * (ace_buckets + 1) * (kb.N_COUNTS + 1) if ace_buckets else 0,
              "smooth ECE grid": 8 * (2 * (ks.GRID + 1) + 1) if smooth else 0,
-             "ECCE buckets": 8 * (3 * (kec.BUCKETS + 1) + 2) if ecce else 0}
+             "ECCE buckets": 8 * (4 * (kec.BUCKETS + 1) + 2) if ecce else 0}
     if n_classes is not None and classwise:
         parts[f"class-wise counters ({n_classes:,} classes x n_bins x 24 bytes)"] = \
             n_classes * n_bins * 24

@@ -156,10 +156,10 @@ PARTS = (
     Array("smooth_resid", lambda d: (ksm.GRID + 1 if d.smooth else 0,), _F64, values="sums",
           part="smooth"),
     Array("smooth_n", lambda d: (1 if d.smooth else 0,), _I64, part="smooth"),
-    # ECCE's value buckets: rows, the sums of y (1 - x) and (1 - y) x; the sums of the
-    # weights and of the variance terms (fastcal.accumulators.ecce)
+    # ECCE's value buckets: rows, the sums of y (1 - x), (1 - y) x and y - x; the sums of
+    # the weights and of the variance terms (fastcal.accumulators.ecce)
     Array("ecce_counts", lambda d: (kec.BUCKETS + 1 if d.ecce else 0,), _I64, part="ecce"),
-    Array("ecce_sums", lambda d: (kec.BUCKETS + 1 if d.ecce else 0, 2), _F64, values="sums",
+    Array("ecce_sums", lambda d: (kec.BUCKETS + 1 if d.ecce else 0, 3), _F64, values="sums",
           part="ecce"),
     Array("ecce_totals", lambda d: (2 if d.ecce else 0,), _F64, values="sums", part="ecce"),
 )
