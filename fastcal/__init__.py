@@ -30,7 +30,7 @@ _LAZY = {
     "ece_test": "fastcal.significance",
 }
 _LAZY.update(dict.fromkeys(["ace", "brier_score", "calibration_report", "classwise_ece", "ecd",
-                            "ece", "esce", "log_loss", "mce", "smece"], "fastcal.metrics"))
+                            "ecce", "ece", "esce", "log_loss", "mce", "smece"], "fastcal.metrics"))
 
 
 class _Package(types.ModuleType):
@@ -76,6 +76,7 @@ __all__ = [
     "ecd",
     "ecd_bounds",
     "ecd_test",
+    "ecce",
     "ece",
     "ece_test",
     "esce",

@@ -146,7 +146,8 @@ def _score_measures(sc):
     sc.add_argument("--metrics", type=_names_list, default=(), metavar="NAME,NAME",
                     help="also compute these measures: smece (smooth ECE), ece_sweep "
                          "(ECE-sweep and its bin count), tace (K classes: thresholded "
-                         "adaptive calibration error)")
+                         "adaptive calibration error), ecce (ECCE, binning-free, with its "
+                         "sigma and p-value; one more pass)")
     sc.add_argument("--sweep", choices=("quantile", "uniform"), default=None,
                     help="with --metrics ece_sweep: the bins ECE-sweep sweeps, equal-mass "
                          "(quantile, the default) or equal-width")

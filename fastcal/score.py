@@ -27,6 +27,7 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
+from fastcal.accumulators import ecce as ecce_
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators import sweep
 from fastcal.accumulators import tace as tc
@@ -66,6 +67,14 @@ def _tace(source, acc, rep, opts):
     return passes
 
 
+def _ecce(source, acc, rep, opts):
+    """ECCE from the fill's value buckets: one more pass over the buckets that can
+    hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
+    parts = source.parts(_pair(acc))
+    rep.ecce, rep.ecce_sigma, rep.ecce_pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
+    return passes
+
+
 # The measures computed only when named in ``metrics=`` (each costs more than 10% of the
 # fill): name -> function(source, accumulator, report, options) that sets the report's
 # fields and returns the passes over the data it took. One line adds a measure.
@@ -73,6 +82,7 @@ OPTIONAL_METRICS = {
     "smece": _smece,
     "ece_sweep": _ece_sweep,
     "tace": _tace,
+    "ecce": _ecce,
 }
 # optional measures that rank the data (they need the fill's value buckets)
 _RANKED = ("ece_sweep",)
@@ -211,7 +221,7 @@ class Options:
             n_boot=self.n_boot if boot else 0, seed=self.seed,
             logits=self.logits and self.transform is None, renormalize=self.renormalize,
             classwise=self.classwise, with_logs=self.with_logs, smooth=self.smooth,
-            ace_buckets=em.fine_buckets_for(self.bins.n_bins, n_rows) if self.equal_mass else 0))
+            ecce="ecce" in self.metrics, ace_buckets=em.fine_buckets_for(self.bins.n_bins, n_rows) if self.equal_mass else 0))
 
 
 def score(source, opts):

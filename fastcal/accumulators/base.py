@@ -254,6 +254,7 @@ class Binned(Mergeable):
     seed = property(lambda self: self.spec.seed)
     ace_buckets = property(lambda self: self.spec.ace_buckets)
     smooth = property(lambda self: self.spec.smooth)  # the smooth ECE grid is kept
+    ecce = property(lambda self: self.spec.ecce)  # ECCE's value buckets are kept
 
     def kernel_edges(self, dtype):
         """(edges, uniform) as the kernels take them for data of ``dtype``."""
@@ -362,6 +363,10 @@ class Binned(Mergeable):
             msg = ("cannot merge accumulators with and without the smooth ECE grid "
                    f"(smooth={self.smooth} and smooth={other.smooth})")
             raise ValueError(msg)
+        if self.ecce != other.ecce:
+            msg = ("cannot merge accumulators with and without ECCE's value buckets "
+                   f"(ecce={self.ecce} and ecce={other.ecce})")
+            raise ValueError(msg)
 
     def _check_arrays(self, got):
         n = int(got["counts"][: self.n_bins, 0].sum())
@@ -383,6 +388,10 @@ class Binned(Mergeable):
     def n(self):
         """Number of samples counted (omitted rows excluded)."""
         return int(self.counts[: self.n_bins, 0].sum())
+
+    def ecce_state(self):
+        """ECCE's bucket sums (counts, sums, totals), or None when not kept."""
+        return (self.ecce_counts, self.ecce_sums, self.ecce_totals) if self.ecce else None
 
     def smooth_grid(self):
         """The smooth ECE grid sums (mass, residuals), or None when not kept."""

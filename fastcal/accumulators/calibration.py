@@ -97,6 +97,13 @@ class CalibrationAccumulator(Mergeable):
         interpolation weights and weighted residuals of p, a logit's sigmoid
         or a K-class row's confidence), so that ``report()`` has ``smece``
         and ``smece_sigma`` (:func:`fastcal.smece`).
+    ecce : bool, default False
+        Also keep ECCE's value buckets (65,536 of them, 2 MiB: per bucket
+        the rows and the sums of y (1 - x), (1 - y) x and y - x, x being p, a
+        logit's sigmoid or a K-class row's confidence), from which the
+        driver reads ECCE exactly with one more pass over the few buckets
+        that can hold its extremes (:func:`fastcal.ecce`,
+        ``metrics=("ecce",)``).
 
     Notes
     -----
@@ -136,12 +143,13 @@ class CalibrationAccumulator(Mergeable):
 
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
-                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False):
+                 n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False,
+                 ecce=False):
         self._start(Settings(
             Bins(n_bins, edges, closed), nan_policy=nan_policy, eps=eps, threads=threads,
             n_boot=n_boot, seed=seed, logits=logits, renormalize=renormalize,
             n_classes=n_classes, classwise=classwise, ace_buckets=ace_buckets,
-            with_logs=with_logs, smooth=smooth))
+            with_logs=with_logs, smooth=smooth, ecce=ecce))
 
     @classmethod
     def of(cls, settings):

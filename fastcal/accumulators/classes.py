@@ -69,7 +69,7 @@ class MulticlassAccumulator(Binned):
     def _check_k(self, k):
         if self.n_classes is None:  # K from the data: the state is sized by the fill
             check_state_size(self.n_bins, k, classwise=self.classwise, n_boot=self.n_boot,
-                             ace_buckets=self.ace_buckets, smooth=self.smooth,
+                             ace_buckets=self.ace_buckets, smooth=self.smooth, ecce=self.ecce,
                              what=f"y_prob's {k:,} columns")
         elif k != self.n_classes:
             msg = (f"y_prob has {k} columns but this accumulator holds {self.n_classes}-class "

@@ -14,6 +14,7 @@ import numpy as np
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal._kernels import binary as kb
+from fastcal._kernels import ecce as kec
 from fastcal._kernels import smooth as ks
 from fastcal.reports.stats import check_count, check_seed
 from fastcal.inputs.validation import show
@@ -21,7 +22,7 @@ from fastcal.inputs.validation import show
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",
             "logits", "renormalize", "n_classes", "classwise", "ace_buckets", "with_logs",
-            "smooth")
+            "smooth", "ecce")
 # the keywords that make the bins
 BIN_KEYWORDS = ("n_bins", "edges", "closed")
 # the keywords of the binned states of one probability or logit column
@@ -73,6 +74,7 @@ class Settings:
     ace_buckets: int = 0
     with_logs: bool = True
     smooth: bool = False
+    ecce: bool = False
 
     def __post_init__(self):
         if not isinstance(self.bins, Bins):
@@ -87,7 +89,7 @@ class Settings:
             ace_buckets=check_buckets(self.ace_buckets),
             logits=bool(self.logits), renormalize=bool(self.renormalize),
             classwise=bool(self.classwise), with_logs=bool(self.with_logs),
-            smooth=bool(self.smooth))
+            smooth=bool(self.smooth), ecce=bool(self.ecce))
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
         k = self.n_classes
@@ -98,7 +100,7 @@ class Settings:
         classes (None: binary, or K not known yet)."""
         check_state_size(self.bins.n_bins, n_classes, classwise=self.classwise,
                          n_boot=self.n_boot, ace_buckets=self.ace_buckets, smooth=self.smooth,
-                         what=what)
+                         ecce=self.ecce, what=what)
 
     @classmethod
     def of(cls, options, takes=KEYWORDS):
@@ -144,7 +146,7 @@ def state_settings(settings, options, takes):
 
 
 def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets=0,
-                smooth=False):
+                smooth=False, ecce=False):
     """The bytes of a binned state by part (a dict of part -> bytes): ``n_classes``
     None for a binary state (or one whose K is not known yet)."""
     # 8 bytes an int64 count or a float64 sum (the arrays of the binned layouts of
@@ -153,7 +155,8 @@ def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets
              f"bootstrap replicates (n_boot={n_boot:,} x n_bins x 32 bytes)": n_boot * n_bins * 32,
              f"ACE buckets (ace_buckets={ace_buckets:,})":
                  8 * (ace_buckets + 1) * (kb.N_COUNTS + 1) if ace_buckets else 0,
-             "smooth ECE grid": 8 * (2 * (ks.GRID + 1) + 1) if smooth else 0}
+             "smooth ECE grid": 8 * (2 * (ks.GRID + 1) + 1) if smooth else 0,
+             "ECCE buckets": 8 * (4 * (kec.BUCKETS + 1) + 2) if ecce else 0}
     if n_classes is not None and classwise:
         parts[f"class-wise counters ({n_classes:,} classes x n_bins x 24 bytes)"] = \
             n_classes * n_bins * 24
@@ -161,7 +164,7 @@ def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets
 
 
 def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets=0,
-                     smooth=False, what=""):
+                     smooth=False, ecce=False, what=""):
     """Refuse, before anything is allocated, a binned state of more than
     ``MAX_STATE_BYTES``. ``what`` says where K comes from in the message
     (``"n_classes=1,000"``, ``"y_prob's 1,000 columns"``).
@@ -173,7 +176,7 @@ def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_bu
         and the limit.
     """
     parts = state_bytes(n_bins, n_classes, classwise=classwise, n_boot=n_boot,
-                        ace_buckets=ace_buckets, smooth=smooth)
+                        ace_buckets=ace_buckets, smooth=smooth, ecce=ecce)
     total = sum(parts.values())
     if total <= MAX_STATE_BYTES:
         return

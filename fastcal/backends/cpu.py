@@ -16,6 +16,7 @@ from fastcal.inputs import validation as v
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
+from fastcal._kernels import ecce as kec
 from fastcal._kernels import equal_mass as kem
 from fastcal._kernels import gaussian as kg
 from fastcal._kernels import logits as kl
@@ -50,7 +51,7 @@ def fill(batch, spec):
 
 def fill_parts(batch, spec, row0, filled):
     """The parts of a checked chunk (named arrays): bootstrap replicates, ACE's
-    value buckets and the smooth ECE grid, as ``spec`` asks.
+    value buckets, the smooth ECE grid and ECCE's buckets, as ``spec`` asks.
 
     ``filled`` is what ``fill`` returned: binary probabilities bring their
     buckets in it and are their own ranking values; other kinds are ranked
@@ -67,6 +68,7 @@ def fill_parts(batch, spec, row0, filled):
     if "fine_counts" not in filled:
         out.update(fill_buckets(y, x, spec))
     out.update(fill_grid(y, x, spec))
+    out.update(fill_ecce(y, x, spec))
     return out
 
 
@@ -111,6 +113,23 @@ def fill_grid(y, x, spec):
         ksm.fill_grid_range(x, y, 0, rows, *grid)
     else:
         ksm.fill_grid(x, y, n_threads, *grid)
+    return out
+
+
+def fill_ecce(y, x, spec):
+    """ECCE's value buckets (ecce_counts, ecce_sums, ecce_totals) of ranked rows
+    (invalid or omitted ones skipped; every weight 1); none when off."""
+    if not spec.ecce:
+        return {}
+    out = zeros(spec, "ecce_counts", "ecce_sums", "ecce_totals")
+    rows = x.shape[0]
+    n_threads = v.check_threads(spec.threads)
+    state = out["ecce_counts"], out["ecce_sums"], out["ecce_totals"]
+    no_weights = np.zeros(0, np.float64)
+    if n_threads == 1 or rows < PARALLEL_MIN_ROWS:
+        kec.bucket_sums_range(x, y, no_weights, 0, rows, *state)
+    else:
+        kec.bucket_sums(x, y, no_weights, n_threads, *state)
     return out
 
 

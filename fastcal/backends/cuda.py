@@ -609,13 +609,14 @@ class _Ranked:
 
 def fill_parts(batch, spec, row0, filled):
     """The parts of a chunk the GPU filled (named arrays, as the CPU's
-    ``fill_parts``): bootstrap replicates, ACE's buckets, the smooth ECE grid.
+    ``fill_parts``): bootstrap replicates, ACE's buckets, the smooth ECE grid,
+    ECCE's buckets.
 
     Data in GPU memory is ranked there (``ranking_pair``, as ``gather`` ranks
     it for the later passes), and its replicates and buckets are filled there
     too; only the buckets of a chunk with invalid (omitted) rows, replicates
-    over more bins than the GPU kernel takes and the smooth ECE grid come
-    from the ranked pair (9 bytes a row) copied to the host. Host data
+    over more bins than the GPU kernel takes, the smooth ECE grid and ECCE's
+    buckets come from the ranked pair (9 bytes a row) copied to the host. Host data
     streamed to the GPU is ranked on the host (the CPU backend's ``fill_parts``).
     """
     if not spec.parts:
@@ -633,6 +634,8 @@ def fill_parts(batch, spec, row0, filled):
     out.update(_buckets(pair, spec, invalid))
     if spec.smooth:  # no GPU kernel (see fill_grid)
         out.update(cpu.fill_grid(*pair.host(), spec))
+    if spec.ecce:  # no GPU kernel: the ranked pair's buckets are summed on the host
+        out.update(cpu.fill_ecce(*pair.host(), spec))
     return out
 
 

@@ -7,8 +7,8 @@ in the manner of torchmetrics' ``add_state``: each :class:`Array` gives
 
 - ``name`` and ``dtype`` (counts int64, sums float64);
 - ``shape``, a function of the state's :class:`Dims` (``n_bins``, the
-  classes K, ``n_boot``, ``ace_buckets``, the smooth ECE grid, the groups of
-  a Gaussian state), never of the data;
+  classes K, ``n_boot``, ``ace_buckets``, the smooth ECE grid, ECCE's
+  buckets, the groups of a Gaussian state), never of the data;
 - ``reduce``: how two states (or two chunks) combine: ``"sum"`` element by
   element, or ``"first"`` for a fill's checks (counts add, each kind's first
   row is the least of both, counted from the chunk's offset);
@@ -18,7 +18,8 @@ in the manner of torchmetrics' ``add_state``: each :class:`Array` gives
   0 or 1 on the wrong side), ``"nan-sums"`` finite or NaN (a Gaussian
   group with a NaN row under ``nan_policy="propagate"``);
 - ``part``: the :class:`Dims` field that switches the array on (bootstrap
-  replicates, ACE's buckets, the smooth ECE grid, class-wise counters);
+  replicates, ACE's buckets, the smooth ECE grid, ECCE's buckets,
+  class-wise counters);
   an array that is off keeps its (empty) shape and is left out of
   ``to_arrays``;
 - ``store``: how the state keeps it: ``"array"`` (the attribute is the
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastcal._kernels import binary as kb
+from fastcal._kernels import ecce as kec
 from fastcal._kernels import multiclass as km
 from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
@@ -59,13 +61,14 @@ class Dims:
     ace_buckets: int = 0
     smooth: bool = False
     classwise: bool = False
+    ecce: bool = False
     groups: tuple = ()  # the group shape of a Gaussian state
 
     @classmethod
     def of(cls, spec, n_classes=None):
         """The dims of a binned state of ``spec`` (a FillSpec) with K = ``n_classes``."""
         return cls(spec.n_bins, n_classes, spec.n_boot, spec.ace_buckets, spec.smooth,
-                   spec.classwise)
+                   spec.classwise, spec.ecce)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,12 @@ PARTS = (
     Array("smooth_resid", lambda d: (ksm.GRID + 1 if d.smooth else 0,), _F64, values="sums",
           part="smooth"),
     Array("smooth_n", lambda d: (1 if d.smooth else 0,), _I64, part="smooth"),
+    # ECCE's value buckets: rows, the sums of y (1 - x), (1 - y) x and y - x; the sums of
+    # the weights and of the variance terms (fastcal.accumulators.ecce)
+    Array("ecce_counts", lambda d: (kec.BUCKETS + 1 if d.ecce else 0,), _I64, part="ecce"),
+    Array("ecce_sums", lambda d: (kec.BUCKETS + 1 if d.ecce else 0, 3), _F64, values="sums",
+          part="ecce"),
+    Array("ecce_totals", lambda d: (2 if d.ecce else 0,), _F64, values="sums", part="ecce"),
 )
 # K classes: per class and bin, rows and rows of that class; the sums of p_k
 CLASSWISE = (

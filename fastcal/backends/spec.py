@@ -22,9 +22,10 @@ class FillSpec:
     "soft"). ``computed64``: the values binned are computed in float64
     (sigmoid, softmax, renormalised rows), so every input width shares
     float64 edges. The rest are the options of
-    :class:`fastcal.CalibrationAccumulator`; ``n_boot``, ``ace_buckets`` and
-    ``smooth`` switch on the parts a checked chunk also fills (bootstrap
-    replicates, ACE's value buckets, the smooth ECE grid).
+    :class:`fastcal.CalibrationAccumulator`; ``n_boot``, ``ace_buckets``,
+    ``smooth`` and ``ecce`` switch on the parts a checked chunk also fills
+    (bootstrap replicates, ACE's value buckets, the smooth ECE grid, ECCE's
+    value buckets).
 
     Examples
     --------
@@ -51,6 +52,7 @@ class FillSpec:
     seed: int = 0
     ace_buckets: int = 0
     smooth: bool = False
+    ecce: bool = False
 
     @classmethod
     def of(cls, settings, kind, computed64=False, **fields):
@@ -60,7 +62,8 @@ class FillSpec:
                        threads=settings.threads, with_logs=settings.with_logs,
                        logits=settings.logits, renormalize=settings.renormalize,
                        classwise=settings.classwise, n_boot=settings.n_boot, seed=settings.seed,
-                       ace_buckets=settings.ace_buckets, smooth=settings.smooth)
+                       ace_buckets=settings.ace_buckets, smooth=settings.smooth,
+                       ecce=settings.ecce)
         return cls(kind, settings.bins, bool(computed64), **{**options, **fields})
 
     @property
@@ -79,7 +82,7 @@ class FillSpec:
     @property
     def parts(self):
         """True if a checked chunk fills more than its per-bin arrays."""
-        return bool(self.n_boot or self.ace_buckets or self.smooth)
+        return bool(self.n_boot or self.ace_buckets or self.smooth or self.ecce)
 
     def edges(self, dtype):
         """(edges, uniform) as the kernels take them for data of ``dtype``

@@ -334,3 +334,32 @@ def check_n_classes(n_classes):
         msg = f"n_classes must be an integer >= 2; got {show(n_classes)}"
         raise ValueError(msg)
     return int(n_classes)
+
+
+def check_sample_weight(sample_weight, n, name="sample_weight"):
+    """``sample_weight`` as a 1-D float64 array of ``n`` finite weights >= 0, not all
+    0 (None stays None); every bad value is refused in one line naming the argument,
+    the count and the first index."""
+    if sample_weight is None:
+        return None
+    w = _as_array(name, sample_weight)
+    if w.ndim != 1:
+        msg = f"{name} must be 1-D with one weight per sample; got shape {tuple(w.shape)}"
+        raise ValueError(msg)
+    if w.shape[0] != n:
+        msg = f"{name} has {w.shape[0]} weights; y_prob has {n} rows (one weight per row)"
+        raise ValueError(msg)
+    if w.dtype.kind not in "biuf":
+        msg = f"{name} must hold numbers; got dtype {w.dtype}"
+        raise ValueError(msg)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    for bad, what in ((np.isnan(w), "NaN"), (np.isinf(w), "infinite"), (w < 0, "negative")):
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            msg = (f"{name} has {int(bad.sum())} {what} values (first at index {first}: "
+                   f"{show(w[first])}); weights must be finite and >= 0")
+            raise ValueError(msg)
+    if n and not (w > 0).any():
+        msg = f"{name} is 0 in all {n} rows; at least one weight must be > 0"
+        raise ValueError(msg)
+    return w

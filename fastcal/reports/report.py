@@ -205,6 +205,11 @@ class CalibrationReport(HasProvenance):
         point sigma = smECE_sigma; NaN unless the smooth ECE grid was filled
         (``smooth=True``). ``smooth_grid`` holds that grid's sums (mass,
         residual) for :func:`fastcal.reports.plot.smooth_diagram`.
+    ecce, ecce_sigma, ecce_pvalue : float
+        ECCE (Arrieta-Ibarra et al., 2022; MCGrad's ``ecce``), the range of the
+        cumulative differences of y - p in the order of p, and the same
+        scaled by its standard deviation under calibration, with its p-value
+        (:func:`fastcal.ecce`); NaN unless asked for (``metrics=("ecce",)``).
 
     Examples
     --------
@@ -248,6 +253,9 @@ class CalibrationReport(HasProvenance):
     smece: float = float("nan")
     smece_sigma: float = float("nan")
     smooth_grid: object = field(default=None, repr=False, compare=False)
+    ecce: float = float("nan")
+    ecce_sigma: float = float("nan")
+    ecce_pvalue: float = float("nan")
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
@@ -457,6 +465,9 @@ class CalibrationReport(HasProvenance):
         })
         if self.smooth_grid is not None:
             out.update(smece=_clean(self.smece), smece_sigma=_clean(self.smece_sigma))
+        if not math.isnan(self.ecce):
+            out.update(ecce=_clean(self.ecce), ecce_sigma=_clean(self.ecce_sigma),
+                       ecce_pvalue=_clean(self.ecce_pvalue))
         out["ecd_test"] = {
             "z": _clean(self.ecd_z),
             "p_over": _clean(self.ecd_p_over),
@@ -518,6 +529,9 @@ class CalibrationReport(HasProvenance):
             tail += (f"\nSmooth ECE = {cell(self.smece) or 'n/a'} "
                      f"(bandwidth sigma = {cell(self.smece_sigma) or 'n/a'})")
         tail += self._measures_lines(cell)
+        if not math.isnan(self.ecce):
+            tail += (f"\nECCE = {cell(self.ecce)} ({self.ecce_sigma:.2f} standard deviations "
+                     f"under calibration, p = {_pcell(self.ecce_pvalue)})")
         t = self.ecd_test()
         tail += (f"\nECD test: z = {_zcell(t.z)}, p(over-confident) = {_pcell(t.p_over)}, "
                  f"p(two-sided) = {_pcell(t.p_two_sided)}: {t.verdict} (alpha = 0.05)")

@@ -69,6 +69,7 @@ CASES = {
     "smooth ECE quantile": ("binary", dict(nan_policy="omit", smooth=True, strategy="quantile")),
     "smooth ECE logits": ("logits", dict(logits=True, smooth=True)),
     "smooth ECE multiclass": ("multiclass-logits", dict(logits=True, smooth=True)),
+    "ECCE multiclass": ("multiclass-logits", dict(logits=True, metrics=("ecce",))),
 }
 
 
@@ -99,6 +100,13 @@ def test_option_reaches_every_entry_point(tmp_path, case):
                              ace=True, **options)
     assert_same(got_dask, ref)
     assert np.isfinite(ref.smece) == bool(options.get("smooth"))
+    assert np.isfinite(ref.ecce) == ("ecce" in options.get("metrics", ()))
+    for got in (got_file, got_dask):
+        np.testing.assert_allclose([got.ecce, got.ecce_sigma], [ref.ecce, ref.ecce_sigma],
+                                   rtol=1e-12)
+        # far in the tail (p ~ 1e-251 here) d log p / d log sigma is about sigma**2: the
+        # p-value is held to 1e-15 absolute, as small p-values are
+        np.testing.assert_allclose(got.ecce_pvalue, ref.ecce_pvalue, rtol=1e-12, atol=1e-15)
     if options.get("ci"):
         assert all(np.isfinite(v).all() for v in ref.intervals.values()) or kind != "binary"
 

@@ -458,7 +458,7 @@ if CASES:
             p = rng.dirichlet(np.ones(3), size=n)
             y = rng.integers(0, 3, n)
         spec = FillSpec(kind, Bins(4), computed64=kind != "binary", logits=kind == "logits",
-                        n_boot=3, ace_buckets=16, smooth=True)
+                        n_boot=3, ace_buckets=16, smooth=True, ecce=True)
         host = backends.resolve(y, p, logits=kind == "logits")
         dev = backends.resolve(*_on_gpu(y, p), logits=kind == "logits")
         assert (host.device, dev.device) == ("cpu", "cuda")
@@ -481,6 +481,19 @@ if CASES:
             assert list(part) == list(ref) and part
             for name in ref:
                 np.testing.assert_allclose(part[name], ref[name], rtol=1e-12, atol=1e-12)
+
+    def test_ecce_of_device_arrays_equals_cpu():
+        import fastcal
+
+        rng = np.random.default_rng(15)
+        p = rng.uniform(0.3, 0.3 + 2.0 ** -12, 600)  # crowded buckets: the second pass runs
+        y = (rng.random(600) < p).astype(np.uint8)
+        ref = fastcal.calibration_report(y, p, metrics=("ecce",))
+        got = fastcal.calibration_report(*_on_gpu(y, p), metrics=("ecce",))
+        np.testing.assert_allclose([got.ecce, got.ecce_sigma], [ref.ecce, ref.ecce_sigma],
+                                   rtol=1e-12)
+        assert got.pass_steps == ref.pass_steps and dict(ref.pass_steps)["ecce"] == 1
+        np.testing.assert_allclose(fastcal.ecce(*_on_gpu(y, p)), fastcal.ecce(y, p), rtol=1e-12)
 
     def test_bootstrap_replicates_match_cpu_weights():
         # the same Poisson(1) weights of (seed, global row, replicate): counts exact,

@@ -13,6 +13,7 @@ import pytest
 import fastcal
 from fastcal import backends
 from fastcal.accumulators import base as acc_base
+from fastcal.accumulators import ecce as ec
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators.calibration import CLASSES, CalibrationAccumulator, accumulator_for
 from fastcal.backends import cpu
@@ -47,7 +48,7 @@ def test_every_source_follows_the_source_protocol(cls):
     assert not missing, f"{cls.__name__} lacks {sorted(missing)}"
 
 
-@pytest.mark.parametrize("cls", [BatchParts, _FileParts, _DaskParts, em.ArrayParts])
+@pytest.mark.parametrize("cls", [BatchParts, _FileParts, _DaskParts, em.ArrayParts, ec.RowParts])
 def test_every_parts_class_follows_the_parts_protocol(cls):
     missing = _members(Parts) - _instance_names(cls)
     assert not missing, f"{cls.__name__} lacks {sorted(missing)}"

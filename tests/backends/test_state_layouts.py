@@ -21,7 +21,7 @@ from fastcal.backends.layout import FILLED, LAYOUTS, PARTS, Dims
 from fastcal.backends.spec import FillSpec
 from fastcal.inputs.binning import Bins
 
-PARTS_ON = dict(n_boot=3, ace_buckets=16, smooth=True)
+PARTS_ON = dict(n_boot=3, ace_buckets=16, smooth=True, ecce=True)
 K = 3
 
 
@@ -177,7 +177,8 @@ def test_backends_fill_the_declared_arrays_from_values(kind):
     batch = backends.resolve(y, p, logits=kind == "logits")
     spec = FillSpec(kind, Bins(4), computed64=kind != "binary", nan_policy="omit",
                     logits=kind == "logits", n_boot=2 if kind != "soft" else 0,
-                    ace_buckets=16 if kind != "soft" else 0, smooth=kind != "soft")
+                    ace_buckets=16 if kind != "soft" else 0, smooth=kind != "soft",
+                    ecce=kind != "soft")
     filled = cpu.fill(batch, spec)
     dims = Dims.of(spec, K if kind == "multiclass" else None)
     table = {a.name: a for a in FILLED[kind]}

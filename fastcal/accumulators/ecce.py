@@ -1,0 +1,275 @@
+"""ECCE (Arrieta-Ibarra, Gujral, Tannen, Tygert and Xu, 2022), exact for every source.
+
+Definition (MCGrad's ``ecce``, ``ecce_sigma``, ``ecce_pvalue``): with the rows
+in the order of x (x a probability, y a label 0/1, w a weight, W = sum w),
+the cumulative differences C_k = sum_{i <= k} w_i (y_i - x_i) / W, C_0 = 0,
+and
+
+    ecce = max_k C_k - min_k C_k,
+    sigma = sqrt(sum w_i**2 x_i (1 - x_i)) / W   (its deviation under calibration),
+    ecce_sigma = ecce / sigma,  ecce_pvalue = P(R > ecce_sigma),
+
+R the range of a standard Brownian motion on [0, 1]
+(:func:`fastcal.reports.stats.ecce_pvalue`). Rows with equal x are one step:
+C is taken only where x changes (and at both ends), so the statistic does
+not depend on the order of tied rows; without ties it is MCGrad's.
+
+Algorithm, without a sort:
+
+1. One pass sums, per value bucket floor(x B) (B = 65,536), the rows and
+   the sums of w y (1 - x) (how far C can rise inside the bucket), of
+   w (1 - y) x (how far it can fall) and of w (y - x), whose cumulative sums
+   are C at every bucket boundary. This is part of the fill (the state's ``ecce_*``
+   arrays, merged across chunks, files and partitions by addition).
+2. A bucket whose C at its start plus its rise cannot pass the largest C
+   known at a boundary (nor its fall the smallest) cannot hold the extremes.
+   The rows of the few others are gathered (key, label, weight) in one more
+   pass and ranked; a bucket of more than ``GATHER_MAX`` rows is cut into
+   2**k ranges of float64 bit patterns, whose sums narrow it the same way in
+   the next pass. Every pass adds boundaries, so the largest known C only
+   grows and the open ranges shrink; a range of one value is a single step.
+
+Memory: the 2 MiB of bucket sums, plus at most ``GATHER_BUDGET`` gathered
+rows (17 bytes each) or ``SPLIT_CELLS`` cells a pass. Passes: the fill, and
+usually one more (more only for buckets of many rows near the extremes).
+
+Segments: a segmented state holds the same sums per segment (S x B buckets,
+``SEGMENT_BUCKETS`` = 1,024 each by default: 32 KiB a segment), filled from a
+segment code per row (:func:`segment_state`); :func:`exact` then finds every
+segment's extremes in the same passes (a range is a key range of one
+segment's bucket). Fewer buckets only mean more rows gathered, never a
+different value. :func:`fastcal.reports.stats.multicalibration_error` reads
+MCGrad's multicalibration error off the segments' ``ecce_sigma``.
+"""
+
+import numpy as np
+
+from fastcal.accumulators.equal_mass import _bit_length, _key, _keys
+from fastcal.reports.stats import ecce_pvalue
+from fastcal._kernels import ecce as kec
+
+BUCKETS = kec.BUCKETS
+GATHER_MAX = 1 << 18      # a range with more rows is cut, not gathered
+GATHER_BUDGET = 1 << 22   # rows gathered in one pass, all ranges together
+SPLIT_CELLS = 1 << 20     # cells of the ranges cut in one pass, all together
+MAX_SPLIT_BITS = 12
+SEGMENT_BUCKETS = 1 << 10  # value buckets of each segment of a segmented state (32 KiB)
+_NO_WEIGHTS = np.zeros(0, np.float64)
+_NO_CODES = np.zeros(0, np.int64)
+
+
+def _weights(w):
+    return _NO_WEIGHTS if w is None else w
+
+
+def _bucket_part(y, x, w=None, g=None):
+    counts = np.zeros(BUCKETS + 1, np.int64)
+    sums = np.zeros((BUCKETS + 1, 3), np.float64)
+    totals = np.zeros(2, np.float64)
+    kec.bucket_sums_range(x, y, _weights(w), 0, x.shape[0], counts, sums, totals)
+    return counts, sums, totals
+
+
+def _add(acc, result):
+    if acc is None:
+        return tuple(np.array(r, copy=True) for r in result)
+    return tuple(a + r for a, r in zip(acc, result))
+
+
+def bucket_state(parts):
+    """(counts, sums, totals) of the ECCE state over ``parts``: one pass (the
+    fill does the same when ``ecce=True``)."""
+    return parts.map(_bucket_part, (), combine=_add)
+
+
+class RowParts:
+    """In-memory parts (an :class:`~fastcal.accumulators.equal_mass.ArrayParts`)
+    with a weight per row (``w``, float64, or None) and a segment code per row
+    (``g``, int64 in [0, S), or None): every pass's function gets its part's
+    weights and codes as its last two arguments (empty arrays when absent)."""
+
+    def __init__(self, parts, w=None, g=None):
+        bounds = np.cumsum([0] + [x.shape[0] for _, x in parts.slices])
+        self._parts = parts
+        self._extra = [(_NO_WEIGHTS if w is None else w[a:b],
+                        _NO_CODES if g is None else g[a:b])
+                       for a, b in zip(bounds[:-1], bounds[1:])]
+        self.n_parts = parts.n_parts
+        self.gather = None
+
+    def map(self, fn, common, per_part=None, combine=None):
+        extra = [(*(per_part[k] if per_part else ()), *self._extra[k])
+                 for k in range(self.n_parts)]
+        return self._parts.map(fn, common, extra, combine)
+
+
+def _segment_part(y, x, n_segments, n_buckets, w=None, g=None):
+    counts = np.zeros((n_segments, n_buckets + 1), np.int64)
+    sums = np.zeros((n_segments, n_buckets + 1, 3), np.float64)
+    totals = np.zeros((n_segments, 2), np.float64)
+    kec.segment_sums_range(x, y, _weights(w), g, 0, x.shape[0], counts, sums, totals)
+    return counts, sums, totals
+
+
+def segment_state(parts, n_segments, n_buckets=SEGMENT_BUCKETS):
+    """(counts (S, B + 1), sums (S, B + 1, 3), totals (S, 2)): the ECCE state of
+    each of ``n_segments`` segments over ``parts`` (a :class:`RowParts` with
+    segment codes), ``n_buckets`` value buckets each (a power of two); one pass."""
+    return parts.map(_segment_part, (n_segments, n_buckets), combine=_add)
+
+
+def _probe(y, x, segmented, n_buckets, first, lo, hi, shift, modes, sizes, w=None, g=None):
+    codes = g if segmented and g is not None else _NO_CODES  # the whole: codes not used
+    return kec.probe_ranges(x, y, _weights(w), codes, n_buckets, first, lo, hi, shift, modes,
+                            sizes)
+
+
+def _fold_probe(acc, result):
+    """Add up the counts and cells; keep each part's gathered rows (part order)."""
+    count, keys, labels, weights, key_start, cells, cell_sums, _ = result
+    if acc is None:
+        return count.copy(), cells.copy(), cell_sums.copy(), [(keys, labels, weights, key_start)]
+    total, cell_total, sums_total, gathered = acc
+    total += count
+    cell_total += cells
+    sums_total += cell_sums
+    gathered.append((keys, labels, weights, key_start))
+    return acc
+
+
+def exact(counts, sums, totals, parts):
+    """(ecce, ecce_sigma, ecce_pvalue, passes) of the rows of ``parts`` from
+    their bucket state (``counts`` (B + 1,), ``sums`` (B + 1, 3), ``totals``
+    (2,), as the fill or :func:`bucket_state` made them); NaN when no row
+    has weight.
+
+    A segmented state (``counts`` (S, B + 1), ``sums`` (S, B + 1, 3),
+    ``totals`` (S, 2), as :func:`segment_state` made it, over parts with
+    segment codes) gives three arrays of S values, all segments from the same
+    passes.
+    """
+    one = counts.ndim == 1
+    if one:
+        counts, sums, totals = counts[None], sums[None], totals[None]
+    n_seg, nb = counts.shape[0], counts.shape[1] - 1
+    weight = totals[:, 0].astype(np.float64)
+    var = totals[:, 1].astype(np.float64)
+    m = counts[:, :nb].astype(np.int64)
+    pos = sums[:, :nb, 0].astype(np.float64)
+    neg = sums[:, :nb, 1].astype(np.float64)
+    end = np.cumsum(sums[:, :nb, 2].astype(np.float64), axis=1)
+    c0 = np.concatenate([np.zeros((n_seg, 1)), end[:, :-1]], axis=1)
+    top = np.maximum(0.0, end.max(axis=1))
+    bottom = np.minimum(0.0, end.min(axis=1))
+    b = np.arange(nb, dtype=np.int64)
+    lo = _keys(b / nb)
+    hi = _keys((b + 1) / nb) - 1
+    hi[-1] = _key(1.0)
+    seg = np.repeat(np.arange(n_seg, dtype=np.int64), nb)
+    lo, hi = np.tile(lo, n_seg), np.tile(hi, n_seg)
+    c0, pos, neg, m = c0.ravel(), pos.ravel(), neg.ravel(), m.ravel()
+    passes = 0
+    while True:
+        keep = (m >= 2) & (lo < hi) & ((c0 + pos > top[seg]) | (c0 - neg < bottom[seg]))
+        if not keep.any():
+            break
+        seg, lo, hi, c0, m = seg[keep], lo[keep], hi[keep], c0[keep], m[keep]
+        modes = np.full(lo.shape[0], 2, np.int64)
+        small = np.flatnonzero(m <= GATHER_MAX)
+        small = small[np.argsort(m[small], kind="stable")]
+        modes[small[np.cumsum(m[small]) <= GATHER_BUDGET]] = 1
+        n_split = max(1, int(np.count_nonzero(modes == 2)))
+        bits = int(np.clip(np.log2(SPLIT_CELLS / n_split), 1, MAX_SPLIT_BITS))
+        shift = np.maximum(_bit_length(hi - lo) - bits, 0)
+        shift[modes != 2] = 0
+        sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0).astype(np.int64)
+        # ranges are sorted by (segment, lo): so are their (segment, value) buckets
+        bucket = seg * nb + np.minimum((lo.view(np.float64) * nb).astype(np.int64), nb - 1)
+        first = np.searchsorted(bucket, np.arange(n_seg * nb + 1), side="left").astype(np.int64)
+        found, cells, cell_sums, gathered = parts.map(
+            _probe, (not one, nb, first, lo, hi, shift, modes, sizes), combine=_fold_probe)
+        passes += 1
+        if not np.array_equal(found, m):
+            msg = (f"the data changed between passes: {int(m.sum())} rows counted in the "
+                   f"ranges probed for ECCE, {int(found.sum())} found there")
+            raise ValueError(msg)
+        _gathered(np.flatnonzero(modes == 1), seg, c0, gathered, top, bottom)
+        split = np.flatnonzero(modes == 2)
+        seg, lo, hi, c0, pos, neg, m = _cut(split, seg, lo, hi, c0, shift, sizes, cells,
+                                            cell_sums, top, bottom)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ecce = np.where(weight > 0.0, (top - bottom) / weight, np.nan)
+        sigma = np.sqrt(var) / weight
+        scaled = np.where(sigma > 0.0, ecce / sigma, np.where(ecce != 0.0, np.inf, 0.0))
+    scaled[~(weight > 0.0)] = np.nan
+    pvalue = np.array([ecce_pvalue(z) for z in scaled])
+    if one:
+        return float(ecce[0]), float(scaled[0]), float(pvalue[0]), passes
+    return ecce, scaled, pvalue, passes
+
+
+def _gathered(ranges, seg, c0, gathered, top, bottom):
+    """Raise ``top`` / lower ``bottom`` (per segment, in place) to the extremes
+    of C over the gathered ranges: their rows ranked by value, C at the end of
+    each run of equal values."""
+    if ranges.size == 0:
+        return
+    keys = np.concatenate([g[0] for g in gathered])
+    labels = np.concatenate([g[1] for g in gathered])
+    weights = np.concatenate([g[2] for g in gathered])
+    # each part holds its rows range by range: the range of every row, then the
+    # rows of each range in the order of their keys
+    rid = np.concatenate([np.repeat(np.arange(g[3].shape[0] - 1), np.diff(g[3]))
+                          for g in gathered])
+    order = np.lexsort((keys, rid))
+    keys, rid = keys[order], rid[order]
+    x = keys.view(np.float64)
+    one = labels[order] == 1
+    if weights.shape[0]:
+        w = weights[order]
+        d = np.where(one, w * (1.0 - x), -(w * x))
+    else:
+        d = np.where(one, 1.0 - x, -x)
+    start = np.searchsorted(rid, ranges, side="left")
+    stop = np.searchsorted(rid, ranges, side="right")
+    for r, a, b in zip(ranges, start, stop):
+        if a == b:
+            continue
+        k = keys[a:b]
+        cum = c0[r] + np.cumsum(d[a:b])
+        last = np.ones(b - a, bool)
+        np.not_equal(k[1:], k[:-1], out=last[:-1])
+        ends = cum[last]
+        c = seg[r]
+        top[c] = max(top[c], float(ends.max()))
+        bottom[c] = min(bottom[c], float(ends.min()))
+
+
+def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
+    """The cells of the ranges cut in 2**k: their segments, key ranges, C at
+    their starts, rises, falls and rows; C at their ends are boundaries (the
+    extremes of their segments grow, in place)."""
+    cell_start = np.concatenate([[0], np.cumsum(sizes)])
+    out = [[] for _ in range(7)]
+    for r in split:
+        a, b = cell_start[r], cell_start[r + 1]
+        m = cells[a:b]
+        pos, neg = cell_sums[a:b, 0], cell_sums[a:b, 1]
+        end = c0[r] + np.cumsum(cell_sums[a:b, 2])
+        start = np.concatenate([[c0[r]], end[:-1]])
+        full = m > 0
+        c = seg[r]
+        if full.any():
+            top[c] = max(top[c], float(end[full].max()))
+            bottom[c] = min(bottom[c], float(end[full].min()))
+        j = np.flatnonzero(full).astype(np.int64)
+        cell_lo = lo[r] + (j << shift[r])
+        cell_hi = np.minimum(hi[r], cell_lo + (np.int64(1) << shift[r]) - 1)
+        for lst, part in zip(out, (np.full(j.shape[0], c, np.int64), cell_lo, cell_hi,
+                                   start[full], pos[full], neg[full], m[full])):
+            lst.append(part)
+    dtypes = (np.int64, np.int64, np.int64, np.float64, np.float64, np.float64, np.int64)
+    return [np.concatenate(lst) if lst else np.zeros(0, dt) for lst, dt in zip(out, dtypes)]
+
+
+__all__ = ["BUCKETS", "RowParts", "bucket_state", "exact", "segment_state"]
