@@ -35,24 +35,24 @@ from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.sources.arrays import ArraySource
 from fastcal.reports.provenance import Provenance
-from fastcal.reports.report import CalibrationReport, certain_wrong
+from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.stats import check_ci, check_count, check_seed
 
 
-def _smece(source, acc, rep, opts):
+def _smece(source, acc, opts):
     """Smooth ECE: read off the grid the fill filled (``Options.smooth``); no pass."""
-    return 0
+    return {}, 0
 
 
-def _ece_sweep(source, acc, rep, opts):
+def _ece_sweep(source, acc, opts):
     """ECE-sweep over the source's ranked pairs (top-label for K classes)."""
-    rep.ece_sweep, rep.ece_sweep_bins, passes = sweep.ece_sweep(
+    value, bins, passes = sweep.ece_sweep(
         acc.fine_counts, acc.fine_p, source.parts(_pair(acc)), acc.nan_policy == "omit",
         strategy=opts.sweep, right=acc.closed == "right")
-    return passes
+    return {"ece_sweep": value, "ece_sweep_bins": bins}, passes
 
 
-def _tace(source, acc, rep, opts):
+def _tace(source, acc, opts):
     """TACE over each class's probabilities above the threshold (K classes)."""
     if acc.n_classes is None:
         msg = (f"{source.prefix}metrics 'tace' is class-wise and needs K class columns; "
@@ -62,22 +62,22 @@ def _tace(source, acc, rep, opts):
     def parts_of(k):
         return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
 
-    rep.tace, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
-    rep.tace_threshold = opts.tace_threshold
-    return passes
+    value, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
+    return {"tace": value, "tace_threshold": opts.tace_threshold}, passes
 
 
-def _ecce(source, acc, rep, opts):
+def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
     parts = source.parts(_pair(acc))
-    rep.ecce, rep.ecce_sigma, rep.ecce_pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
-    return passes
+    ecce, sigma, pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
+    return {"ecce": ecce, "ecce_sigma": sigma, "ecce_pvalue": pvalue}, passes
 
 
 # The measures computed only when named in ``metrics=`` (each costs more than 10% of the
-# fill): name -> function(source, accumulator, report, options) that sets the report's
-# fields and returns the passes over the data it took. One line adds a measure.
+# fill): name -> function(source, accumulator, options) that returns the values of
+# the report's fields (a dict, added by ``with_measures``) and the passes over the data it
+# took. One line adds a measure.
 OPTIONAL_METRICS = {
     "smece": _smece,
     "ece_sweep": _ece_sweep,
@@ -280,19 +280,24 @@ def _binned_report(source, acc, opts):
         rep = CalibrationReport.from_state(
             counts, sums, totals, edges=None, closed=acc.closed, n_omitted=acc.n_omitted,
             observed=opts.observed, strategy="quantile", eps=acc.eps, lower=lower, upper=upper)
-        rep.ace = rep.ece
+        rep.with_measures({"ace": rep.ece})
         if acc.smooth:
-            rep.set_smooth(*acc.smooth_grid())
+            rep.with_measures(smooth_measures(*acc.smooth_grid()))
         steps.append(("equal-mass bins", extra))
     else:
         rep = acc.report(observed=opts.observed, ci=opts.ci)
         if opts.ace:
-            rep.ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
-                                    source.parts(_pair(acc)), omit, opts.observed)
+            ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
+                                source.parts(_pair(acc)), omit, opts.observed)
+            rep.with_measures({"ace": ace})
             steps.append(("ACE", extra))
     for name in opts.metrics:
-        steps.append((name, OPTIONAL_METRICS[name](source, acc, rep, opts)))
-    steps.append(("certain-and-wrong rows", _count_certain_wrong(source, acc, rep)))
+        values, passes = OPTIONAL_METRICS[name](source, acc, opts)
+        rep.with_measures(values)
+        steps.append((name, passes))
+    values, passes = _count_certain_wrong(source, acc, rep)
+    rep.with_measures(values)
+    steps.append(("certain-and-wrong rows", passes))
     return rep, steps
 
 
@@ -322,14 +327,12 @@ def _count_certain_wrong(source, acc, rep):
     1 with y = 0; K classes: the true class's probability exactly 0, or its logit
     -inf) and the first of them, by one light pass over the rows as given that
     runs only when the state shows one (a bin with ECD +inf), without eps.
-    Returns the passes it took."""
+    Returns the report's values and the passes it took."""
     if acc.kind not in ("binary", "multiclass") or acc.eps or not rep.certain_wrong_bins:
-        return 0
+        return {}, 0
     n, first, _ = source.parts(dict(_pair(acc), raw=True)).map(
         _certain_wrong, (acc.kind, acc.logits), combine=_add_certain_wrong)
-    rep.n_certain_wrong = n
-    rep.first_certain_wrong_row = None if first < 0 else first
-    return 1
+    return {"n_certain_wrong": n, "first_certain_wrong_row": None if first < 0 else first}, 1
 
 
 def _certain_wrong(y, p, kind, logits):

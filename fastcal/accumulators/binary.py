@@ -8,7 +8,7 @@ ECE grid. The arrays are declared in :data:`fastcal.backends.layout.LAYOUTS`.
 """
 
 from fastcal.backends.layout import LAYOUTS
-from fastcal.reports.report import CalibrationReport
+from fastcal.reports.report import CalibrationReport, smooth_measures
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
@@ -57,9 +57,9 @@ class BinaryAccumulator(Binned):
             observed=observed, strategy="uniform" if self.edges is None else "edges",
             eps=self.eps)
         if ci is not None:
-            rep.set_intervals(ci, self.boot_counts, self.boot_sums)
+            rep.with_measures(rep.interval_measures(ci, self.boot_counts, self.boot_sums))
         if self.smooth:
-            rep.set_smooth(self.smooth_mass, self.smooth_resid)
+            rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep
 
     def describe(self):

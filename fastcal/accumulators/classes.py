@@ -13,6 +13,7 @@ import numpy as np
 
 from fastcal.backends.layout import CLASSWISE, LAYOUTS
 from fastcal.reports.multiclass_report import MulticlassReport
+from fastcal.reports.report import smooth_measures
 from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
@@ -127,9 +128,9 @@ class MulticlassAccumulator(Binned):
             # top-label state: "correct" (column 2) is the positive label (column 1)
             boot = self.boot_counts.copy()
             boot[..., 2] = boot[..., 1]
-            rep.set_intervals(ci, boot, self.boot_sums)
+            rep.with_measures(rep.interval_measures(ci, boot, self.boot_sums))
         if self.smooth:
-            rep.set_smooth(self.smooth_mass, self.smooth_resid)
+            rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep
 
     def describe(self):

@@ -2,7 +2,7 @@
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 
 import numpy as np
@@ -420,20 +420,28 @@ class CalibrationReport(HasProvenance):
         """
         return _stats.overall_verdict(self.net_verdict, self.bin_test())
 
-    def set_intervals(self, ci, boot_counts=None, boot_sums=None):
-        """Fill ``ci_level`` and ``intervals`` from the sums and bootstrap replicates."""
-        self.ci_level = _stats.check_ci(ci)
-        self.intervals = _stats.report_intervals(
-            self.sums, self.n, self.ci_level, boot_counts, boot_sums, self.observed,
-            point={"ece": self.ece, "esce": self.esce, "mce": self.mce},
-            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)
+    def with_measures(self, values):
+        """The report with the measures in ``values`` (field name -> value), each computed
+        apart from the binned state (intervals, smooth ECE, ACE, the optional metrics,
+        the certain-and-wrong rows): the one place they are added. A name that is not a
+        field of the report is refused, so a measure cannot land beside the report's
+        fields, unseen by ``to_dict``."""
+        unknown = sorted(set(values) - {f.name for f in fields(self)})
+        if unknown:
+            msg = f"{type(self).__name__} has no field {', '.join(unknown)}"
+            raise TypeError(msg)
+        for name, value in values.items():
+            setattr(self, name, value)
         return self
 
-    def set_smooth(self, mass, resid):
-        """Smooth ECE at its fixed-point bandwidth from the grid sums (copied)."""
-        self.smooth_grid = (mass.copy(), resid.copy())
-        self.smece, self.smece_sigma = SmoothGrid(mass, resid).fixed_point()
-        return self
+    def interval_measures(self, ci, boot_counts=None, boot_sums=None):
+        """``ci_level`` and ``intervals`` of this report's sums and bootstrap replicates
+        (values for :meth:`with_measures`)."""
+        level = _stats.check_ci(ci)
+        return {"ci_level": level, "intervals": _stats.report_intervals(
+            self.sums, self.n, level, boot_counts, boot_sums, self.observed,
+            point={"ece": self.ece, "esce": self.esce, "mce": self.mce},
+            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)}
 
     def plot(self, path=None, *, smooth=False, **kwargs):
         """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`.
@@ -565,3 +573,11 @@ class CalibrationReport(HasProvenance):
 
     def __str__(self):
         return self.to_markdown()
+
+
+def smooth_measures(mass, resid):
+    """``smooth_grid``, ``smece`` and ``smece_sigma`` of the smooth ECE grid sums (copied):
+    the smooth ECE at its fixed-point bandwidth (values for ``with_measures``)."""
+    smece, sigma = SmoothGrid(mass, resid).fixed_point()
+    return {"smooth_grid": (mass.copy(), resid.copy()), "smece": smece, "smece_sigma": sigma}
+

@@ -134,3 +134,14 @@ def test_bins_as_columns_and_as_rows_are_one_table_for_pandas(two_columns):
                                       pd.DataFrame(rows).astype(pd.DataFrame(rep.bins).dtypes))
     pd.testing.assert_frame_equal(pd.DataFrame(rep.classes),
                                   pd.DataFrame(rep.to_dict()["classes"]), check_dtype=False)
+
+
+def test_measures_are_added_by_name_and_only_as_fields():
+    y, p = fastcal.simulate(2_000, sigma=0.5, seed=5)
+    rep = fastcal.calibration_report(y, p, ace=False)
+    assert rep.with_measures({"ace": 0.25, "ece_sweep": 0.01}) is rep
+    assert (rep.ace, rep.ece_sweep) == (0.25, 0.01)
+    assert rep.to_dict()["ace"] == 0.25
+    with pytest.raises(TypeError, match="^CalibrationReport has no field acee, tce$"):
+        rep.with_measures({"tce": 0.1, "acee": 0.2, "ece": 0.0})
+    assert rep.ece != 0.0  # nothing set when one name is refused
