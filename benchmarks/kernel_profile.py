@@ -89,7 +89,7 @@ def _stage_logs(p):
 
 @njit(nogil=True)
 def _stage_bins_logs(p, nb):
-    bi, inc, pv, ev, vv, lpv, lqv = kb.block_scratch()
+    bi, _inc, _pv, _ev, _vv, lpv, lqv = kb.block_scratch()
     acc = 0.0
     for s in range(0, p.shape[0], BLOCK):
         m = min(BLOCK, p.shape[0] - s)
@@ -194,27 +194,31 @@ def _kclass_stages(n, nb, rounds):
         rows = max(n // k, 1000)
         P = rng.dirichlet(np.ones(k), rows).astype(np.float32)
         yk = rng.integers(0, k, rows)
-        rowwise = k >= km.ROWWISE_K
-        fill_range = km.fill_rows if rowwise else km.fill_range
-
-        def fill(classwise, with_logs):
-            state = km.new_state(nb, k, classwise)
-            fill_range(P, yk, 0, rows, edges, True, True, 0.0, False, False, _config.SUM_TOL,
-                       classwise, *state, with_logs)
-
-        conf = np.empty(rows)
-        corr = np.empty(rows, np.uint8)
-        stages = {
-            "read (P)": lambda: _read(P.reshape(-1), yk),
-            "top-label, no logs": lambda: fill(False, False),
-            "top-label + logs (ECD, NLL)": lambda: fill(False, True),
-            "+ class-wise bins (default fill)": lambda: fill(True, True),
-            "confidence (ACE's ranked pair)": lambda: km.confidence(
-                P, yk, False, False, _config.SUM_TOL, 0.0, conf, corr),
-        }
-        for name, call in stages.items():
+        for name, call in _kclass_calls(P, yk, edges).items():
             lo, _ = _best(call, rounds)
             print(f"{k:>5} {name:<34} {lo / rows * 1e9:>9.1f} {lo / rows / k * 1e9:>9.2f}")
+
+
+def _kclass_calls(P, yk, edges):
+    rows, k = P.shape
+    nb = edges.shape[0] - 1
+    fill_range = km.fill_rows if k >= km.ROWWISE_K else km.fill_range
+
+    def fill(classwise, with_logs):
+        state = km.new_state(nb, k, classwise)
+        fill_range(P, yk, 0, rows, edges, True, True, 0.0, False, False, _config.SUM_TOL,
+                   classwise, *state, with_logs)
+
+    conf = np.empty(rows)
+    corr = np.empty(rows, np.uint8)
+    return {
+        "read (P)": lambda: _read(P.reshape(-1), yk),
+        "top-label, no logs": lambda: fill(False, False),
+        "top-label + logs (ECD, NLL)": lambda: fill(False, True),
+        "+ class-wise bins (default fill)": lambda: fill(True, True),
+        "confidence (ACE's ranked pair)": lambda: km.confidence(
+            P, yk, False, False, _config.SUM_TOL, 0.0, conf, corr),
+    }
 
 
 def main():
