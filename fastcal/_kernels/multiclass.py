@@ -41,8 +41,8 @@ import numpy as np
 from ._cache import njit
 from ._threads import fill_threads
 from ._config import COPIES, FASTMATH
-from .mathfn import (close_compensated, exp64, flush_compensated, flush_every, isnan,
-                     log64)
+from .mathfn import (as_bits, close_compensated, exp64, flush_compensated, flush_every,
+                     from_bits, isnan, log64)
 from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, note_row,
                    row_load, row_probs, row_status, row_terms)
 
@@ -60,6 +60,7 @@ CHECK_OMITTED = 6    # rows dropped under nan_policy='omit' (NaN in the row or l
 CHECK_BAD_T = 7      # soft labels only: target row negative, non-finite or not summing to 1
 N_CHECK_KINDS = 8
 
+_SELECT_K = 32  # confidence: a running select below this many classes, else reductions
 ROWWISE_K = 64  # from this many classes on, the row-at-a-time kernel is used (faster there)
 _FEW_BINS = 16  # class-wise state: compare-and-add per bin up to this many bins, else scatter
 @njit(inline="always", cache=True)
@@ -500,18 +501,91 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
 
     Rows that are invalid get conf = NaN; the caller has already validated
     the data with ``fill_range`` and drops them only under nan_policy='omit'.
+
+    Probabilities (not logits, not renormalised) take two passes over the
+    row (vectorised for long rows, ``_confidence_long``), for its sum, least
+    and greatest value, then the first index of the greatest, which is the
+    confidence as it stands (the pair ``_confidence_row`` makes). A row
+    that is not clearly valid (a sum off 1 by more than half the tolerance,
+    which a sum in another order could judge otherwise, a negative, NaN or
+    infinite value) and every row of logits or renormalised rows go
+    through ``_confidence_row``, the fill's own row code.
     """
+    K = P.shape[1]
+    if not (logits or renorm) and K >= _SELECT_K:
+        _confidence_long(P, y, tol, conf, correct)
+        return
+    kf = np.float64(K)
+    qv = np.empty(K, np.float64)
+    lv = np.empty(K, np.float64)
+    half = 0.5 * tol
+    for i in range(P.shape[0]):
+        yi = np.float64(y[i])
+        if not (logits or renorm):
+            # (written out here: an inlined function that takes an array costs
+            # a reference count increment and decrement per call)
+            s = 0.0
+            mx = -np.inf
+            mn = np.inf
+            for k in range(K):
+                v = np.float64(P[i, k])
+                s += v
+                mn = min(mn, v)
+                mx = max(mx, v)
+            am = K
+            for k in range(K):
+                am = min(am, k if np.float64(P[i, k]) == mx else K)
+            if (abs(s - 1.0) <= half) & (mn >= 0.0) & (mx < np.inf):
+                y_ok = label_ok(yi, kf)
+                conf[i] = mx if y_ok else np.nan
+                correct[i] = 1 if y_ok and am == np.int64(yi) else 0
+                continue
+        _confidence_row(P, i, yi, kf, K, logits, renorm, tol, qv, lv, conf, correct)
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def _confidence_long(P, y, tol, conf, correct):
+    """``confidence`` of probabilities in long rows: integer reductions over the
+    bits, which vectorise where float min and max (NaN-aware) do not. The bits
+    of values >= 0 order as the values; a value with its sign bit set (-0.0
+    too) sends the row to the fill's row code. Then the first index of the
+    max, a min-reduction."""
     K = P.shape[1]
     kf = np.float64(K)
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
+    half = 0.5 * tol
     for i in range(P.shape[0]):
-        status, am = load_row(P, i, K, logits, renorm, tol, eps, qv, lv, False)  # no logs needed
         yi = np.float64(y[i])
-        y_ok = label_ok(yi, kf)
-        if status >= 0 or not y_ok:
-            conf[i] = np.nan
-            correct[i] = 0
-            continue
-        conf[i] = qv[am]
-        correct[i] = 1 if am == np.int64(yi) else 0
+        s = 0.0
+        sign = np.int64(0)
+        top = np.int64(0)
+        for k in range(K):
+            v = np.float64(P[i, k])
+            b = as_bits(v)
+            s += v
+            sign |= b
+            top = max(top, b)
+        am = K
+        for k in range(K):
+            am = min(am, k if as_bits(np.float64(P[i, k])) == top else K)
+        mx = from_bits(top)
+        if (abs(s - 1.0) <= half) & (sign >= 0) & (mx < np.inf):
+            y_ok = label_ok(yi, kf)
+            conf[i] = mx if y_ok else np.nan
+            correct[i] = 1 if y_ok and am == np.int64(yi) else 0
+        else:
+            _confidence_row(P, i, yi, kf, K, False, False, tol, qv, lv, conf, correct)
+
+
+@njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
+def _confidence_row(P, i, yi, kf, K, logits, renorm, tol, qv, lv, conf, correct):
+    """conf[i], correct[i] of row i by the fill's row code (``load_row``)."""
+    status, am = load_row(P, i, K, logits, renorm, tol, 0.0, qv, lv, False)  # no logs needed
+    y_ok = label_ok(yi, kf)
+    if status >= 0 or not y_ok:
+        conf[i] = np.nan
+        correct[i] = 0
+        return
+    conf[i] = qv[am]
+    correct[i] = 1 if am == np.int64(yi) else 0
