@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import fastcal
 from fastcal._kernels import mathfn
@@ -617,23 +618,23 @@ def test_confidence_argmax_is_the_first_of_tied_maxima(k):
         np.testing.assert_allclose(conf, P.max(axis=1), rtol=1e-12)
 
 
+@njit(cache=True)
+def _confidence_by_row_code(P, y, tol, conf, correct):
+    """``km.confidence`` of probabilities, every row by the fill's row code."""
+    K = P.shape[1]
+    qv = np.empty(K)
+    lv = np.empty(K)
+    for i in range(P.shape[0]):
+        km._confidence_row(P, i, np.float64(y[i]), np.float64(K), K, False, False, tol, qv, lv,
+                           conf, correct)
+
+
 @pytest.mark.parametrize(("k", "dtype"), [(4, np.float32), (40, np.float64)])
 def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
     """The fast paths of ``confidence`` (probabilities; K < 32 and K >= 32) give
     the pair of the fill's row code (``_confidence_row``) on valid rows, rows at
     either side of the sum tolerance and of half of it, negative, -0.0, NaN and
     infinite values, tied maxima and bad labels."""
-    from numba import njit
-
-    @njit
-    def by_row_code(P, y, tol, conf, correct):
-        K = P.shape[1]
-        qv = np.empty(K)
-        lv = np.empty(K)
-        for i in range(P.shape[0]):
-            km._confidence_row(P, i, np.float64(y[i]), np.float64(K), K, False, False, tol,
-                               qv, lv, conf, correct)
-
     tol = 1e-5
     rng = np.random.default_rng(22)
     P = rng.dirichlet(np.ones(k), 200)
@@ -659,8 +660,31 @@ def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
     km.confidence(P, y, False, False, tol, 0.0, conf, correct)
     want_conf = np.empty(200)
     want_correct = np.empty(200, np.uint8)
-    by_row_code(P, y, tol, want_conf, want_correct)
+    _confidence_by_row_code(P, y, tol, want_conf, want_correct)
     np.testing.assert_array_equal(conf, want_conf)  # NaN where the row code gives NaN
     np.testing.assert_array_equal(correct, want_correct)
     assert np.isnan(want_conf[[8, 9, 10, 11, 20, 22, 23, 24, 25, 30, 31, 32, 33]]).all()
     assert not np.isnan(want_conf[[0, 1, 2, 3, 4, 5, 21, 26, 27]]).any()
+
+
+def test_default_report_ranks_the_rows_once(monkeypatch):
+    """ACE's value buckets and its gather of boundary rows use one ranking of the
+    rows (the confidence of each row), not one each; nothing is kept after."""
+    from fastcal.backends import cpu
+
+    calls = []
+    real = km.confidence
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(km, "confidence", counted)
+    rng = np.random.default_rng(23)
+    P = rng.dirichlet(np.ones(4), 3000)
+    y = rng.integers(0, 4, 3000)
+    rep = fastcal.calibration_report(y, P, n_bins=10)
+    assert calls == [(3000, 4)]
+    assert rep.ace == pytest.approx(nm.top_label_ace(y, P, 10), rel=1e-12)
+    assert rep.ece == pytest.approx(nm.report(y, P, n_bins=10)["ece"], rel=1e-12)
+    assert cpu._RANKED == {}
