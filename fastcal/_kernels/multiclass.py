@@ -502,61 +502,68 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
     Rows that are invalid get conf = NaN; the caller has already validated
     the data with ``fill_range`` and drops them only under nan_policy='omit'.
 
-    Probabilities (not logits, not renormalised) take two passes over the
-    row (vectorised for long rows, ``_confidence_long``), for its sum, least
-    and greatest value, then the first index of the greatest, which is the
-    confidence as it stands (the pair ``_confidence_row`` makes). A row
-    that is not clearly valid (a sum off 1 by more than half the tolerance,
-    which a sum in another order could judge otherwise, a negative, NaN or
-    infinite value) and every row of logits or renormalised rows go
-    through ``_confidence_row``, the fill's own row code.
+    Probabilities (not logits, not renormalised) go through ``_confidence_fast``
+    first, which leaves the rows that are not clearly valid marked; those, and
+    every row of logits or renormalised rows, go through ``_confidence_row``,
+    the fill's own row code, so the pair is the same on every row. (One
+    inlined copy of the row code: a second doubled the compile time.)
     """
     K = P.shape[1]
-    if not (logits or renorm) and K >= _SELECT_K:
-        _confidence_long(P, y, tol, conf, correct)
-        return
     kf = np.float64(K)
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
-    half = 0.5 * tol
+    fast = not (logits or renorm)
+    if fast:
+        _confidence_fast(P, y, tol, conf, correct)
     for i in range(P.shape[0]):
-        yi = np.float64(y[i])
-        if not (logits or renorm):
-            # (written out here: an inlined function that takes an array costs
-            # a reference count increment and decrement per call)
+        if fast and correct[i] != _SLOW:
+            continue
+        _confidence_row(P, i, np.float64(y[i]), kf, K, logits, renorm, tol, qv, lv, conf,
+                        correct)
+
+
+_SLOW = 2  # correct[i] of a row that _confidence_fast leaves to the row code
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
+def _confidence_fast(P, y, tol, conf, correct):
+    """``confidence`` of the rows of probabilities that are clearly valid: sum
+    within half the tolerance of 1 (a sum in another order cannot judge
+    otherwise), no negative, NaN or infinite value; the others get
+    correct[i] = _SLOW. The max is the confidence as it stands.
+
+    Short rows: one pass, a running select for the first max. Long rows
+    (K >= _SELECT_K): integer reductions over the bits, which vectorise
+    where float min and max (NaN-aware) do not; the bits of values >= 0
+    order as the values, and a value with its sign bit set (-0.0 too) sends
+    the row to the row code; then the first index of the max, a
+    min-reduction. Each written out in its own loop over the rows: through
+    inlined helpers that take the arrays, the short rows ran 1.5 - 2x slower.
+    """
+    K = P.shape[1]
+    kf = np.float64(K)
+    half = 0.5 * tol
+    if K < _SELECT_K:
+        for i in range(P.shape[0]):
             s = 0.0
             mx = -np.inf
             mn = np.inf
+            am = 0
             for k in range(K):
                 v = np.float64(P[i, k])
                 s += v
                 mn = min(mn, v)
+                am = k if v > mx else am
                 mx = max(mx, v)
-            am = K
-            for k in range(K):
-                am = min(am, k if np.float64(P[i, k]) == mx else K)
             if (abs(s - 1.0) <= half) & (mn >= 0.0) & (mx < np.inf):
+                yi = np.float64(y[i])
                 y_ok = label_ok(yi, kf)
                 conf[i] = mx if y_ok else np.nan
                 correct[i] = 1 if y_ok and am == np.int64(yi) else 0
-                continue
-        _confidence_row(P, i, yi, kf, K, logits, renorm, tol, qv, lv, conf, correct)
-
-
-@njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
-def _confidence_long(P, y, tol, conf, correct):
-    """``confidence`` of probabilities in long rows: integer reductions over the
-    bits, which vectorise where float min and max (NaN-aware) do not. The bits
-    of values >= 0 order as the values; a value with its sign bit set (-0.0
-    too) sends the row to the fill's row code. Then the first index of the
-    max, a min-reduction."""
-    K = P.shape[1]
-    kf = np.float64(K)
-    qv = np.empty(K, np.float64)
-    lv = np.empty(K, np.float64)
-    half = 0.5 * tol
+            else:
+                correct[i] = _SLOW
+        return
     for i in range(P.shape[0]):
-        yi = np.float64(y[i])
         s = 0.0
         sign = np.int64(0)
         top = np.int64(0)
@@ -571,11 +578,12 @@ def _confidence_long(P, y, tol, conf, correct):
             am = min(am, k if as_bits(np.float64(P[i, k])) == top else K)
         mx = from_bits(top)
         if (abs(s - 1.0) <= half) & (sign >= 0) & (mx < np.inf):
+            yi = np.float64(y[i])
             y_ok = label_ok(yi, kf)
             conf[i] = mx if y_ok else np.nan
             correct[i] = 1 if y_ok and am == np.int64(yi) else 0
         else:
-            _confidence_row(P, i, yi, kf, K, False, False, tol, qv, lv, conf, correct)
+            correct[i] = _SLOW
 
 
 @njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
