@@ -40,6 +40,7 @@ from fastcal._kernels import equal_mass as kem
 from fastcal._kernels import multiclass as km
 from fastcal._kernels._cache import njit
 from fastcal.accumulators import equal_mass as em
+from fastcal.backends import cpu
 from fastcal.inputs.binning import uniform_edges
 
 BLOCK = _config.BLOCK
@@ -209,15 +210,12 @@ def _kclass_calls(P, yk, edges):
         fill_range(P, yk, 0, rows, edges, True, True, 0.0, False, False, _config.SUM_TOL,
                    classwise, *state, with_logs)
 
-    conf = np.empty(rows)
-    corr = np.empty(rows, np.uint8)
     return {
         "read (P)": lambda: _read(P.reshape(-1), yk),
         "top-label, no logs": lambda: fill(False, False),
         "top-label + logs (ECD, NLL)": lambda: fill(False, True),
         "+ class-wise bins (default fill)": lambda: fill(True, True),
-        "confidence (ACE's ranked pair)": lambda: km.confidence(
-            P, yk, False, False, _config.SUM_TOL, 0.0, conf, corr),
+        "confidence (ACE's ranked pair)": lambda: cpu.ranking_pair(yk, P, kind="multiclass"),
     }
 
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numba import njit
 
 import fastcal
 from fastcal._kernels import mathfn
@@ -618,24 +617,16 @@ def test_confidence_argmax_is_the_first_of_tied_maxima(k):
         np.testing.assert_allclose(conf, P.max(axis=1), rtol=1e-12)
 
 
-@njit(cache=True)
-def _confidence_by_row_code(P, y, tol, conf, correct):
-    """``km.confidence`` of probabilities, every row by the fill's row code."""
-    K = P.shape[1]
-    qv = np.empty(K)
-    lv = np.empty(K)
-    for i in range(P.shape[0]):
-        km._confidence_row(P, i, np.float64(y[i]), np.float64(K), K, False, False, tol, qv, lv,
-                           conf, correct)
-
-
 @pytest.mark.parametrize(("k", "dtype"), [(4, np.float32), (40, np.float64)])
 def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
-    """The fast paths of ``confidence`` (probabilities; K < 32 and K >= 32) give
-    the pair of the fill's row code (``_confidence_row``) on valid rows, rows at
-    either side of the sum tolerance and of half of it, negative, -0.0, NaN and
-    infinite values, tied maxima and bad labels."""
-    tol = 1e-5
+    """The ranked pair of K-class probabilities (``confidence_fast``, K < 32 and
+    K >= 32, then ``confidence`` for the rows it leaves) is ``confidence``'s, the
+    fill's row code, on valid rows, rows at either side of the sum tolerance and
+    of half of it, negative, -0.0, NaN and infinite values, tied maxima and bad
+    labels."""
+    from fastcal._kernels._config import SUM_TOL as tol
+    from fastcal.backends import cpu
+
     rng = np.random.default_rng(22)
     P = rng.dirichlet(np.ones(k), 200)
     for i, off in enumerate([0.5, 0.5 - 1e-3, 0.5 + 1e-3, 1 - 1e-3, 1 + 1e-3, 2.0]):
@@ -655,12 +646,10 @@ def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
     y = rng.integers(0, k, 200).astype(np.float64)
     y[30:34] = [np.nan, -1, k, 1.5]
     y[26:28] = [0, 1]
-    conf = np.empty(200)
-    correct = np.empty(200, np.uint8)
-    km.confidence(P, y, False, False, tol, 0.0, conf, correct)
+    correct, conf = cpu.ranking_pair(y, P, kind="multiclass")
     want_conf = np.empty(200)
     want_correct = np.empty(200, np.uint8)
-    _confidence_by_row_code(P, y, tol, want_conf, want_correct)
+    km.confidence(P, y, False, False, tol, 0.0, want_conf, want_correct)
     np.testing.assert_array_equal(conf, want_conf)  # NaN where the row code gives NaN
     np.testing.assert_array_equal(correct, want_correct)
     assert np.isnan(want_conf[[8, 9, 10, 11, 20, 22, 23, 24, 25, 30, 31, 32, 33]]).all()
@@ -673,13 +662,13 @@ def test_default_report_ranks_the_rows_once(monkeypatch):
     from fastcal.backends import cpu
 
     calls = []
-    real = km.confidence
+    real = cpu.ranking_pair
 
-    def counted(*args):
-        calls.append(args[0].shape)
-        return real(*args)
+    def counted(y, p, **kwargs):
+        calls.append(p.shape)
+        return real(y, p, **kwargs)
 
-    monkeypatch.setattr(km, "confidence", counted)
+    monkeypatch.setattr(cpu, "ranking_pair", counted)
     rng = np.random.default_rng(23)
     P = rng.dirichlet(np.ones(4), 3000)
     y = rng.integers(0, 4, 3000)

@@ -60,7 +60,7 @@ CHECK_OMITTED = 6    # rows dropped under nan_policy='omit' (NaN in the row or l
 CHECK_BAD_T = 7      # soft labels only: target row negative, non-finite or not summing to 1
 N_CHECK_KINDS = 8
 
-_SELECT_K = 32  # confidence: a running select below this many classes, else reductions
+_SELECT_K = 32  # confidence_fast: a running select below this many classes, else reductions
 ROWWISE_K = 64  # from this many classes on, the row-at-a-time kernel is used (faster there)
 _FEW_BINS = 16  # class-wise state: compare-and-add per bin up to this many bins, else scatter
 @njit(inline="always", cache=True)
@@ -501,42 +501,40 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
 
     Rows that are invalid get conf = NaN; the caller has already validated
     the data with ``fill_range`` and drops them only under nan_policy='omit'.
-
-    Probabilities (not logits, not renormalised) go through ``_confidence_fast``
-    first, which leaves the rows that are not clearly valid marked; those, and
-    every row of logits or renormalised rows, go through ``_confidence_row``,
-    the fill's own row code, so the pair is the same on every row. (One
-    inlined copy of the row code: a second doubled the compile time.)
     """
     K = P.shape[1]
     kf = np.float64(K)
     qv = np.empty(K, np.float64)
     lv = np.empty(K, np.float64)
-    fast = not (logits or renorm)
-    if fast:
-        _confidence_fast(P, y, tol, conf, correct)
     for i in range(P.shape[0]):
-        if fast and correct[i] != _SLOW:
+        status, am = load_row(P, i, K, logits, renorm, tol, eps, qv, lv, False)  # no logs needed
+        yi = np.float64(y[i])
+        y_ok = label_ok(yi, kf)
+        if status >= 0 or not y_ok:
+            conf[i] = np.nan
+            correct[i] = 0
             continue
-        _confidence_row(P, i, np.float64(y[i]), kf, K, logits, renorm, tol, qv, lv, conf,
-                        correct)
+        conf[i] = qv[am]
+        correct[i] = 1 if am == np.int64(yi) else 0
 
 
-_SLOW = 2  # correct[i] of a row that _confidence_fast leaves to the row code
+SLOW = 2  # correct[i] of a row that confidence_fast leaves to confidence
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
-def _confidence_fast(P, y, tol, conf, correct):
-    """``confidence`` of the rows of probabilities that are clearly valid: sum
-    within half the tolerance of 1 (a sum in another order cannot judge
-    otherwise), no negative, NaN or infinite value; the others get
-    correct[i] = _SLOW. The max is the confidence as it stands.
+def confidence_fast(P, y, tol, conf, correct):
+    """``confidence`` of the rows of probabilities (not logits, not renormalised)
+    that are clearly valid: sum within half the tolerance of 1 (a sum in another
+    order cannot judge otherwise), no negative, NaN or infinite value; the others
+    get correct[i] = SLOW, for ``confidence`` (the fill's row code) to decide. The
+    max is the confidence as it stands, so the pair is ``confidence``'s on every
+    row it gives, at a fraction of the cost (and of the compile time).
 
     Short rows: one pass, a running select for the first max. Long rows
     (K >= _SELECT_K): integer reductions over the bits, which vectorise
     where float min and max (NaN-aware) do not; the bits of values >= 0
     order as the values, and a value with its sign bit set (-0.0 too) sends
-    the row to the row code; then the first index of the max, a
+    the row to ``confidence``; then the first index of the max, a
     min-reduction. Each written out in its own loop over the rows: through
     inlined helpers that take the arrays, the short rows ran 1.5 - 2x slower.
     """
@@ -561,7 +559,7 @@ def _confidence_fast(P, y, tol, conf, correct):
                 conf[i] = mx if y_ok else np.nan
                 correct[i] = 1 if y_ok and am == np.int64(yi) else 0
             else:
-                correct[i] = _SLOW
+                correct[i] = SLOW
         return
     for i in range(P.shape[0]):
         s = 0.0
@@ -583,17 +581,4 @@ def _confidence_fast(P, y, tol, conf, correct):
             conf[i] = mx if y_ok else np.nan
             correct[i] = 1 if y_ok and am == np.int64(yi) else 0
         else:
-            correct[i] = _SLOW
-
-
-@njit(inline="always", error_model="numpy", fastmath=FASTMATH, cache=True)
-def _confidence_row(P, i, yi, kf, K, logits, renorm, tol, qv, lv, conf, correct):
-    """conf[i], correct[i] of row i by the fill's row code (``load_row``)."""
-    status, am = load_row(P, i, K, logits, renorm, tol, 0.0, qv, lv, False)  # no logs needed
-    y_ok = label_ok(yi, kf)
-    if status >= 0 or not y_ok:
-        conf[i] = np.nan
-        correct[i] = 0
-        return
-    conf[i] = qv[am]
-    correct[i] = 1 if am == np.int64(yi) else 0
+            correct[i] = SLOW

@@ -296,11 +296,30 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
     n = p.shape[0]
     conf = np.empty(n, np.float64)
     correct = np.empty(n, np.uint8)
-    km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
-                  conf, correct)
+    _confidence(y, p, logits, renormalize, 0.0 if eps is None else eps, conf, correct)
     if column is not None:
         return _column_pair(y, p, conf, column, above, logits, renormalize)
     return correct, conf
+
+
+def _confidence(y, p, logits, renormalize, eps, conf, correct):
+    """conf and correct of K-class rows (``multiclass.confidence``): rows of
+    probabilities by ``confidence_fast``, and by ``confidence``, the fill's row
+    code, only the rows it leaves (rows not clearly valid) and rows of logits
+    or renormalised rows; ``confidence`` is then compiled only when needed."""
+    tol = _config.SUM_TOL
+    if logits or renormalize:
+        km.confidence(p, y, logits, renormalize, tol, eps, conf, correct)
+        return
+    km.confidence_fast(p, y, tol, conf, correct)
+    left = np.flatnonzero(correct == km.SLOW)
+    if left.size:
+        c = np.empty(left.size, np.float64)
+        ok = np.empty(left.size, np.uint8)
+        km.confidence(np.ascontiguousarray(p[left]), np.ascontiguousarray(np.asarray(y)[left]),
+                      False, False, tol, eps, c, ok)
+        conf[left] = c
+        correct[left] = ok
 
 
 def _column_pair(y, p, conf, k, above, logits, renormalize):
