@@ -8,6 +8,8 @@ validated arrays and are what the GPU backend's fills are tested against.
 Every thread threshold of the CPU fills is here.
 """
 
+import weakref
+
 import numba
 import numpy as np
 
@@ -60,8 +62,9 @@ def fill_parts(batch, spec, row0, filled):
         return {}
     y, p = batch.host()
     if batch.kind != "binary":
-        y, x = ranking_pair(y, p, kind=batch.kind, logits=spec.logits,
-                            renormalize=spec.renormalize, eps=spec.eps)
+        pair = {"logits": spec.logits, "renormalize": spec.renormalize, "eps": spec.eps}
+        y, x = ranking_pair(y, p, kind=batch.kind, **pair)
+        _keep_ranked(batch, pair, (y, x))
     else:
         x = p
     out = fill_replicates(y, x, row0, spec, p.dtype)
@@ -134,8 +137,28 @@ def fill_ecce(y, x, spec):
 
 
 def ranked(batch, pair):
-    """The (labels, values) that equal-mass bins rank (see ``ranking_pair``)."""
+    """The (labels, values) that equal-mass bins rank (see ``ranking_pair``): the
+    pair ``fill_parts`` ranked for this batch when it asks the same."""
+    kept = _RANKED.get(id(batch))
+    if kept is not None and kept[0] == pair:
+        return kept[1]
     return ranking_pair(batch.y, batch.p, kind=batch.kind, **pair)
+
+
+# The ranked pair of a K-class or logit batch, kept from its fill's parts (ACE's value
+# buckets) to the gather of the same batch's boundary rows, which would otherwise rank
+# the rows again (at K = 10 a confidence pass costs a seventh of the fill on one thread,
+# more on two, where the fill is threaded and the ranking is not). An entry lives as
+# long as its batch: the report's source holds the batch, and the pair was made
+# anyway, so the peak memory of a report does not grow.
+_RANKED = {}
+
+
+def _keep_ranked(batch, pair, ranked_pair):
+    key = id(batch)
+    if key not in _RANKED:
+        weakref.finalize(batch, _RANKED.pop, key, None)
+    _RANKED[key] = (dict(pair), ranked_pair)
 
 
 def gather(batch, pair):
@@ -292,11 +315,30 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
     n = p.shape[0]
     conf = np.empty(n, np.float64)
     correct = np.empty(n, np.uint8)
-    km.confidence(p, y, logits, renormalize, _config.SUM_TOL, 0.0 if eps is None else eps,
-                  conf, correct)
+    _confidence(y, p, logits, renormalize, 0.0 if eps is None else eps, conf, correct)
     if column is not None:
         return _column_pair(y, p, conf, column, above, logits, renormalize)
     return correct, conf
+
+
+def _confidence(y, p, logits, renormalize, eps, conf, correct):
+    """conf and correct of K-class rows (``multiclass.confidence``): rows of
+    probabilities by ``confidence_fast``, and by ``confidence``, the fill's row
+    code, only the rows it leaves (rows not clearly valid) and rows of logits
+    or renormalised rows; ``confidence`` is then compiled only when needed."""
+    tol = _config.SUM_TOL
+    if logits or renormalize:
+        km.confidence(p, y, logits, renormalize, tol, eps, conf, correct)
+        return
+    km.confidence_fast(p, y, tol, conf, correct)
+    left = np.flatnonzero(correct == km.SLOW)
+    if left.size:
+        c = np.empty(left.size, np.float64)
+        ok = np.empty(left.size, np.uint8)
+        km.confidence(np.ascontiguousarray(p[left]), np.ascontiguousarray(np.asarray(y)[left]),
+                      False, False, tol, eps, c, ok)
+        conf[left] = c
+        correct[left] = ok
 
 
 def _column_pair(y, p, conf, k, above, logits, renormalize):

@@ -615,3 +615,65 @@ def test_confidence_argmax_is_the_first_of_tied_maxima(k):
         km.confidence(Q, y, logits, False, 1e-5, 0.0, conf, correct)
         np.testing.assert_array_equal(correct, (P.argmax(axis=1) == y).astype(np.uint8))
         np.testing.assert_allclose(conf, P.max(axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize(("k", "dtype"), [(4, np.float32), (40, np.float64)])
+def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
+    """The ranked pair of K-class probabilities (``confidence_fast``, K < 32 and
+    K >= 32, then ``confidence`` for the rows it leaves) is ``confidence``'s, the
+    fill's row code, on valid rows, rows at either side of the sum tolerance and
+    of half of it, negative, -0.0, NaN and infinite values, tied maxima and bad
+    labels."""
+    from fastcal._kernels._config import SUM_TOL as tol
+    from fastcal.backends import cpu
+
+    rng = np.random.default_rng(22)
+    P = rng.dirichlet(np.ones(k), 200)
+    for i, off in enumerate([0.5, 0.5 - 1e-3, 0.5 + 1e-3, 1 - 1e-3, 1 + 1e-3, 2.0]):
+        for sign, row in ((1, 2 * i), (-1, 2 * i + 1)):
+            P[row] = P[row] * (1 + sign * off * tol)  # sums around tol / 2 and tol
+    P[20, 1] = -1e-9
+    P[21, 0] += P[21, 1]
+    P[21, 1] = -0.0  # the row still sums to 1
+    P[22, 2] = np.nan
+    P[23, 3] = np.inf
+    P[24, 0] = -np.inf
+    P[25] = 0.0
+    P[26] = 1.0 / k  # every class tied
+    P[27, :] = 0.0
+    P[27, [1, k - 1]] = 0.5
+    P = P.astype(dtype)
+    y = rng.integers(0, k, 200).astype(np.float64)
+    y[30:34] = [np.nan, -1, k, 1.5]
+    y[26:28] = [0, 1]
+    correct, conf = cpu.ranking_pair(y, P, kind="multiclass")
+    want_conf = np.empty(200)
+    want_correct = np.empty(200, np.uint8)
+    km.confidence(P, y, False, False, tol, 0.0, want_conf, want_correct)
+    np.testing.assert_array_equal(conf, want_conf)  # NaN where the row code gives NaN
+    np.testing.assert_array_equal(correct, want_correct)
+    assert np.isnan(want_conf[[8, 9, 10, 11, 20, 22, 23, 24, 25, 30, 31, 32, 33]]).all()
+    assert not np.isnan(want_conf[[0, 1, 2, 3, 4, 5, 21, 26, 27]]).any()
+
+
+def test_default_report_ranks_the_rows_once(monkeypatch):
+    """ACE's value buckets and its gather of boundary rows use one ranking of the
+    rows (the confidence of each row), not one each; nothing is kept after."""
+    from fastcal.backends import cpu
+
+    calls = []
+    real = cpu.ranking_pair
+
+    def counted(y, p, **kwargs):
+        calls.append(p.shape)
+        return real(y, p, **kwargs)
+
+    monkeypatch.setattr(cpu, "ranking_pair", counted)
+    rng = np.random.default_rng(23)
+    P = rng.dirichlet(np.ones(4), 3000)
+    y = rng.integers(0, 4, 3000)
+    rep = fastcal.calibration_report(y, P, n_bins=10)
+    assert calls == [(3000, 4)]
+    assert rep.ace == pytest.approx(nm.top_label_ace(y, P, 10), rel=1e-12)
+    assert rep.ece == pytest.approx(nm.report(y, P, n_bins=10)["ece"], rel=1e-12)
+    assert cpu._RANKED == {}
