@@ -160,7 +160,8 @@ def test_a_signal_raised_where_python_drops_it_still_stops_the_run(sig, code, te
 
 
 def test_tracking_loses_no_signal_either(monkeypatch, capsys):
-    monkeypatch.setattr(tracking_cli, "_compare", _signal_in_a_weakref_callback(signal.SIGINT))
+    add, _ = tracking_cli.COMMANDS["compare"]
+    monkeypatch.setitem(tracking_cli.COMMANDS, "compare", (add, _signal_in_a_weakref_callback(signal.SIGINT)))
     assert tracking_cli.main(["compare"]) == 130
     assert capsys.readouterr().err == "tracking compare: interrupted; temporary files removed\n"
 

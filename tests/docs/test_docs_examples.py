@@ -324,7 +324,7 @@ def test_page_examples(page, tmp_path, monkeypatch):
 _ON_ITS_OWN = """
 import json, os, sys, tempfile
 from pathlib import Path
-from tests import test_docs_examples as t
+from tests.docs import test_docs_examples as t
 {hide}
 os.environ["MPLBACKEND"] = "Agg"
 page, out, results = Path(sys.argv[1]), sys.argv[2], {{}}
