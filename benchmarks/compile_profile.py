@@ -16,8 +16,8 @@ threaded kernels run from 131,072 rows on).
 import sys
 import time
 
-import numpy as np
 from numba.core import event
+import numpy as np
 
 
 class _Profile(event.Listener):

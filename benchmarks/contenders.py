@@ -6,12 +6,11 @@ the same data. Peers that are not installed raise ImportError at call time;
 the benchmarks turn that into a skip with a message.
 """
 
-import numpy as np
 from numba import njit, prange
+import numpy as np
 
 import fastcal
 from fastcal._kernels._config import FASTMATH
-
 
 # -- the read floor ----------------------------------------------------------------
 
@@ -74,7 +73,6 @@ def numpy_ece(y, p, n_bins):
     """ECE alone with np.searchsorted + np.bincount (fastcal's edges and convention)."""
     edges = fastcal.uniform_edges(n_bins, p.dtype)
     b = np.minimum(np.searchsorted(edges, p, side="right") - 1, n_bins - 1)
-    count = np.bincount(b, minlength=n_bins)
     sum_p = np.bincount(b, weights=p, minlength=n_bins)
     pos = np.bincount(b, weights=y, minlength=n_bins)
     return {"ece": float(np.sum(np.abs(pos - sum_p)) / p.shape[0])}
@@ -174,7 +172,6 @@ def ace_by_sort(y, p, n_bins):
     starts = (np.arange(n_bins) * n) // n_bins
     sum_p = np.add.reduceat(p[order].astype(np.float64), starts)
     pos = np.add.reduceat(y[order].astype(np.float64), starts)
-    count = np.diff(np.append(starts, n))
     return float(np.sum(np.abs(pos - sum_p)) / n)
 
 

@@ -14,12 +14,11 @@ import os
 import sys
 import tempfile
 
+from kernel_speed import _data, _median  # benchmarks/ is on the path of a script run from it
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import fastcal
-from kernel_speed import _data, _median  # benchmarks/ is on the path of a script run from it
-
 
 
 def main():
@@ -30,6 +29,7 @@ def main():
         pq.write_table(pa.table({"p": p, "y": y}), path, row_group_size=1 << 20)
 
     import dask.array as da
+
     from fastcal.distributed import score_dask
 
     dy, dp = da.from_array(y, chunks=n // 4), da.from_array(p, chunks=n // 4)

@@ -124,7 +124,7 @@ def _prepare_block(p, y, nb):
 @njit(nogil=True)
 def _stage_scatter(n, nb, bi, inc, pv, ev, vv):
     loc_i, loc_p, loc_e, loc_v = kb.copies_scratch(nb)
-    for s in range(0, n, BLOCK):
+    for _ in range(0, n, BLOCK):
         kb._scatter(BLOCK, bi, inc, pv, ev, vv, loc_i, loc_p, loc_e, loc_v)
     return loc_p[0]
 

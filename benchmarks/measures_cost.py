@@ -12,10 +12,10 @@ float64 p and uint8 y (binary, n_rows), and a 4-class float64 report of n_rows /
 
 import sys
 
+from kernel_speed import _median  # benchmarks/ is on the path of a script run from it
 import numpy as np
 
 import fastcal
-from kernel_speed import _median  # benchmarks/ is on the path of a script run from it
 
 
 def main():

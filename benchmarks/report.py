@@ -11,16 +11,16 @@ the previous ones in place.
 """
 
 import argparse
+from collections import defaultdict
 import datetime as dt
 import importlib.metadata
 import json
 import os
+from pathlib import Path
 import platform
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
-from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -30,8 +30,8 @@ import numpy as np
 
 import fastcal
 from fastcal.accumulators.calibration import CalibrationAccumulator
-from fastcal.writers import simulate_file
 from fastcal.files import score_file
+from fastcal.writers import simulate_file
 
 CACHE = os.path.join(tempfile.gettempdir(), "fastcal-bench")
 

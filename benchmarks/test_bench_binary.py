@@ -7,11 +7,10 @@ agree; where they do not, the difference is recorded in extra_info and
 explained in the docstring (and in RESULTS.md).
 """
 
+from conftest import N_BINS, N, peer, race, size_of
+import contenders as c
 import numpy as np
 import pytest
-from conftest import N, N_BINS, peer, race, size_of
-
-import contenders as c
 
 DTYPES = [pytest.param(np.float32, id="float32"), pytest.param(np.float64, id="float64")]
 

@@ -25,9 +25,9 @@ torch = pytest.importorskip("torch")
 tm = pytest.importorskip("torchmetrics.functional.classification")
 
 import fastcal  # noqa: E402
-from fastcal.backends import cuda as fc  # noqa: E402
-from fastcal.backends import cpu as mc  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
+from fastcal.backends import cpu as mc  # noqa: E402
+from fastcal.backends import cuda as fc  # noqa: E402
 from fastcal.inputs.binning import kernel_edges  # noqa: E402
 from fastcal.reports.report import CalibrationReport  # noqa: E402
 

@@ -7,11 +7,10 @@ up to 1e7); n_bins from 10 to 10,000 at 1e7 rows; 1 and 2 threads at N rows,
 with the read floor at the same thread counts.
 """
 
+from conftest import N_BINS, N, race
+import contenders as c
 import numpy as np
 import pytest
-from conftest import N, N_BINS, race
-
-import contenders as c
 
 SIZES_N = [n for n in (10**3, 10**4, 10**5, 10**6, 10**7, 10**8) if n <= N]
 

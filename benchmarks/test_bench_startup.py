@@ -7,13 +7,12 @@ round: repeating a compile is the same measurement.
 """
 
 import os
+from pathlib import Path
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
-from conftest import race
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """

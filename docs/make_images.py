@@ -12,10 +12,10 @@ Not API.
 """
 
 import argparse
+from pathlib import Path
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 IMG = Path(__file__).resolve().parent / "img"
 SIM = ["--n", "100000", "--sigma", "0.5", "--seed", "1"]

@@ -29,7 +29,7 @@ import sys
 import time
 
 import numpy as np
-from scipy.special import expit, ndtr
+from scipy.special import expit
 
 from fastcal import CalibrationAccumulator
 

@@ -23,7 +23,6 @@ import os
 import sys
 import time
 
-
 from fastcal import recalibrate as rc
 from fastcal.files import score_file
 from fastcal.writers import simulate_file

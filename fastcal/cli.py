@@ -35,10 +35,18 @@ import threading
 import warnings
 
 from fastcal import __version__, _atomic
-from fastcal.process import Stop, Terminated, load_blas, not_enough_memory
-from fastcal.commands.common import (DASK_TIME_LIMIT, EXIT_BAD, EXIT_INTERNAL, MAX_BINS,
-                                     MAX_PLOT_BINS, _cli_words, _debug, _Fail)
+from fastcal.commands.common import (
+    DASK_TIME_LIMIT,
+    EXIT_BAD,
+    EXIT_INTERNAL,
+    MAX_BINS,
+    MAX_PLOT_BINS,
+    _cli_words,
+    _debug,
+    _Fail,
+)
 from fastcal.inputs.validation import DEFAULT_N_BINS
+from fastcal.process import Stop, Terminated, load_blas, not_enough_memory
 from fastcal.writers import SIM_CHUNK_ROWS, SIM_FORMATS, _one_line
 
 

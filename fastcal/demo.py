@@ -11,7 +11,6 @@ import time
 from fastcal.files import score_file
 from fastcal.writers import simulate_file
 
-
 DEFINITIONS = """\
 ECD:  mean of (p - y) log(p / (1 - p)); > 0 over-confident, < 0 under-confident, 0 if calibrated.
 ESCE: mean(y) - mean(p) for one column (binned form, eq. 6); > 0 means class 1 is under-predicted.

@@ -17,13 +17,10 @@ see :func:`score_dask` (Notes) for the method.
 
 import os
 
-from fastcal.score import Options, score
-from fastcal.sources.dask import (ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source,
-                                  _frame_source)
 from fastcal.inputs.validation import show
+from fastcal.score import Options, score
+from fastcal.sources.dask import ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source, _frame_source
 from fastcal.sources.readers import where as where_
-
-
 
 # ---------------------------------------------------------------------------
 # Partitions: where the rows come from, for tasks and for error messages
@@ -63,9 +60,9 @@ class _Runner:
             self.client = connect(self.scheduler, timeout=self.timeout)
             self._own.append(self.client)
         elif self.workers is not None:
-            from distributed import Client, LocalCluster
-
             import logging
+
+            from distributed import Client, LocalCluster
 
             # workers' own log lines (and their tracebacks of failed tasks) stay out of
             # the caller's stderr: the error reaches the caller as an exception

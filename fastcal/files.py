@@ -3,10 +3,10 @@
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.validation import show
 from fastcal.score import Options, score
 from fastcal.sources.files import FileSource
 from fastcal.sources.io import DEFAULT_CHUNK_ROWS
-from fastcal.inputs.validation import show
 
 
 def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left",

@@ -30,11 +30,11 @@ import numbers
 from scipy import special
 
 from fastcal import backends
-from fastcal.backends import cpu
-from fastcal.accumulators.gaussian import GaussianAccumulator, GaussianResult
-from fastcal.accumulators.gaussian import NAN_POLICIES as _NAN_POLICIES
-from fastcal.accumulators.gaussian import check_nan_policy as _check_nan_policy
 from fastcal._kernels import _config
+from fastcal.accumulators.gaussian import NAN_POLICIES as _NAN_POLICIES
+from fastcal.accumulators.gaussian import GaussianAccumulator, GaussianResult
+from fastcal.accumulators.gaussian import check_nan_policy as _check_nan_policy
+from fastcal.backends import cpu
 from fastcal.inputs.validation import show
 
 __all__ = [

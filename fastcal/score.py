@@ -25,18 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fastcal.inputs import validation as v
-from fastcal.inputs.binning import Bins
 from fastcal.accumulators import ecce as ecce_
 from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators import sweep
 from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import Settings
-from fastcal.sources.arrays import ArraySource
+from fastcal.inputs import validation as v
+from fastcal.inputs.binning import Bins
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.stats import check_ci, check_count, check_seed
+from fastcal.sources.arrays import ArraySource
 
 
 def _smece(source, acc, opts):
@@ -221,7 +221,8 @@ class Options:
             n_boot=self.n_boot if boot else 0, seed=self.seed,
             logits=self.logits and self.transform is None, renormalize=self.renormalize,
             classwise=self.classwise, with_logs=self.with_logs, smooth=self.smooth,
-            ecce="ecce" in self.metrics, ace_buckets=em.fine_buckets_for(self.bins.n_bins, n_rows) if self.equal_mass else 0))
+            ecce="ecce" in self.metrics,
+            ace_buckets=em.fine_buckets_for(self.bins.n_bins, n_rows) if self.equal_mass else 0))
 
 
 def score(source, opts):

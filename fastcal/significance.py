@@ -12,10 +12,25 @@ import numpy as np
 from fastcal._kernels import bootstrap as kboot
 from fastcal.inputs import validation as v
 from fastcal.reports._json import clean
-from fastcal.reports.stats import (ALTERNATIVES, CONSISTENT, EXACT_MAX_N, MAX_SKEWNESS, METHODS,
-                                   MISCALIBRATED, SIMULATE_BELOW_N, ECDTestResult, _exact_pvalues,
-                                   check_alpha, check_count, check_seed, normal_pvalues,
-                                   null_resample, null_skewness, verdict, z_from_sums)
+from fastcal.reports.stats import (
+    ALTERNATIVES,
+    CONSISTENT,
+    EXACT_MAX_N,
+    MAX_SKEWNESS,
+    METHODS,
+    MISCALIBRATED,
+    SIMULATE_BELOW_N,
+    ECDTestResult,
+    _exact_pvalues,
+    check_alpha,
+    check_count,
+    check_seed,
+    normal_pvalues,
+    null_resample,
+    null_skewness,
+    verdict,
+    z_from_sums,
+)
 from fastcal.score import Options, fill_arrays
 
 

@@ -22,9 +22,9 @@ from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import STATE_KEYWORDS, Settings
 from fastcal.inputs import validation as v
+from fastcal.inputs.validation import show
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.stats import check_ci
-from fastcal.inputs.validation import show
 
 TASKS = ("binary", "multiclass")
 

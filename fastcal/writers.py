@@ -7,18 +7,17 @@ failed or interrupted run leaves the old file (or none) in place; a FIFO or
 device is written through. Bad arguments are a one-line ``ValueError``.
 """
 
-import os
-import shutil
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+import os
+import shutil
 
 import numpy as np
 
 from fastcal import _atomic
+from fastcal.inputs.validation import show
 from fastcal.progress import Progress
 from fastcal.simulate import simulate
-from fastcal.inputs.validation import show
-
 
 SIM_FORMATS = ("parquet", "npy", "csv", "feather")
 
@@ -178,9 +177,8 @@ def _batch(schema, y, p):
 
 
 def _write_parquet(tmp, dt, chunks, bar, chunk_rows, compressed=False):
-    import pyarrow.parquet as pq
-
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     schema = _arrow_schema(dt)
     with pa.OSFile(tmp, "wb") as sink, pq.ParquetWriter(sink, schema) as w:

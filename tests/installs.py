@@ -10,9 +10,9 @@ requirement's own requirements as this environment's installed metadata lists th
 """
 
 import importlib.metadata as md
+from pathlib import Path
 import re
 import tomllib
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name

@@ -18,7 +18,6 @@ import numpy as np
 
 from fastcal import __version__
 from fastcal.process import Stop, Terminated, not_enough_memory
-
 from tracking.commands.compare import add_compare_parser, run_compare_cli
 from tracking.commands.output import cleanup
 from tracking.commands.score import add_score_parser, run_score_cli

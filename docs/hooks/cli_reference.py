@@ -9,9 +9,9 @@ import argparse
 import contextlib
 import importlib
 import os
+from pathlib import Path
 import re
 import sys
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"^<!-- cli: (\w+) -->$", re.M)

@@ -29,8 +29,19 @@ import math
 
 import numpy as np
 
-from ._cuda import (F64, I64, WARP, bins_add, bins_finish, bins_start, cuda, plain, totals_add,
-                    totals_add_within, totals_start)
+from ._cuda import (
+    F64,
+    I64,
+    WARP,
+    bins_add,
+    bins_finish,
+    bins_start,
+    cuda,
+    plain,
+    totals_add,
+    totals_add_within,
+    totals_start,
+)
 from .mathfn import exp64, log_inline, log_pair
 from .rows import bin_edges, bin_near_edge, bin_search, binary_terms, log_sigmoid, note_pair
 

@@ -22,12 +22,25 @@ import math
 
 import numpy as np
 
-from ._cuda import (BIN_FIELDS, CLASS_FIELDS, F64, I64, SLOTS_PER_BIN, WARP, bins_add,
-                    bins_finish, bins_start, classes_add_warp, cuda, plain, totals_add,
-                    totals_add_within, totals_start)
+from ._cuda import (
+    BIN_FIELDS,
+    CLASS_FIELDS,
+    F64,
+    I64,
+    SLOTS_PER_BIN,
+    WARP,
+    bins_add,
+    bins_finish,
+    bins_start,
+    classes_add_warp,
+    cuda,
+    plain,
+    totals_add,
+    totals_add_within,
+    totals_start,
+)
 from .mathfn import log_inline
-from .rows import (bin_search, bin_uniform, label_ok, note_row, row_load, row_probs, row_status,
-                   row_terms)
+from .rows import bin_search, bin_uniform, label_ok, note_row, row_load, row_probs, row_status, row_terms
 
 ROWWISE_K = 64  # multiclass.ROWWISE_K
 N_TOT = 7

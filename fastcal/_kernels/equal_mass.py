@@ -21,9 +21,20 @@ drops. Every other x is in [0, 1] (checked by the fill before).
 import numpy as np
 
 from ._cache import njit
-from ._config import BLOCK, COPIES, FASTMATH, FLUSH
-from .binary import (DIRECT_MIN, _SHIFT_OK, _SHIFT_POS, _flush, _flush_fine, _logs, _scatter,
-                     _scatter_direct, _terms, block_scratch, copies_scratch)
+from ._config import BLOCK, FASTMATH, FLUSH
+from .binary import (
+    _SHIFT_OK,
+    _SHIFT_POS,
+    DIRECT_MIN,
+    _flush,
+    _flush_fine,
+    _logs,
+    _scatter,
+    _scatter_direct,
+    _terms,
+    block_scratch,
+    copies_scratch,
+)
 
 
 @njit(inline="always", cache=True)

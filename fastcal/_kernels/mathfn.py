@@ -37,10 +37,10 @@ casts and ``floor64`` are written as LLVM intrinsics, which both targets lower
 the same way (a ``bitcast``, ``llvm.floor``).
 """
 
-import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core.extending import intrinsic
+import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH, FASTMATH_EXACT

@@ -39,12 +39,22 @@ first (smallest) row index of each kind, -1 if none.
 import numpy as np
 
 from ._cache import njit
-from ._threads import fill_threads
 from ._config import COPIES, FASTMATH
-from .mathfn import (as_bits, close_compensated, exp64, flush_compensated, flush_every,
-                     from_bits, isnan, log64)
-from .rows import (bin_edges, bin_search, bin_uniform, class_terms, flat_h, label_ok, note_row,
-                   row_load, row_probs, row_status, row_terms)
+from ._threads import fill_threads
+from .mathfn import as_bits, close_compensated, exp64, flush_compensated, flush_every, from_bits, isnan, log64
+from .rows import (
+    bin_edges,
+    bin_search,
+    bin_uniform,
+    class_terms,
+    flat_h,
+    label_ok,
+    note_row,
+    row_load,
+    row_probs,
+    row_status,
+    row_terms,
+)
 
 N_COUNTS = 3
 N_SUMS = 3

@@ -16,11 +16,11 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from fastcal import backends
+from fastcal.accumulators import checks as ck
 from fastcal.backends.layout import EDGE_DTYPES, Dims
 from fastcal.backends.spec import FillSpec
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.validation import show
-from fastcal.accumulators import checks as ck
 
 __all__ = ["Accumulator", "Binned", "EDGE_DTYPES", "Mergeable", "check_start"]
 

@@ -7,12 +7,12 @@ intervals. Parts: bootstrap replicates, ACE's value buckets and the smooth
 ECE grid. The arrays are declared in :data:`fastcal.backends.layout.LAYOUTS`.
 """
 
-from fastcal.backends.layout import LAYOUTS
-from fastcal.reports.report import CalibrationReport, smooth_measures
-from fastcal.reports.stats import check_ci
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
 from fastcal.accumulators.settings import BINNED, state_settings
+from fastcal.backends.layout import LAYOUTS
+from fastcal.reports.report import CalibrationReport, smooth_measures
+from fastcal.reports.stats import check_ci
 
 
 class BinaryAccumulator(Binned):

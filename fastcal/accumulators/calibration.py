@@ -13,13 +13,13 @@ kind of input and takes the front door's
 """
 
 from fastcal import backends
-from fastcal.inputs.batch import declared_kind
-from fastcal.inputs.binning import Bins
 from fastcal.accumulators.base import Binned, Mergeable
-from fastcal.accumulators.settings import Settings
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
+from fastcal.accumulators.settings import Settings
 from fastcal.accumulators.soft import SoftLabelAccumulator
+from fastcal.inputs.batch import declared_kind
+from fastcal.inputs.binning import Bins
 
 CLASSES = {"binary": BinaryAccumulator, "logits": BinaryLogitAccumulator,
            "multiclass": MulticlassAccumulator, "soft": SoftLabelAccumulator}

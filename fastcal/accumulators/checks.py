@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastcal.inputs.validation import prob_range_hint
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import multiclass as km
+from fastcal.inputs.validation import prob_range_hint
 
 _OMIT = "pass nan_policy='omit' to drop them"
 _OMIT_ROWS = "pass nan_policy='omit' to drop those rows"

@@ -11,14 +11,14 @@ K is known (``n_classes``, or the first update).
 
 import numpy as np
 
+from fastcal._kernels import _config
+from fastcal.accumulators import checks as ck
+from fastcal.accumulators.base import Binned
+from fastcal.accumulators.settings import KEYWORDS, check_state_size, state_settings
 from fastcal.backends.layout import CLASSWISE, LAYOUTS
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.report import smooth_measures
 from fastcal.reports.stats import check_ci
-from fastcal.accumulators import checks as ck
-from fastcal.accumulators.base import Binned
-from fastcal.accumulators.settings import KEYWORDS, check_state_size, state_settings
-from fastcal._kernels import _config
 
 # Rows of y_prob must sum to 1 within this (absolute) tolerance unless
 # renormalize=True. float32 softmax outputs over 1000 classes are within ~1e-6.

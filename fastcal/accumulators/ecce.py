@@ -44,9 +44,9 @@ MCGrad's multicalibration error off the segments' ``ecce_sigma``.
 
 import numpy as np
 
+from fastcal._kernels import ecce as kec
 from fastcal.accumulators.equal_mass import _bit_length, _key, _keys
 from fastcal.reports.stats import ecce_pvalue
-from fastcal._kernels import ecce as kec
 
 BUCKETS = kec.BUCKETS
 GATHER_MAX = 1 << 18      # a range with more rows is cut, not gathered

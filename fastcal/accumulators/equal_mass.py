@@ -40,10 +40,10 @@ been made.
 
 import numpy as np
 
-from fastcal.backends.cpu import ranking_pair  # noqa: F401  (the pair every pass ranks)
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
+from fastcal.backends.cpu import ranking_pair  # noqa: F401  (the pair every pass ranks)
 
 GATHER_MAX = 1 << 18      # a range with more rows is split, not gathered
 GATHER_BUDGET = 1 << 22   # keys gathered in one pass, all ranges together

@@ -12,9 +12,9 @@ import numbers
 import numpy as np
 
 from fastcal import backends
+from fastcal.accumulators.base import Mergeable
 from fastcal.backends.layout import LAYOUTS, Dims
 from fastcal.inputs.validation import show
-from fastcal.accumulators.base import Mergeable
 
 NAN_POLICIES = ("raise", "propagate", "omit")
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastcal.inputs import validation as v
-from fastcal.inputs.binning import Bins
 from fastcal._kernels import binary as kb
 from fastcal._kernels import ecce as kec
 from fastcal._kernels import smooth as ks
-from fastcal.reports.stats import check_count, check_seed
+from fastcal.inputs import validation as v
+from fastcal.inputs.binning import Bins
 from fastcal.inputs.validation import show
+from fastcal.reports.stats import check_count, check_seed
 
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",

@@ -6,12 +6,12 @@ from files and Dask partitions like every other kind.
 """
 
 from fastcal import backends
-from fastcal.backends.layout import LAYOUTS
-from fastcal.backends.spec import FillSpec
-from fastcal.reports.soft_report import SoftLabelReport
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Mergeable, check_start
 from fastcal.accumulators.settings import state_settings
+from fastcal.backends.layout import LAYOUTS
+from fastcal.backends.spec import FillSpec
+from fastcal.reports.soft_report import SoftLabelReport
 
 
 class SoftLabelAccumulator(Mergeable):

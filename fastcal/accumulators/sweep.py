@@ -18,10 +18,10 @@ this cap, not a monotonicity failure.
 
 import numpy as np
 
+from fastcal._kernels import binary as kb
 from fastcal.accumulators import equal_mass as em
 from fastcal.backends.cpu import fill_binary as fill
 from fastcal.inputs.binning import kernel_edges
-from fastcal._kernels import binary as kb
 
 SWEEPS = ("quantile", "uniform")
 MAX_BINS = 1024  # the most bins ECE-sweep tries (each costs a pass over the data)

@@ -13,8 +13,6 @@ import weakref
 import numba
 import numpy as np
 
-from fastcal.backends.layout import LAYOUTS, Dims
-from fastcal.inputs import validation as v
 from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import bootstrap as kboot
@@ -25,6 +23,8 @@ from fastcal._kernels import logits as kl
 from fastcal._kernels import multiclass as km
 from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
+from fastcal.backends.layout import LAYOUTS, Dims
+from fastcal.inputs import validation as v
 
 # Below these sizes one thread is faster than starting the thread pool.
 PARALLEL_MIN_ROWS = 200_000          # binary rows, and rows of the smooth ECE grid
@@ -151,7 +151,7 @@ def ranked(batch, pair):
 # more on two, where the fill is threaded and the ranking is not). An entry lives as
 # long as its batch: the report's source holds the batch, and the pair was made
 # anyway, so the peak memory of a report does not grow.
-_RANKED = {}
+_RANKED: dict = {}
 
 
 def _keep_ranked(batch, pair, ranked_pair):

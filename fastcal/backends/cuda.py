@@ -18,25 +18,23 @@ and sent on its own CUDA stream, two chunks in flight, so the copy of one
 overlaps the fill of the other.
 """
 
+from dataclasses import dataclass
 import importlib
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
-from fastcal.backends import cpu
-from fastcal.backends import layout
+from fastcal._kernels import _config
+from fastcal._kernels import binary as kb
+from fastcal._kernels import bootstrap as kboot
+from fastcal._kernels import multiclass as km
+from fastcal.backends import cpu, layout
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import Batch, device_kind
 from fastcal.inputs.binning import kernel_edges
 from fastcal.inputs.device import dtype_of as _dtype
 from fastcal.inputs.device import is_device_array
-from fastcal.inputs.gaussian import (GaussianBatch, as_float_array, check_device_array,
-                                     check_device_shapes)
-from fastcal._kernels import _config
-from fastcal._kernels import binary as kb
-from fastcal._kernels import bootstrap as kboot
-from fastcal._kernels import multiclass as km
+from fastcal.inputs.gaussian import GaussianBatch, as_float_array, check_device_array, check_device_shapes
 
 # Rows per host-to-device copy when the input is on the host, and at most this
 # many bytes of any one array per chunk (two pinned buffers per array are kept).

@@ -6,8 +6,8 @@ import dataclasses
 import logging
 import threading
 
-import fastcal.distributed
 from fastcal.commands.common import _debug, _Fail
+import fastcal.distributed
 from fastcal.sources.io import detect_format
 
 

@@ -9,8 +9,8 @@ import sys
 
 from fastcal import _atomic
 from fastcal.commands.common import MAX_PLOT_BINS, _check_local_output, _Fail
-from fastcal.sources.readers import where
 from fastcal.reports import plot
+from fastcal.sources.readers import where
 from fastcal.writers import _one_line
 
 

@@ -4,10 +4,8 @@ core, save it, and print the before/after table on the same file."""
 import time
 
 from fastcal import files, recalibrate
-from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, _check_bins, _check_range,
-                                     _columns, _Fail, _input_format)
-from fastcal.commands.outputs import (_check_outputs, _check_plot_bins, _figure_bytes,
-                                      _plot_type, _write)
+from fastcal.commands.common import EXIT_OK, MAX_CHUNK_ROWS, _check_bins, _check_range, _columns, _Fail, _input_format
+from fastcal.commands.outputs import _check_outputs, _check_plot_bins, _figure_bytes, _plot_type, _write
 from fastcal.reports._json import json_text
 
 # The rows of the before/after table: (name, report attribute).

@@ -7,14 +7,21 @@ import sys
 import time
 
 from fastcal import files
-from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, _check_bins, _check_range,
-                                     _check_local_input, _cli_words, _columns, _Fail,
-                                     _input_format)
-from fastcal.commands.outputs import (_check_outputs, _check_plot_bins, _figure_bytes,
-                                      _plot_type, _write)
+from fastcal.commands.common import (
+    EXIT_OK,
+    MAX_CHUNK_ROWS,
+    _check_bins,
+    _check_local_input,
+    _check_range,
+    _cli_words,
+    _columns,
+    _Fail,
+    _input_format,
+)
+from fastcal.commands.outputs import _check_outputs, _check_plot_bins, _figure_bytes, _plot_type, _write
 from fastcal.inputs.validation import check_eps
-from fastcal.sources.files import soft_labels
 from fastcal.reports._json import json_text
+from fastcal.sources.files import soft_labels
 from fastcal.writers import _one_line
 
 

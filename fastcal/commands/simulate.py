@@ -6,8 +6,7 @@ import sys
 import time
 
 from fastcal import _atomic
-from fastcal.commands.common import (EXIT_OK, MAX_CHUNK_ROWS, MAX_SIM_ROWS, _check_local_output,
-                                     _check_range, _Fail)
+from fastcal.commands.common import EXIT_OK, MAX_CHUNK_ROWS, MAX_SIM_ROWS, _check_local_output, _check_range, _Fail
 from fastcal.writers import simulate_file
 
 _SIM_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".csv.gz": "csv",

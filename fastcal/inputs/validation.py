@@ -7,7 +7,6 @@ import numpy as np
 from fastcal.inputs.convert import to_numpy
 from fastcal.messages import show  # noqa: F401 (re-exported: the checks' messages use it)
 
-
 NAN_POLICIES = ("raise", "omit")
 CLOSED = ("left", "right")
 OBSERVED = ("frac_pos", "accuracy")

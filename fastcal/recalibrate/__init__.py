@@ -65,21 +65,32 @@ True
 """
 
 # the names after "as" are kept where users may have imported them from here
-from fastcal.recalibrate.base import FORMAT_VERSION as FORMAT_VERSION, NAN_POLICIES as NAN_POLICIES
+from fastcal.recalibrate.base import FORMAT_VERSION as FORMAT_VERSION
+from fastcal.recalibrate.base import NAN_POLICIES as NAN_POLICIES
 from fastcal.recalibrate.evaluation import Evaluation, before_after_diagram, evaluate
 from fastcal.recalibrate.fields import (
     MAX_MAP_BINS as MAX_MAP_BINS,
+)
+from fastcal.recalibrate.fields import (
     MAX_N_FINE as MAX_N_FINE,
+)
+from fastcal.recalibrate.fields import (
     MAX_TEMPERATURE as MAX_TEMPERATURE,
+)
+from fastcal.recalibrate.fields import (
     MIN_TEMPERATURE as MIN_TEMPERATURE,
 )
 from fastcal.recalibrate.histogram import HistogramBinning
 from fastcal.recalibrate.io import from_dict, load
 from fastcal.recalibrate.isotonic import IsotonicCalibration
-from fastcal.recalibrate.methods import METHODS as METHODS, make
+from fastcal.recalibrate.methods import METHODS as METHODS
+from fastcal.recalibrate.methods import make
 from fastcal.recalibrate.platt import PlattScaling
-from fastcal.recalibrate.sources import _Data as _Data, _Runner as _Runner, fit_dask, fit_file
-from fastcal.recalibrate.temperature import TARGETS as TARGETS, TemperatureScaling
+from fastcal.recalibrate.sources import _Data as _Data
+from fastcal.recalibrate.sources import _Runner as _Runner
+from fastcal.recalibrate.sources import fit_dask, fit_file
+from fastcal.recalibrate.temperature import TARGETS as TARGETS
+from fastcal.recalibrate.temperature import TemperatureScaling
 
 __all__ = ["TemperatureScaling", "PlattScaling", "IsotonicCalibration", "HistogramBinning",
            "Evaluation", "evaluate", "fit_file", "fit_dask", "from_dict", "load", "make", "before_after_diagram"]

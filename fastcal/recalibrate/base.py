@@ -7,11 +7,10 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 from fastcal.inputs.batch import resolve_predictions
+from fastcal.inputs.validation import show
 from fastcal.recalibrate.passes import PROBABILITIES
 from fastcal.recalibrate.sources import _Data
 from fastcal.sources.arrays import ArraySource
-from fastcal.inputs.validation import show
-
 
 NAN_POLICIES = ("raise", "omit")
 

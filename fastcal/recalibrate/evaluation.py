@@ -4,11 +4,11 @@ their reliability diagrams side by side."""
 import numpy as np
 
 from fastcal.backends import resolve
+from fastcal.inputs.validation import show
 from fastcal.recalibrate.methods import make
 from fastcal.reports.plot import _matplotlib, save_atomic, wilson_interval
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource
-from fastcal.inputs.validation import show
 
 
 class Evaluation:

@@ -5,7 +5,6 @@ import numpy as np
 
 from fastcal.inputs import validation as v
 
-
 # bounds of a saved map, checked on load (and by the fits, which never save outside them)
 MIN_TEMPERATURE = 1e-6  # 1 / T must be a normal, finite scale of the logits
 MAX_TEMPERATURE = 1e6

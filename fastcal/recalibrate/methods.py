@@ -6,7 +6,6 @@ from fastcal.recalibrate.isotonic import IsotonicCalibration
 from fastcal.recalibrate.platt import PlattScaling
 from fastcal.recalibrate.temperature import TemperatureScaling
 
-
 METHODS = ("temperature", "platt", "isotonic", "histogram")
 
 

@@ -8,9 +8,7 @@ from fastcal._kernels import recalibrate as kr
 from fastcal.inputs import validation as v
 from fastcal.recalibrate.base import _check_both_labels, _check_common, _Recalibration
 from fastcal.recalibrate.fields import _BIG, _field, _number_field
-from fastcal.recalibrate.passes import (_logit, _pass_binary, _pass_binary_hist, _Points,
-                                        _sigmoid, feature_code)
-
+from fastcal.recalibrate.passes import _logit, _pass_binary, _pass_binary_hist, _Points, _sigmoid, feature_code
 
 # Platt's feature f: "logit" (logit(p), or the logit itself with logits=True) or "p"
 FEATURES = ("logit", "p")

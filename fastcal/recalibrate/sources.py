@@ -8,8 +8,8 @@ one value per row)."""
 
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs import validation as v
 from fastcal.backends import resolve
+from fastcal.inputs import validation as v
 from fastcal.recalibrate.passes import _add
 from fastcal.score import Options, score
 from fastcal.sources.arrays import ArraySource

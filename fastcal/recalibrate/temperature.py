@@ -9,14 +9,22 @@ import numpy as np
 
 from fastcal._kernels import recalibrate as kr
 from fastcal.inputs import validation as v
+from fastcal.inputs.validation import show
 from fastcal.recalibrate.base import _check_both_labels, _check_common, _Recalibration
 from fastcal.recalibrate.fields import MAX_TEMPERATURE, MIN_TEMPERATURE, _field, _number_field
-from fastcal.recalibrate.passes import (SAMPLE_ROWS, _add_sample, _logit, _pass_binary,
-                                        _pass_binary_hist, _pass_multiclass,
-                                        _pass_multiclass_sample, _Points, _sigmoid,
-                                        _softmax, feature_code)
-from fastcal.inputs.validation import show
-
+from fastcal.recalibrate.passes import (
+    SAMPLE_ROWS,
+    _add_sample,
+    _logit,
+    _pass_binary,
+    _pass_binary_hist,
+    _pass_multiclass,
+    _pass_multiclass_sample,
+    _Points,
+    _sigmoid,
+    _softmax,
+    feature_code,
+)
 
 TARGETS = ("nll", "safe")
 

@@ -1,8 +1,8 @@
 """The report of a multi-class fill: the binary report's fields plus per-class tables."""
 
-import math
 from dataclasses import dataclass, field
 from functools import partial
+import math
 
 import numpy as np
 

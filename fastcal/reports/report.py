@@ -1,9 +1,9 @@
 """The result of one fill: scalars and the per-bin table."""
 
-import json
-import math
 from dataclasses import dataclass, field, fields
 from functools import partial
+import json
+import math
 
 import numpy as np
 
@@ -11,9 +11,9 @@ from fastcal.inputs import validation as v
 from fastcal.reports import measures as _measures
 from fastcal.reports import stats as _stats
 from fastcal.reports._json import clean as _clean  # _clean: the old name, kept
+from fastcal.reports.plot import reliability_diagram, smooth_diagram
 from fastcal.reports.provenance import HasProvenance
 from fastcal.reports.smooth import SmoothGrid
-from fastcal.reports.plot import reliability_diagram, smooth_diagram
 
 # Per-bin columns, in table order.
 BIN_COLUMNS = ("lower", "upper", "count", "conf", "frac_pos", "accuracy", "ece", "esce",

@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from fastcal.reports.provenance import HasProvenance
 from fastcal.reports._json import clean as _clean
+from fastcal.reports.provenance import HasProvenance
 
 SUM_NAMES = ("sum_abs_entce", "sum_entce", "n_rank_match", "sum_distce", "sum_brier", "sum_nll",
              "sum_ecd", "sum_ecd_var", "sum_ecd_sq")

@@ -54,16 +54,16 @@ bootstrap interval is read off the B replicate values. See
 ECE or MCE near perfect calibration).
 """
 
-import math
 from dataclasses import asdict, dataclass, field
+import math
 
 import numpy as np
 
+from fastcal._kernels import bootstrap as kboot
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import is_uniform
-from fastcal.reports._json import clean
-from fastcal._kernels import bootstrap as kboot
 from fastcal.inputs.validation import show
+from fastcal.reports._json import clean
 
 ALTERNATIVES = ("two-sided", "over", "under")
 METHODS = ("auto", "normal", "exact", "simulate")

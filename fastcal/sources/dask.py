@@ -10,12 +10,11 @@ import numpy as np
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs.batch import lazy_kind
+from fastcal.inputs.validation import show
 from fastcal.sources.files import _reword, resolve_columns, stack_columns
 from fastcal.sources.readers import where as where_
-from fastcal.sources.readers.base import (Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line,
-                                          _widen)
+from fastcal.sources.readers.base import Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
 from fastcal.sources.readers.parquet import _REMOTE_BUFFER, ParquetReader
-from fastcal.inputs.validation import show
 
 ROWS_PER_PARTITION = 1 << 22
 

@@ -68,14 +68,12 @@ was found and what was expected.
 import os
 
 from fastcal.sources.readers import where as where_
-from fastcal.sources.readers.base import (DEFAULT_CHUNK_ROWS, MAX_COLUMNS, Chunk, _check_flag,
-                                          _stat)
+from fastcal.sources.readers.base import DEFAULT_CHUNK_ROWS, MAX_COLUMNS, Chunk, _check_flag, _stat
 from fastcal.sources.readers.csv import CsvReader
 from fastcal.sources.readers.feather import FeatherReader
 from fastcal.sources.readers.npy import NpyReader
 from fastcal.sources.readers.parquet import ParquetReader
 from fastcal.sources.readers.paths import FORMATS, detect_format
-
 
 _READERS = {"parquet": ParquetReader, "feather": FeatherReader, "csv": CsvReader,
             "npy": NpyReader}

@@ -12,8 +12,8 @@ from fastcal.accumulators.calibration import accumulator_for
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.soft import SoftLabelAccumulator
 from fastcal.soft import soft_label_report
-from tests.reports_close import assert_reports_close
 from tests.api.test_multiclass import mc_data
+from tests.reports_close import assert_reports_close
 
 
 def soft_data(n, k, seed):

@@ -4,10 +4,10 @@ import json
 import math
 import pickle
 
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import numpy as np
+import pytest
 
 import fastcal
 from tests import naive

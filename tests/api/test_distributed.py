@@ -16,14 +16,14 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import dask.array as da  # noqa: E402
 import dask.dataframe as dd  # noqa: E402
-import pandas as pd  # noqa: E402
 from distributed import Client, LocalCluster, get_task_stream  # noqa: E402
+import pandas as pd  # noqa: E402
 
 import fastcal  # noqa: E402
 from fastcal import cli  # noqa: E402
 from fastcal import distributed as fd  # noqa: E402
-from fastcal.accumulators import equal_mass as em  # noqa: E402
 from fastcal._kernels import binary as kb  # noqa: E402
+from fastcal.accumulators import equal_mass as em  # noqa: E402
 from fastcal.files import score_file  # noqa: E402
 from tests import naive  # noqa: E402
 

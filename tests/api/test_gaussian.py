@@ -2,11 +2,11 @@
 
 import pickle
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numba
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy import stats
 
 from fastcal.gaussian import (

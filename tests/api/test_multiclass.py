@@ -3,15 +3,15 @@
 import json
 import math
 
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import numpy as np
+import pytest
 
 import fastcal
 from fastcal._kernels import mathfn
 from fastcal._kernels import multiclass as km
-from tests import naive, naive_multiclass as nm
+from tests import naive_multiclass as nm
 
 SCALARS = ("ece", "esce", "mce", "ecd", "brier", "nll", "ecd_var")
 
@@ -141,7 +141,7 @@ def test_ecd_zero_log_zero_and_infinite_true_class():
                         rel_tol=1e-12)
 
 
-# -- the calibration tutorial's worked examples (Riera i Marín and Galdran, Part III) -------------------------------------------------
+# -- the calibration tutorial's worked examples (Riera i Marín and Galdran, Part III) ------
 
 def test_seed004_brier_and_nll():
     # y = class 3 of 3 (index 2); p_bad uniform, p_better (0, 1/3, 2/3)

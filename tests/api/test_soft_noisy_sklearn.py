@@ -1,6 +1,5 @@
 """Soft labels and noisy-label accuracy (the Towards Data Science posts on calibration), scikit-learn scorers."""
 
-import math
 
 import numpy as np
 import pytest

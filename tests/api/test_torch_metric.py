@@ -2,9 +2,9 @@
 whatever the batching or the number of processes, in constant memory."""
 
 import dataclasses
+from pathlib import Path
 import pickle
 import socket
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -22,10 +22,10 @@ time is the suite's. Paths that cost a launch (``stream``, ``merge``) are on
 the cases that need them.
 """
 
+from dataclasses import dataclass, field
 import functools
 import operator
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 import pytest

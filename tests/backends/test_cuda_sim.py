@@ -63,16 +63,17 @@ if SIM:
     sys.setswitchinterval(1e-5)
 
 if CASES:
-    from fastcal.backends import cuda as fc
-    from fastcal.backends import cpu as mc
+    from numba import cuda
+
     from fastcal._kernels import binary as kb
     from fastcal._kernels import gaussian as kg
     from fastcal._kernels import logits as kl
     from fastcal._kernels import multiclass as km
-    from fastcal.accumulators.calibration import CalibrationAccumulator
     from fastcal.accumulators import checks as ck
+    from fastcal.accumulators.calibration import CalibrationAccumulator
+    from fastcal.backends import cpu as mc
+    from fastcal.backends import cuda as fc
     from fastcal.inputs.binning import kernel_edges
-    from numba import cuda
     from tests.backends.test_backends import _dtype_inputs, _same_acc, _spd, _tracks
 
     def _cpu_binary(y, p, edges, uniform, right, eps=0.0, with_logs=True):

@@ -6,10 +6,10 @@ import functools
 import operator
 import pickle
 
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import numpy as np
+import pytest
 
 from fastcal import backends
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator

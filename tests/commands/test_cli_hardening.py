@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -457,8 +456,9 @@ def test_messages_name_the_option_not_the_keyword(tmp_path, capsys):
 def paused_cluster():
     """One worker that pauses at once (pause threshold 1% of 2 GB), for the time limit."""
     distributed = pytest.importorskip("distributed")
-    import dask
     import logging
+
+    import dask
 
     cfg = {"distributed.worker.memory.pause": 0.01, "distributed.worker.memory.terminate": False,
            "distributed.worker.memory.spill": False, "distributed.worker.memory.target": False,

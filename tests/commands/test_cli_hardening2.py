@@ -309,7 +309,7 @@ def test_npy_longer_than_its_header_is_refused(tmp_path, capsys):
         fh.write(y[:10].tobytes())  # a range written twice
     code, out, err = run(score(str(d)), capsys)
     assert code == 2 and one_line(err), err
-    assert (f"y.npy: file is longer than its header says" in err and f"expected a file of "
+    assert ("y.npy: file is longer than its header says" in err and f"expected a file of "
             f"{size} bytes; the file has {size + 10}" in err), err
 
 

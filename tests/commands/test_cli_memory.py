@@ -4,18 +4,18 @@ never spinning, never "interrupted", never "a missing optional dependency"."""
 
 import errno
 import os
+from pathlib import Path
 import resource
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fastcal import process, cli
+from fastcal import cli, process
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import fastcal
-import tracking
 from fastcal import noisy, recalibrate
 from fastcal.inputs.validation import show
+import tracking
 
 Y, P = fastcal.simulate(200, seed=1)
 

@@ -10,13 +10,13 @@ to Python.
 """
 
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import threading
 import tomllib
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa

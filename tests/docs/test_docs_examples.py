@@ -38,13 +38,13 @@ import importlib.util
 import io
 import json
 import os
+from pathlib import Path
 import re
 import runpy
 import shlex
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 

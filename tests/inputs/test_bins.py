@@ -1,8 +1,8 @@
 """The bins and the settings of an accumulator (issue 25): made and checked once, held
 whole by every state, and the one place the kernels get their edges from."""
 
-import pickle
 from pathlib import Path
+import pickle
 
 import numpy as np
 import pytest

@@ -1,7 +1,5 @@
 """Inputs people have: dtypes, layouts, pandas, polars, pyarrow, torch (no copies where promised)."""
 
-import math
-import sys
 
 import numpy as np
 import pandas as pd
@@ -181,7 +179,6 @@ def test_integer_and_bool_labels_share_one_compiled_signature():
     # labels are read as uint8 or float64 only: a first call with int64 labels does not
     # compile the kernels again, and wrapped values (256 -> 0, -1 -> 255) stay bad labels
     from fastcal._kernels import binary as kb
-
     from fastcal.inputs.validation import as_labels_1d
 
     p = np.array([0.1, 0.8, 0.3, 0.6, 0.9])

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from fastcal.accumulators import equal_mass as em
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
+from fastcal.accumulators import equal_mass as em
 
 
 def reference(y, x, n_bins):

@@ -9,16 +9,15 @@ ECD^2, Brier^2, NLL^2, p^2, p*y) and the invalid-input checks with first indices
 
 import math
 
+from numba import njit
 import numpy as np
 import pytest
-from numba import njit
 
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
 from fastcal._kernels._config import FASTMATH_EXACT, FLUSH
 from fastcal._kernels.mathfn import log1m, log64, log_pair, search_sorted
 from fastcal.inputs.binning import uniform_edges
-
 from tests import naive
 
 

@@ -7,12 +7,12 @@ rest of the suite (the ``background`` mark: tests/subsuites.py).
 """
 
 import os
+from pathlib import Path
 import pickle
 import shutil
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

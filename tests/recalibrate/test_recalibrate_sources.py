@@ -242,9 +242,9 @@ def test_cli_score_bad_recalibration_file(pfile, tmp_path, capsys):
 
 def test_example_recalibrate_safe(tmp_path):
     import os
+    from pathlib import Path
     import subprocess
     import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, MPLBACKEND="Agg",

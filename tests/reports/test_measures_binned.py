@@ -4,10 +4,10 @@ against torchmetrics, uncertainty-calibration and loop references, at every entr
 import json
 import pickle
 
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import numpy as np
+import pytest
 
 import fastcal
 from fastcal.reports.measures import BRIER_PARTS

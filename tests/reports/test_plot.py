@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import fastcal
-from fastcal.reports.plot import (OVER_COLOUR, OVER_PALE, UNDER_COLOUR, UNDER_PALE,
-                                  ecd_single_datum, reliability_diagram)
+from fastcal.reports.plot import OVER_COLOUR, OVER_PALE, UNDER_COLOUR, UNDER_PALE, ecd_single_datum, reliability_diagram
 
 matplotlib = pytest.importorskip("matplotlib")
 from matplotlib.colors import to_hex  # noqa: E402

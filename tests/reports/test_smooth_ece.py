@@ -5,12 +5,12 @@ import json
 import pickle
 import warnings
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from scipy.signal import fftconvolve
 
 import fastcal

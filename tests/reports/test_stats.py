@@ -5,13 +5,13 @@ simulated with numpy directly (the paper's recipe, eq. 16-19, vectorised over
 seeds) and scored with the library.
 """
 
+from decimal import Decimal, getcontext
 import importlib.util
 import itertools
 import json
 import math
-import pickle
-from decimal import Decimal, getcontext
 from pathlib import Path
+import pickle
 
 import numpy as np
 import pytest
@@ -19,9 +19,8 @@ from scipy import stats as sps
 
 import fastcal
 from fastcal import CalibrationAccumulator
-from fastcal.reports import stats
 from fastcal._kernels import bootstrap as kboot
-
+from fastcal.reports import stats
 
 # -- helpers -----------------------------------------------------------------
 

@@ -2,14 +2,14 @@
 
 import os
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import fastcal
 from fastcal.files import score_file

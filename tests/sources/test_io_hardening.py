@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastcal
+from fastcal.files import score_file
 from fastcal.sources import io as fio
+from fastcal.sources.io import open_reader
 from fastcal.sources.readers import base as readers_base
 from fastcal.sources.readers import feather as feather_reader
-from fastcal.files import score_file
-from fastcal.sources.io import open_reader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -16,8 +16,8 @@ from tracking import (
     UnscentedKalmanFilter,
     wrap_angle,
 )
-from tracking.kernels import blocks as K
 from tracking.consistency import evaluate
+from tracking.kernels import blocks as K
 from tracking.scenario import Scenario, simulate
 
 UKF_PARAMS = [dict(alpha=1.0, beta=2.0, kappa=-1.0), dict(alpha=1.0, beta=2.0, kappa=0.0),

@@ -9,7 +9,8 @@ from tracking import ConstantVelocity, ExtendedKalmanFilter, RangeBearingSensor,
 
 filterpy = pytest.importorskip("filterpy")
 from filterpy.kalman import ExtendedKalmanFilter as FpEKF  # noqa: E402
-from filterpy.kalman import MerweScaledSigmaPoints, UnscentedKalmanFilter as FpUKF  # noqa: E402
+from filterpy.kalman import MerweScaledSigmaPoints  # noqa: E402
+from filterpy.kalman import UnscentedKalmanFilter as FpUKF  # noqa: E402
 
 TOL = 1e-9
 

@@ -12,7 +12,8 @@ from tracking.scenario import make_scenario, simulate
 
 pytest.importorskip("filterpy")
 from filterpy.kalman import ExtendedKalmanFilter as FpEKF  # noqa: E402
-from filterpy.kalman import MerweScaledSigmaPoints, UnscentedKalmanFilter as FpUKF  # noqa: E402
+from filterpy.kalman import MerweScaledSigmaPoints  # noqa: E402
+from filterpy.kalman import UnscentedKalmanFilter as FpUKF
 
 TOL = 1e-9
 RUNS, STEPS = 3, 40

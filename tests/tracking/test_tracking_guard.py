@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from tests.tracking.tracking_user_models import Drift, LogRange, drift_f
-from tracking.kernels.guard import probe
 from tracking.filters import ExtendedKalmanFilter
+from tracking.kernels.guard import probe
 
 ROOT = Path(__file__).resolve().parents[2]
 

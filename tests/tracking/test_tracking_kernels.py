@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from tests.tracking.tracking_user_models import Kink
 from tracking import (
     ConstantVelocity,
     CoordinatedTurn,
@@ -15,8 +16,6 @@ from tracking import (
     simulate,
 )
 from tracking.kernels.factory import jacobian_pattern, kernel_for
-
-from tests.tracking.tracking_user_models import Kink
 
 
 def _run_with(flt, pattern, x0, P0, zs):

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
+from tests.tracking.tracking_user_models import Drift, LogRange
 from tracking import (
     ConstantAcceleration,
     ConstantVelocity,
@@ -23,8 +24,6 @@ from tracking import (
 )
 from tracking.filters import FAILED, MISSED, OK, SINGULAR
 from tracking.scenario import make_scenario, scenario_names
-
-from tests.tracking.tracking_user_models import Drift, LogRange
 
 
 def fd_jacobian(fun, x, eps=1e-6, wrap_rows=()):

@@ -201,7 +201,8 @@ def test_ukf_equals_stonesoup_every_step_untyped(name):
 
 def filterpy_ukf_circular_mean(sc, sim):
     """filterpy's UKF with our models and Stone Soup's circular mean of angles as ``z_mean_fn``."""
-    from filterpy.kalman import MerweScaledSigmaPoints, UnscentedKalmanFilter as FpUKF
+    from filterpy.kalman import MerweScaledSigmaPoints
+    from filterpy.kalman import UnscentedKalmanFilter as FpUKF
 
     motion, sensor = sc.motion, sc.sensor
     n, m = motion.ndim, sensor.ndim

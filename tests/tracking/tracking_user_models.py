@@ -1,7 +1,7 @@
 """A user's own model pair for the tests, at module level so its kernel is cached on disk."""
 
-import numpy as np
 from numba import njit
+import numpy as np
 
 from tracking.models import MotionModel, SensorModel
 

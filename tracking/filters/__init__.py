@@ -14,13 +14,16 @@ from tracking.filters.kalman import (
     MISSED,
     OK,
     SINGULAR,
-    STATUS_NAMES as STATUS_NAMES,
     ExtendedKalmanFilter,
     FilterRun,
     GaussianState,
     UnscentedKalmanFilter,
 )
-from tracking.filters.specs import motion_spec as motion_spec, sensor_spec as sensor_spec
+from tracking.filters.kalman import (
+    STATUS_NAMES as STATUS_NAMES,
+)
+from tracking.filters.specs import motion_spec as motion_spec
+from tracking.filters.specs import sensor_spec as sensor_spec
 
 __all__ = ["GaussianState", "FilterRun", "ExtendedKalmanFilter", "UnscentedKalmanFilter",
            "OK", "MISSED", "SINGULAR", "FAILED"]

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fastcal.messages import show
+
 __all__ = ["MotionSpec", "SensorSpec", "motion_spec", "sensor_spec", "check_spd", "as_float"]
 
 

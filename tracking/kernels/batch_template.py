@@ -22,8 +22,8 @@
 # every inlined function, under the parallel flags.) No Python per step, no
 # allocation in the step loop.
 
-import numpy as np
 from numba import prange  # noqa: F401 (model functions written into this file may use it)
+import numpy as np
 
 from fastcal.jit import njit
 from tracking.kernels import blocks as _k

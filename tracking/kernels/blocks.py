@@ -18,10 +18,10 @@ Every function here uses ``error_model="numpy"``: a division by zero gives inf
 or NaN (which the filters report as singular geometry) instead of raising.
 """
 
-import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+import numpy as np
 
 from fastcal.jit import njit
 

@@ -9,8 +9,17 @@ from fastcal.io import write_atomically
 from tracking.filters import ExtendedKalmanFilter, UnscentedKalmanFilter
 from tracking.montecarlo.scenario import Scenario, make_scenario, simulate
 from tracking.scoring.consistency import evaluate
-from tracking.scoring.report import band_lines, num, verdict
-from tracking.scoring.report import band_panel, check_plot_path, ecd_scale, legend_above, series, write_figure
+from tracking.scoring.report import (
+    band_lines,
+    band_panel,
+    check_plot_path,
+    ecd_scale,
+    legend_above,
+    num,
+    series,
+    verdict,
+    write_figure,
+)
 
 __all__ = ["compare", "format_table", "plot_report", "write_atomically", "check_plot_path", "verdict"]
 

@@ -14,8 +14,17 @@ import numpy as np
 
 from fastcal.gaussian import anees_bounds, ecd_bounds, nees
 from tracking.scoring.inputs import open_input, resolve_columns, show_id
-from tracking.scoring.report import band_lines, num, verdict
-from tracking.scoring.report import band_panel, check_plot_path, ecd_scale, legend_above, series, write_figure
+from tracking.scoring.report import (
+    band_lines,
+    band_panel,
+    check_plot_path,
+    ecd_scale,
+    legend_above,
+    num,
+    series,
+    verdict,
+    write_figure,
+)
 
 __all__ = ["score_file", "format_score", "plot_score", "resolve_columns"]
 

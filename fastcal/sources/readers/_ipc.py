@@ -6,7 +6,6 @@ import struct
 
 import numpy as np
 
-
 #
 # An IPC file is "ARROW1" + padding, the messages (schema, dictionaries, record batches),
 # a flatbuffer footer listing every batch as a Block (offset, metadata length, body

@@ -18,14 +18,14 @@ import io
 import math
 import os
 import stat
-import zipfile
 from typing import NamedTuple
+import zipfile
 
 import numpy as np
 
-from fastcal.sources.readers._npyheader import (HEADER_BYTES as _HEADER_BYTES, check_items,
-                                               check_size, native, parse_header, pread_into)
 from fastcal.sources.readers import where
+from fastcal.sources.readers._npyheader import HEADER_BYTES as _HEADER_BYTES
+from fastcal.sources.readers._npyheader import check_items, check_size, native, parse_header, pread_into
 from fastcal.sources.readers.base import Chunk, _fail, _fail_os, _one_line, _stat
 from fastcal.sources.readers.paths import _files_of
 

@@ -5,15 +5,14 @@ Errors are ``ValueError`` with a one-line message that names the file, what
 was found and what was expected.
 """
 
+from dataclasses import dataclass
 import errno
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from fastcal.inputs.validation import show
 from fastcal.sources.readers import where
-
 
 DEFAULT_CHUNK_ROWS = 1 << 18  # 256Ki rows: a chunk stays in cache between reader and kernel
 

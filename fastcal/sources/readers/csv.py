@@ -7,8 +7,16 @@ import re
 import numpy as np
 
 from fastcal.sources.readers import where
-from fastcal.sources.readers.base import (Chunk, _Reader, _arrow_to_any, _arrow_to_numpy,
-                                          _check_schema, _check_unique, _fail, _one_line)
+from fastcal.sources.readers.base import (
+    Chunk,
+    _arrow_to_any,
+    _arrow_to_numpy,
+    _check_schema,
+    _check_unique,
+    _fail,
+    _one_line,
+    _Reader,
+)
 from fastcal.sources.readers.paths import _files_of
 
 

@@ -3,11 +3,27 @@ IPC file are read as byte ranges of the columns asked for (see :mod:`fastcal.sou
 
 import os
 
-from fastcal.sources.readers._ipc import (_Corrupt, _direct, _ipc_batch, _ipc_blocks,
-                                          _lengths_agree, _pread_all, _type_layout)
 from fastcal.sources.readers import where
-from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_any, _arrow_to_numpy,
-                                          _check_unique, _fail, _fail_os, _one_line, _widen)
+from fastcal.sources.readers._ipc import (
+    _Corrupt,
+    _direct,
+    _ipc_batch,
+    _ipc_blocks,
+    _lengths_agree,
+    _pread_all,
+    _type_layout,
+)
+from fastcal.sources.readers.base import (
+    Chunk,
+    _arrow_to_any,
+    _arrow_to_numpy,
+    _ArrowFiles,
+    _check_unique,
+    _fail,
+    _fail_os,
+    _one_line,
+    _widen,
+)
 from fastcal.sources.readers.paths import _files_of
 
 

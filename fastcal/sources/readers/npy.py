@@ -8,13 +8,19 @@ import os
 
 import numpy as np
 
-from fastcal.sources.readers._npyheader import (HEADER_BYTES, check_items, check_size, native,
-                                               parse_header, pread_into)
 from fastcal.sources.readers import where
-from fastcal.sources.readers.base import (MAX_COLUMNS, Chunk, _check_any_numpy_type,
-                                          _check_numpy_type, _fail, _fail_os, _one_line, _Reader)
+from fastcal.sources.readers._npyheader import HEADER_BYTES, check_items, check_size, native, parse_header, pread_into
+from fastcal.sources.readers.base import (
+    MAX_COLUMNS,
+    Chunk,
+    _check_any_numpy_type,
+    _check_numpy_type,
+    _fail,
+    _fail_os,
+    _one_line,
+    _Reader,
+)
 from fastcal.sources.readers.paths import _files_of
-
 
 # NPY: a 2-D C-order window is read in pieces of about this many bytes.
 _NPY_PIECE = 8 << 20

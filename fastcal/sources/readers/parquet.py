@@ -5,11 +5,20 @@ they take at most 64 MiB, else 8 MiB ranged reads), page checksums verified by d
 :mod:`fastcal.sources.io`). A directory in Hive layout gives its partition columns
 (:mod:`fastcal.sources.readers.hive`), and ``where=`` chooses its files by them."""
 
-from fastcal.sources.readers import hive, where as _where
-from fastcal.sources.readers.base import (Chunk, _ArrowFiles, _arrow_to_any, _arrow_to_numpy,
-                                          _check_flag, _check_unique, _fail, _one_line, _widen)
+from fastcal.sources.readers import hive
+from fastcal.sources.readers import where as _where
+from fastcal.sources.readers.base import (
+    Chunk,
+    _arrow_to_any,
+    _arrow_to_numpy,
+    _ArrowFiles,
+    _check_flag,
+    _check_unique,
+    _fail,
+    _one_line,
+    _widen,
+)
 from fastcal.sources.readers.paths import _files_of
-
 
 # Parquet: pages are read through a buffer of this size, not a whole column chunk at once.
 _PARQUET_BUFFER = 1 << 20

@@ -3,10 +3,9 @@ and the files of one format under a directory."""
 
 import os
 
+from fastcal.inputs.validation import show
 from fastcal.sources.readers import where
 from fastcal.sources.readers.base import _fail, _fail_os, _stat
-from fastcal.inputs.validation import show
-
 
 FORMATS = ("parquet", "feather", "npy", "csv")
 
