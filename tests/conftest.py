@@ -1,8 +1,30 @@
 """Suite-wide set-up: the subprocess tests start early (see tests/subsuites.py)."""
 
 import functools
+import signal
+import threading
+
+import pytest
 
 from tests import subsuites
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_as_found():
+    """Each test leaves the process's signal handlers as it found them. A command run
+    in this process as the console entry ends by ignoring signals until it exits (its
+    status is known: fastcal.process.Stop.restore); in a test process that would make
+    every later Ctrl-C test, and every child started later, ignore SIGINT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in _SIGNALS}
+    yield
+    for s, h in before.items():
+        if h is not None and signal.getsignal(s) is not h:
+            signal.signal(s, h)
 
 
 def pytest_configure(config):
