@@ -12,24 +12,27 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip setuptools wheel
 
-# One stamp per extra set, rebuilt when pyproject.toml changes.
-$(VENV)/.stamp-core: pyproject.toml | $(PY)
+# One stamp per extra set, rebuilt when pyproject.toml changes, or the sources of the kernels
+# that the install compiles and ships in the package (setup.py, fastcal/_kernels/_shipped.py)
+SHIPPED := setup.py fastcal/warmup.py $(wildcard fastcal/_kernels/*.py tracking/kernels/*.py tracking/models/*.py)
+
+$(VENV)/.stamp-core: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e .
 	touch $@
 
-$(VENV)/.stamp-demo: pyproject.toml | $(PY)
+$(VENV)/.stamp-demo: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[plot]'
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml | $(PY)
+$(VENV)/.stamp-test: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[test]'
 	touch $@
 
-$(VENV)/.stamp-docs: pyproject.toml | $(PY)
+$(VENV)/.stamp-docs: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[docs]'
 	touch $@
 
-$(VENV)/.stamp-bench: pyproject.toml | $(PY)
+$(VENV)/.stamp-bench: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[bench]'
 	touch $@
 

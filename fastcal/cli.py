@@ -292,10 +292,12 @@ _COMMANDS = {
                     "the same rows whatever the chunk size. NPY output is a directory OUT "
                     "holding p.npy and y.npy.")),
     "warmup": (_add_warmup, dict(
-        help="compile the kernels of the common input dtypes into the cache",
-        description="Compile the kernels of a default report for the common input dtypes "
-                    "into Numba's disk cache (run once when an image or a CI cache is built), "
-                    "printing the time each took.")),
+        help="compile the kernels of the common input dtypes for this CPU into the cache",
+        description="Compile the kernels of a default report for the common input dtypes, "
+                    "for this very CPU, into Numba's disk cache, which is looked up before the "
+                    "kernels shipped in the package (compiled for a baseline x86-64 CPU); print "
+                    "the time each took, and whether the shipped kernels are loaded here (and "
+                    "why not). Not needed where they are.")),
 }
 
 

@@ -1,16 +1,19 @@
-"""Compile the common kernel signatures ahead of the first call (``fastcal warmup``).
+"""The common kernel signatures compiled ahead of the first call.
 
-Numba compiles each kernel for each argument type on its first call, and keeps
-the result in its disk cache. Running this once when a container image or a CI
-cache is built makes the first real call load the kernels instead (well under a
-second) of compiling them.
+The package's build step runs :func:`warmup` with ``ship=True`` to compile them for a
+baseline CPU into the package (:mod:`fastcal._kernels._shipped`): an install loads
+them at its first call. ``fastcal warmup`` compiles the same calls for this very CPU
+into your cache, which is looked up first: code tuned to the host, where the CPU has
+more than the baseline (AVX-512, for one), and the way to fill the cache where no
+kernels were shipped (another CPU family, a build that could not compile them).
 """
 
+import contextlib
 import time
 
 import numpy as np
 
-from fastcal._kernels import binary
+from fastcal._kernels import _cache, _shipped, binary
 from fastcal.metrics import calibration_report
 
 # (label, probabilities dtype, labels dtype, classes): labels are read as uint8
@@ -19,9 +22,15 @@ SIGNATURES = (
     ("binary, float64 p, integer or bool y", np.float64, np.int64, 0),
     ("binary, float32 p, integer or bool y", np.float32, np.int64, 0),
     ("binary, float64 p, float y", np.float64, np.float64, 0),
+    ("binary, float32 p, float y", np.float32, np.float64, 0),
     ("K classes, float64 P", np.float64, np.int64, 3),
     ("K classes, float32 P", np.float32, np.int64, 3),
 )
+
+
+def shipped():
+    """'' when the kernels shipped in the package are loaded, else why not."""
+    return _cache.shipped_status()
 
 
 def cache_dir():
@@ -29,13 +38,22 @@ def cache_dir():
     return getattr(binary.fill_range._cache, "cache_path", None)
 
 
-def warmup(*, on_step=None):
-    """Compile the kernels of a default report for the common input dtypes.
+def warmup(*, on_step=None, ship=False, kinds=("binary", "classes")):
+    """Compile the kernels of a default report for the common input dtypes, for this CPU.
+
+    The input gate hands the kernels read-only, C-contiguous views of one dtype per
+    kind (labels as uint8 or float64), so these few cover every layout, stride and
+    integer width of the inputs.
 
     Parameters
     ----------
     on_step : callable, optional
         Called as ``on_step(label, seconds)`` after each signature.
+    ship : bool
+        The package's build step (its cache writes every kernel into the package);
+        else the shipped kernels are passed over, so that this CPU's are compiled.
+    kinds : tuple of str
+        ``"binary"``, ``"classes"``: the signatures of those predictions only.
 
     Returns
     -------
@@ -49,16 +67,19 @@ def warmup(*, on_step=None):
     """
     rng = np.random.default_rng(0)
     steps = []
-    for label, p_dtype, y_dtype, k in SIGNATURES:
-        t0 = time.perf_counter()
-        if k:
-            p = rng.dirichlet(np.ones(k), 64).astype(p_dtype)
-            y = rng.integers(0, k, 64).astype(y_dtype)
-        else:
-            p = rng.random(64).astype(p_dtype)
-            y = (rng.random(64) < p).astype(y_dtype)
-        calibration_report(y, p, n_bins=10)
-        steps.append((label, time.perf_counter() - t0))
-        if on_step is not None:
-            on_step(*steps[-1])
+    with contextlib.nullcontext() if ship else _shipped.disabled():
+        for label, p_dtype, y_dtype, k in SIGNATURES:
+            if ("classes" if k else "binary") not in kinds:
+                continue
+            t0 = time.perf_counter()
+            if k:
+                p = rng.dirichlet(np.ones(k), 64).astype(p_dtype)
+                y = rng.integers(0, k, 64).astype(y_dtype)
+            else:
+                p = rng.random(64).astype(p_dtype)
+                y = (rng.random(64) < p).astype(y_dtype)
+            calibration_report(y, p, n_bins=10)
+            steps.append((label, time.perf_counter() - t0))
+            if on_step is not None:
+                on_step(*steps[-1])
     return steps

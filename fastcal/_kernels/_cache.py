@@ -37,7 +37,7 @@ import warnings
 import numba
 from numba.core import caching
 
-from fastcal._kernels import _trust
+from fastcal._kernels import _shipped, _trust
 
 _DIGEST = 16
 # file layout: magic, blake2b digest of the body, body; an index body is the Numba
@@ -72,10 +72,10 @@ def _digest(data):
     return hashlib.blake2b(data, digest_size=_DIGEST).digest()
 
 
-def _read(path):
+def _read(path, owners=()):
     """The bytes of cache file ``path``, if it is yours alone (else DamagedCacheFile); None when absent."""
     try:
-        with _trust.open_trusted(path) as f:
+        with _trust.open_trusted(path, owners) as f:
             return f.read()
     except FileNotFoundError:
         return None
@@ -104,6 +104,8 @@ def _unpickle(path, body):
 class _CheckedCacheFile(caching.IndexDataCacheFile):
     """Numba's index and data files: read only when yours alone, each with magic bytes and a digest."""
 
+    _owners: tuple = ()  # uids trusted besides yours
+
     def __init__(self, cache_path, filename_base, source_stamp):
         super().__init__(cache_path, filename_base, source_stamp)
         self._version = _VERSION
@@ -116,7 +118,7 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
         super().save(key, data)
 
     def _load_index(self):
-        blob = _read(self._index_path)
+        blob = _read(self._index_path, self._owners)
         body = None if blob is None else _body(self._index_path, blob, _MAGIC_INDEX)
         if body is None:
             return {}  # absent, or Numba's own or an older fastcal's format: recompiled and replaced
@@ -133,7 +135,7 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
 
     def _load_data(self, name):
         path = self._data_path(name)
-        blob = _read(path)
+        blob = _read(path, self._owners)
         if blob is None:
             raise FileNotFoundError(path)  # Numba's load(): removed while the index still names it
         body = _body(path, blob, _MAGIC_DATA)
@@ -162,21 +164,78 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
             raise
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# tracking's kernels sit beside fastcal in the same distribution
+_TRACKING_KERNELS = os.path.normpath(os.path.join(_HERE, os.pardir, os.pardir, "tracking", "kernels"))
+
+
+# modules of fastcal/_kernels that hold no kernel and nothing a kernel reads (the cache, the
+# trust rule, the thread pool): left out of the stamp, so that changing them keeps the cache
+_NOT_COMPILED = frozenset({"_cache.py", "_shipped.py", "_trust.py", "_threads.py"})
+
+
 @functools.cache
-def _kernels_stamp():
-    """(name, mtime, size) of every module of fastcal._kernels. Numba stamps a
-    kernel's cache with its own source file only, so a kernel that calls (or
-    inlines) a function of another module would load stale machine code after
+def _dir_digest(path):
+    """Digest of the names and contents of the ``.py`` files in ``path`` ('' when it is absent)."""
+    h = hashlib.blake2b(digest_size=_DIGEST)
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith(".py") and n not in _NOT_COMPILED)
+    except OSError:
+        return ""
+    for name in names:
+        with open(os.path.join(path, name), "rb") as f:
+            data = f.read()
+        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+@functools.cache
+def _file_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.blake2b(f.read(), digest_size=_DIGEST).hexdigest()
+
+
+def sources_digests():
+    """{folder: digest} of the kernel sources (fastcal/_kernels, and tracking/kernels where present)."""
+    out = {"fastcal/_kernels": _dir_digest(_HERE), "tracking/kernels": _dir_digest(_TRACKING_KERNELS)}
+    return {k: v for k, v in out.items() if v}
+
+
+def shipped_status():
+    """'' when the kernels shipped in the package are loaded, else why not (:mod:`fastcal._kernels._shipped`)."""
+    return _shipped.status(sources_digests())
+
+
+def sources_stamp(py_func):
+    """The stamp of ``py_func``'s cached code: digests of its own file's contents and of
+    every module of fastcal._kernels (and of tracking.kernels, for tracking's kernels).
+
+    Numba stamps a kernel's cache with its own file's time and size, so a kernel that
+    calls (or inlines) a function of another module would load stale machine code after
     that module changed (a new total in binary._terms, read by a kernel of
-    equal_mass.py, came back as 0.0); with this stamp any kernel module that
-    changes recompiles them all."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = []
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            st = os.stat(os.path.join(here, name))
-            out.append((name, st.st_mtime_ns, st.st_size))
-    return tuple(out)
+    equal_mass.py, came back as 0.0); and a time is not kept by a wheel, so kernels
+    shipped in one (:mod:`fastcal._kernels._shipped`) are stamped by contents.
+    """
+    dirs = (_HERE, _TRACKING_KERNELS) if py_func.__module__.startswith("tracking.") else (_HERE,)
+    return (_file_digest(os.path.abspath(py_func.__code__.co_filename)), *map(_dir_digest, dirs))
+
+
+class _ShippedFile(_CheckedCacheFile):
+    """A file of the kernels shipped in the package: yours, or root's when root installed it."""
+
+    _owners = (0,)
+
+
+def _load_shipped(py_func, sig, target_context, stamp):
+    """The shipped kernel for ``sig`` (:mod:`fastcal._kernels._shipped`), or None; never raises."""
+    try:
+        return _shipped.load(py_func, sig, target_context, _ShippedFile, stamp)
+    except DamagedCacheFile as exc:
+        _note("shipped", f"cannot load the shipped kernel file {exc.path} ({exc.reason}); compiled "
+                         f"instead; reinstall fastcal, or set {_shipped.ENV}=0")
+    except OSError as exc:
+        _note("shipped", f"cannot read the shipped kernels in {_shipped.DIR} ({exc}); compiled instead")
+    return None
 
 
 class _TrustedLocator:
@@ -211,8 +270,8 @@ class _CheckedCache(caching.FunctionCache):
         why = _trust.dir_problem(self._cache_path)  # also under NUMBA_CACHE_LOCATOR_CLASSES
         if why:
             raise _trust.Untrusted(self._cache_path, why)
-        stamp = (self._impl.locator.get_source_stamp(), _kernels_stamp())
-        self._cache_file = _CheckedCacheFile(self._cache_path, self._impl.filename_base, stamp)
+        self._stamp = sources_stamp(py_func)
+        self._cache_file = _CheckedCacheFile(self._cache_path, self._impl.filename_base, self._stamp)
         self._refused = refused[0] if refused else None
 
     def load_overload(self, sig, target_context):
@@ -220,7 +279,8 @@ class _CheckedCache(caching.FunctionCache):
         if self._refused is not None:
             _note("refused", f"{_refused_text(self._refused)}; kernels are cached in {self._cache_path} instead")
         try:
-            return self._load_overload(sig, target_context)
+            return self._load_overload(sig, target_context) or _load_shipped(self._py_func, sig, target_context,
+                                                                             self._stamp)
         except DamagedCacheFile as exc:
             _note("damaged", f"cannot load the kernel cache file {exc.path} ({exc.reason}); "
                              f"recompiled and rewrote it; if this note comes back, delete "
@@ -246,10 +306,15 @@ def _refused_text(exc):
 class _MemoryCache(caching.NullCache):
     """No disk cache: says so once, at the first compile."""
 
-    def __init__(self, refused=None):
+    def __init__(self, py_func, refused=None):
+        self._py_func = py_func
         self._refused = refused
 
     def load_overload(self, sig, target_context):
+        target_context.refresh()
+        cres = _load_shipped(self._py_func, sig, target_context, sources_stamp(self._py_func))
+        if cres is not None:
+            return cres
         if self._refused is not None:
             _note("memory", f"{_refused_text(self._refused)}; compiling in memory for this process")
             return None
@@ -262,13 +327,16 @@ class _MemoryCache(caching.NullCache):
 
 def cache_for(py_func):
     """The disk cache for ``py_func`` in a directory of yours, or an in-memory stand-in when there is none."""
+    writer = _shipped.writer_for(py_func, _CheckedCacheFile, sources_stamp(py_func))
+    if writer is not None:
+        return writer  # the package's build step: compiled for the baseline CPU, into the package
     _SEARCH.refused = refused = []
     try:
         return _CheckedCache(py_func, refused)
     except _trust.Untrusted as exc:
-        return _MemoryCache(exc)
+        return _MemoryCache(py_func, exc)
     except RuntimeError:  # numba: "no locator available"
-        return _MemoryCache(refused[0] if refused else None)
+        return _MemoryCache(py_func, refused[0] if refused else None)
     finally:
         _SEARCH.refused = []
 

@@ -30,10 +30,14 @@ class Untrusted(OSError):
         self.reason = reason
 
 
-def problem(st):
-    """Why an entry with stat result ``st`` is not trusted; '' when it is."""
+def problem(st, owners=()):
+    """Why an entry with stat result ``st`` is not trusted; '' when it is.
+
+    ``owners``: uids trusted besides yours (root's, for the kernels shipped in a
+    package that root installed: :mod:`fastcal._kernels._shipped`).
+    """
     uid = os.geteuid()
-    if st.st_uid != uid:
+    if st.st_uid != uid and st.st_uid not in owners:
         return f"owned by uid {st.st_uid}, not by you (uid {uid})"
     bits = st.st_mode & 0o022
     if bits:
@@ -42,7 +46,7 @@ def problem(st):
     return ""
 
 
-def dir_problem(path):
+def dir_problem(path, owners=()):
     """Why the directory ``path`` is not trusted; '' when it is (its target, if a link)."""
     try:
         st = os.stat(path)
@@ -50,7 +54,7 @@ def dir_problem(path):
         return f"cannot be read ({exc.strerror})"
     if not stat.S_ISDIR(st.st_mode):
         return "not a directory"
-    return problem(st)
+    return problem(st, owners)
 
 
 def make_dir(path, mode=0o755):
@@ -70,7 +74,7 @@ def make_dir(path, mode=0o755):
         raise Untrusted(path, why)
 
 
-def open_trusted(path):
+def open_trusted(path, owners=()):
     """``path`` opened for reading in binary mode, if it is a regular file of yours that only you can write.
 
     Raises :class:`FileNotFoundError` when it is absent and :class:`Untrusted`
@@ -89,7 +93,7 @@ def open_trusted(path):
         raise
     try:
         st = os.fstat(fd)
-        why = "not a regular file" if not stat.S_ISREG(st.st_mode) else problem(st)
+        why = "not a regular file" if not stat.S_ISREG(st.st_mode) else problem(st, owners)
         if why:
             raise Untrusted(path, why)
         if hasattr(os, "set_blocking"):

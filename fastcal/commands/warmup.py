@@ -1,9 +1,9 @@
-"""``fastcal warmup``: compile the kernels of the common input dtypes into the cache."""
+"""``fastcal warmup``: compile the kernels of the common input dtypes for this CPU into the cache."""
 
 import time
 
 from fastcal.commands.common import EXIT_OK
-from fastcal.warmup import cache_dir, warmup
+from fastcal.warmup import cache_dir, shipped, warmup
 
 
 def run(args):
@@ -12,4 +12,6 @@ def run(args):
     warmup(on_step=lambda label, sec: print(f"{label}: {sec:.1f} s", flush=True))
     where = cache_dir() or "memory only (no writable cache directory)"
     print(f"done in {time.perf_counter() - t0:.1f} s; cache: {where}")
+    why = shipped()
+    print("kernels shipped in the package: " + (f"not loaded ({why})" if why else "loaded where this cache has none"))
     return EXIT_OK

@@ -30,7 +30,9 @@ def _run(args, env, cwd=None):
 
 
 def _env(**extra):
-    env = dict(os.environ)
+    # the cache of your own is what these tests are about: the kernels shipped in the
+    # package are off (tests/kernels/test_shipped_kernels.py tests those)
+    env = dict(os.environ, FASTCAL_SHIPPED_KERNELS="0")
     env.update(extra)
     return env
 
@@ -122,6 +124,20 @@ def test_read_only_install_scores_with_one_note(read_only, tmp_path):
     assert "no writable cache directory" in notes[0] and "NUMBA_CACHE_DIR" in notes[0]
     assert str(base) in _run(["-c", "import fastcal; print(fastcal.__file__)"], env,
                              cwd=tmp_path).stdout
+
+
+def test_read_only_install_with_shipped_kernels_scores_without_a_note(read_only, tmp_path):
+    # the kernels shipped in the package load from the read-only install: nothing compiles
+    base, env = read_only
+    env = dict(env)
+    env.pop("FASTCAL_SHIPPED_KERNELS")
+    data = tmp_path / "scores.csv"
+    data.write_text("p,y\n" + "".join(f"{(i % 10) / 10 + 0.05},{i % 3 == 0:d}\n" for i in range(40)))
+    res = _run(["-m", "fastcal", "score", str(data), "--prob", "p", "--label", "y", "--bins", "5",
+                "--json"], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert '"ece"' in res.stdout
+    assert _notes(res.stderr) == [], res.stderr
 
 
 def test_read_only_install_runs_tracking_compare(read_only, tmp_path):

@@ -1,0 +1,108 @@
+"""The build step that ships compiled kernels (everything else is in pyproject.toml).
+
+``build_py`` (run by ``pip install .``, by a wheel build, and by the editable install of
+``make``) compiles the kernels of the common calls once, for a baseline x86-64 CPU, into
+``fastcal/_kernels/_shipped/`` of the package it builds, so that the first call after an
+install loads them instead of compiling (see fastcal/_kernels/_shipped.py). When that
+cannot be done (another CPU family, a host without the baseline's features, a failure of
+the compile), the package is built without them and compiles at first call, as before:
+it says so on the build's output, and nothing else changes. ``FASTCAL_SHIPPED_KERNELS=0``
+at build time skips the step.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+# Run in children, one per part (3 of them on 2 cores take about half the time of one):
+# each child's Numba compiles for the baseline CPU (NUMBA_CPU_NAME), and every kernel
+# it compiles is written to the folder FASTCAL_SHIP_KERNELS_TO names (under a lock:
+# fastcal._kernels._shipped.Writer). The first part writes the manifest.
+PARTS = ("binary", "classes", "tracking")
+CHILD = """
+import contextlib, os, sys
+from fastcal._kernels import _shipped
+missing = _shipped.host_lacks()
+if missing:
+    print(missing)
+    raise SystemExit(3)
+part = sys.argv[2]
+if part == "tracking":
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        from tracking.cli import main
+        main(["compare", "--runs", "10"])  # the default comparison's models and filters
+else:
+    from fastcal.warmup import warmup
+    warmup(ship=True, kinds=(part,))
+    if part == "binary":
+        from fastcal._kernels import _cache
+        _shipped.finish(sys.argv[1], _cache.sources_digests())
+"""
+
+
+class BuildWithKernels(build_py):
+    """``build_py``, then the shipped kernels compiled into the package being built."""
+
+    def run(self):
+        super().run()
+        if os.environ.get("FASTCAL_SHIPPED_KERNELS") == "0":
+            return
+        src = os.path.dirname(os.path.abspath(__file__))
+        root = src if self.editable_mode else self.build_lib  # the sources the package will run
+        dest = os.path.join(root, "fastcal", "_kernels", "_shipped")
+        t0 = time.perf_counter()
+        why = ship(root, dest)
+        took = time.perf_counter() - t0
+        print(f"fastcal: compiled kernels shipped in {dest} ({took:.0f} s)" if not why
+              else f"fastcal: kernels not shipped ({why}); they compile at first call", flush=True)
+
+
+def ship(root, dest):
+    """Compile the shipped kernels into ``dest``; '' when done, else why not (``dest`` is then absent)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return f"shipped kernels are built for x86-64, this is {platform.machine()}"
+    tmp = tempfile.mkdtemp(prefix="._shipped-", dir=os.path.dirname(dest))
+    env = dict(os.environ, FASTCAL_SHIP_KERNELS_TO=tmp, NUMBA_CPU_NAME="x86-64-v3", NUMBA_CPU_FEATURES="",
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.pop("NUMBA_DISABLE_JIT", None)
+    children = []
+    try:
+        children = [subprocess.Popen([sys.executable, "-c", CHILD, tmp, part], env=env, cwd=tmp, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for part in PARTS]
+        for part, child in zip(PARTS, children):
+            out, _ = child.communicate(timeout=1800)
+            if child.returncode != 0:
+                lines = out.strip().splitlines()
+                return f"{part}: exit {child.returncode}: {lines[-1] if lines else 'no output'}"
+        os.unlink(os.path.join(tmp, ".lock"))
+        for top, dirs, files in os.walk(tmp):  # whatever the umask: writable by no one else
+            for name in dirs:
+                os.chmod(os.path.join(top, name), 0o755)
+            for name in files:
+                os.chmod(os.path.join(top, name), 0o644)
+        os.chmod(tmp, 0o755)
+        old = dest + ".old"
+        if os.path.isdir(dest):
+            os.replace(dest, old)
+        os.replace(tmp, dest)
+        shutil.rmtree(old, ignore_errors=True)
+        return ""
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        for child in children:  # the others, when one failed
+            if child.poll() is None:
+                child.kill()
+            child.communicate()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+setup(cmdclass={"build_py": BuildWithKernels})
