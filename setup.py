@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from setuptools import setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 # Run in children, one per part (3 of them on 2 cores take about half the time of one):
@@ -54,7 +55,7 @@ class BuildWithKernels(build_py):
         if os.environ.get("FASTCAL_SHIPPED_KERNELS") == "0":
             return
         src = os.path.dirname(os.path.abspath(__file__))
-        root = src if self.editable_mode else self.build_lib  # the sources the package will run
+        root = os.path.abspath(src if self.editable_mode else self.build_lib)  # the sources the package runs
         dest = os.path.join(root, "fastcal", "_kernels", "_shipped")
         t0 = time.perf_counter()
         why = ship(root, dest)
@@ -105,4 +106,15 @@ def ship(root, dest):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-setup(cmdclass={"build_py": BuildWithKernels})
+class WheelWithKernels(bdist_wheel):
+    """A wheel that holds shipped kernels is tagged for this Python and platform (it holds
+    their machine code); without them it is pure Python, as before."""
+
+    def run(self):
+        self.run_command("build")  # run once: bdist_wheel's own call to it is then a no-op
+        lib = self.get_finalized_command("build_py").build_lib
+        self.root_is_pure = not os.path.isdir(os.path.join(lib, "fastcal", "_kernels", "_shipped"))
+        super().run()
+
+
+setup(cmdclass={"build_py": BuildWithKernels, "bdist_wheel": WheelWithKernels})

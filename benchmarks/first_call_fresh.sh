@@ -21,7 +21,7 @@ secs() { local t0=$SECONDS; "$@" >"$work/last.log" 2>&1 || { tail -5 "$work/last
 echo "checkout: $(git -C "$repo" rev-parse --short HEAD); work: $work"
 "$py" -m venv "$work/venv-a"
 "$work/venv-a/bin/pip" -q install --upgrade pip >/dev/null
-echo "install a (pip install .): $(secs "$work/venv-a/bin/pip" install "$repo") s"
+echo "install a (pip install .): $(secs "$work/venv-a/bin/pip" install -v "$repo") s"
 grep -h "fastcal: " "$work/last.log" || true
 
 "$py" -m venv "$work/venv-b"
@@ -29,7 +29,9 @@ grep -h "fastcal: " "$work/last.log" || true
 mkdir -p "$work/wheels" "$work/elsewhere"
 cp -r "$repo" "$work/elsewhere/src"
 rm -rf "$work/elsewhere/src/.venv" "$work/elsewhere/src/fastcal/_kernels/_shipped" "$work/elsewhere/src/build"
-echo "wheel built elsewhere: $(secs "$work/venv-b/bin/pip" wheel --no-deps -w "$work/wheels" "$work/elsewhere/src") s"
+echo "wheel built elsewhere: $(secs "$work/venv-b/bin/pip" wheel -v --no-deps -w "$work/wheels" "$work/elsewhere/src") s"
+grep -h "fastcal: " "$work/last.log" || true
+ls "$work/wheels"
 rm -rf "$work/elsewhere"
 echo "install b (that wheel): $(secs "$work/venv-b/bin/pip" install "$work"/wheels/fastcal-*.whl) s"
 
