@@ -1,13 +1,14 @@
 """The build step that ships compiled kernels (everything else is in pyproject.toml).
 
 ``build_py`` (run by ``pip install .``, by a wheel build, and by the editable install of
-``make``) compiles the kernels of the common calls once, for a baseline x86-64 CPU, into
-``fastcal/_kernels/_shipped/`` of the package it builds, so that the first call after an
-install loads them instead of compiling (see fastcal/_kernels/_shipped.py). When that
-cannot be done (another CPU family, a host without the baseline's features, a failure of
-the compile), the package is built without them and compiles at first call, as before:
-it says so on the build's output, and nothing else changes. ``FASTCAL_SHIPPED_KERNELS=0``
-at build time skips the step.
+``make``) compiles the kernels of the common calls once into ``fastcal/_kernels/_shipped/``
+of the package it builds, so that the first call after an install loads them instead of
+compiling (see fastcal/_kernels/_shipped.py). They are compiled for the build machine's
+CPU; ``FASTCAL_SHIP_CPU=x86-64-v3`` (or ``x86-64-v4``) names a baseline instead, for a
+wheel meant for other machines. When that cannot be done (another CPU family, a baseline
+the build machine cannot run, a failure of the compile), the package is built without
+them and compiles at first call, as before: it says so on the build's output, and
+nothing else changes. ``FASTCAL_SHIPPED_KERNELS=0`` at build time skips the step.
 """
 
 import os
@@ -22,16 +23,21 @@ from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
 # Run in children, one per part (3 of them on 2 cores take about half the time of one):
-# each child's Numba compiles for the baseline CPU (NUMBA_CPU_NAME), and every kernel
+# each child's Numba compiles for the build's target CPU, and every kernel
 # it compiles is written to the folder FASTCAL_SHIP_KERNELS_TO names (under a lock:
 # fastcal._kernels._shipped.Writer). The first part writes the manifest.
 PARTS = ("binary", "classes", "tracking")
 CHILD = """
 import contextlib, os, sys
 from fastcal._kernels import _shipped
-missing = _shipped.host_lacks()
-if missing:
-    print(missing)
+name, features = _shipped.build_target()
+uses = _shipped.requires(name, features)
+if uses is None:
+    print(f"the CPU features of {name} are unknown; name one of {', '.join(_shipped.BASELINES)}")
+    raise SystemExit(3)
+missing = _shipped.host_lacks(uses)
+if missing:  # the children run the kernels they compile
+    print(f"{missing}, which code for {name} uses")
     raise SystemExit(3)
 part = sys.argv[2]
 if part == "tracking":
@@ -71,8 +77,10 @@ def ship(root, dest):
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return f"shipped kernels are built for x86-64, this is {platform.machine()}"
     tmp = tempfile.mkdtemp(prefix="._shipped-", dir=os.path.dirname(dest))
-    env = dict(os.environ, FASTCAL_SHIP_KERNELS_TO=tmp, NUMBA_CPU_NAME="x86-64-v3", NUMBA_CPU_FEATURES="",
+    env = dict(os.environ, FASTCAL_SHIP_KERNELS_TO=tmp,
                PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    if os.environ.get("FASTCAL_SHIP_CPU"):  # a portable build: a baseline CPU, not this one
+        env.update(NUMBA_CPU_NAME=os.environ["FASTCAL_SHIP_CPU"], NUMBA_CPU_FEATURES="")
     env.pop("NUMBA_DISABLE_JIT", None)
     children = []
     try:

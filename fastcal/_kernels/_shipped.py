@@ -2,11 +2,21 @@
 
 The package's build step (``setup.py``: the wheel that ``pip install .`` builds, and
 the editable install of ``make``) runs :func:`fastcal.warmup.warmup` and tracking's
-default comparison once, in a child process whose Numba compiles for a baseline CPU,
-:data:`BASELINE` (x86-64-v3: AVX2, FMA, BMI2; Intel since 2013, AMD since 2015). Each
-kernel it compiles is written to ``fastcal/_kernels/_shipped/<module folder>/``, in the
-checked file format of :mod:`fastcal._kernels._cache` (magic bytes, digest, body),
-and a manifest (JSON, never unpickled) names the versions and the target.
+default comparison once, in child processes whose Numba compiles for the build's
+target CPU. Each kernel they compile is written to
+``fastcal/_kernels/_shipped/<module folder>/``, in the checked file format of
+:mod:`fastcal._kernels._cache` (magic bytes, digest, body), and a manifest (JSON,
+never unpickled) names the versions, the target and the CPU features its code uses.
+
+The target: by default the build machine's own CPU, with its features, which is what
+Numba would compile for at the first call there (``pip install .`` and ``make`` build
+where they install: the same code, the same speed, the same bits). For a wheel meant
+for other machines, ``FASTCAL_SHIP_CPU=x86-64-v3`` at build time names a baseline
+instead (:data:`BASELINES`: x86-64-v3, AVX2 and FMA, Intel since 2013 and AMD since
+2015; x86-64-v4, AVX-512). Code for a baseline is slower where the CPU has more: on
+an AVX-512 CPU the binary report ran 1.6-1.9x slower compiled for x86-64-v3 than for
+the host (int64 / float64 conversions are vectorised only with AVX-512DQ), so a
+machine that gets a baseline wheel runs ``fastcal warmup`` once to compile its own.
 
 A process that meets a kernel signature its own cache does not hold loads the shipped
 one, when all of these hold (else it compiles, as without shipped kernels):
@@ -15,8 +25,8 @@ one, when all of these hold (else it compiles, as without shipped kernels):
 - the manifest's Python, Numba, llvmlite and NumPy versions, target triple,
   ``NUMBA_OPT`` and ``NUMBA_BOUNDSCHECK`` are this process's;
 - this process compiles for the host CPU (``NUMBA_CPU_NAME`` and
-  ``NUMBA_CPU_FEATURES`` unset) and the host has every feature of the baseline, so
-  an older CPU never runs code it cannot (it compiles for itself instead);
+  ``NUMBA_CPU_FEATURES`` unset) and the host has every CPU feature the shipped code
+  uses, so an older CPU never runs code it cannot (it compiles for itself instead);
 - the folder and the files are owned by you or by root (a package that root
   installed) and writable by no one else: a shipped kernel is code, trusted as the
   cache is (:mod:`fastcal._kernels._trust`), and each file's digest is checked
@@ -24,8 +34,8 @@ one, when all of these hold (else it compiles, as without shipped kernels):
 - the kernel's stamp, a digest of its sources, is the installed sources' (in an
   editable install, an edited kernel module is compiled, not loaded stale).
 
-Host-tuned code: the user's own cache is looked up first, so ``fastcal warmup``
-(which compiles without the shipped kernels) puts code tuned to this CPU in front.
+Your own cache is looked up first, so ``fastcal warmup`` (which compiles past the
+shipped kernels) puts code tuned to this CPU in front.
 """
 
 import contextlib
@@ -42,12 +52,13 @@ import numpy as np
 
 from fastcal._kernels import _trust
 
-__all__ = ["BASELINE", "DIR", "ENV", "disabled", "finish", "host_lacks", "load", "status", "writer_for"]
+__all__ = ["BASELINES", "DIR", "ENV", "build_target", "disabled", "finish", "host_lacks", "load", "requires", "status",
+           "writer_for"]
 
-#: The CPU the shipped kernels are compiled for, and the LLVM features it needs of the host.
-BASELINE = "x86-64-v3"
-_BASELINE_FEATURES = ("avx", "avx2", "bmi", "bmi2", "cx16", "f16c", "fma", "lzcnt", "movbe", "popcnt",
-                      "sahf", "sse3", "sse4.1", "sse4.2", "ssse3", "xsave")
+_V3 = ("avx", "avx2", "bmi", "bmi2", "cx16", "f16c", "fma", "lzcnt", "movbe", "popcnt", "sahf", "sse3",
+       "sse4.1", "sse4.2", "ssse3", "xsave")
+#: Baseline CPUs a portable build may name (``FASTCAL_SHIP_CPU``), and the LLVM features their code uses.
+BASELINES = {"x86-64-v3": _V3, "x86-64-v4": (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")}
 #: Where the shipped kernels live in the installed package.
 DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shipped")
 #: ``0`` turns the shipped kernels off; the build step sets :data:`SHIP_TO` in its child.
@@ -65,22 +76,32 @@ def _versions():
             "opt": str(config.OPT), "boundscheck": str(config.BOUNDSCHECK)}
 
 
-def host_lacks():
-    """What the host CPU lacks of the baseline ('' when it has it all): it could not run the code."""
+def requires(cpu_name, features):
+    """The CPU features code compiled for ``cpu_name`` with ``features`` uses; None when unknown.
+
+    An explicit feature string (the host's, as Numba passes it) lists them (``+avx2,...``);
+    without one, a baseline's are those of :data:`BASELINES`.
+    """
+    if features:
+        return sorted(f[1:] for f in features.split(",") if f.startswith("+"))
+    return list(BASELINES[cpu_name]) if cpu_name in BASELINES else None
+
+
+def host_lacks(features):
+    """Which of ``features`` the host CPU lacks ('' when none): it could not run that code."""
     from llvmlite import binding as ll
     try:
         have = ll.get_host_cpu_features()
     except RuntimeError as exc:
         return f"the host CPU's features are unknown ({exc})"
-    missing = [f for f in _BASELINE_FEATURES if not have.get(f, False)]
-    return f"the host CPU lacks {', '.join(missing)} of {BASELINE}" if missing else ""
+    missing = [f for f in features if not have.get(f, False)]
+    return f"the host CPU lacks {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}" if missing else ""
 
 
-def _host_problem():
-    """Why this process cannot run baseline code; '' when it can."""
-    if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
-        return "NUMBA_CPU_NAME or NUMBA_CPU_FEATURES is set: compiling for that CPU"
-    return host_lacks()
+def build_target():
+    """(cpu name, features) this process compiles for: Numba's settings, else the host's."""
+    codegen = numba.core.registry.cpu_target.target_context.codegen()
+    return codegen.magic_tuple()[1:]
 
 
 @functools.cache
@@ -109,9 +130,11 @@ def _manifest():
     from llvmlite import binding as ll
     if man.get("triple") != ll.get_process_triple():
         return None, f"built for {man.get('triple')}, this is {ll.get_process_triple()}"
-    why = _host_problem()
+    if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
+        return None, "NUMBA_CPU_NAME or NUMBA_CPU_FEATURES is set: compiling for that CPU"
+    why = host_lacks(man.get("requires", ["(unknown)"]))
     if why:
-        return None, why
+        return None, f"{why}, which the shipped kernels (compiled for {man['cpu_name']}) use"
     return (man["triple"], man["cpu_name"], man["cpu_features"]), ""
 
 
@@ -217,9 +240,9 @@ def finish(root, sources):
     codegen = numba.core.registry.cpu_target.target_context.codegen()
     triple, cpu_name, features = codegen.magic_tuple()
     man = dict(_versions(), triple=ll.get_process_triple(), cpu_name=cpu_name, cpu_features=features,
-               sources=sources)
-    if triple != man["triple"] or cpu_name != BASELINE:
-        msg = f"shipped kernels must be compiled for {BASELINE} on {man['triple']}, not {cpu_name} on {triple}"
+               requires=requires(cpu_name, features), sources=sources)
+    if triple != man["triple"] or man["requires"] is None:
+        msg = f"cannot ship kernels compiled for {cpu_name} on {triple} (CPU features unknown)"
         raise RuntimeError(msg)
     with open(os.path.join(root, _MANIFEST), "w") as f:
         json.dump(man, f, indent=1, sort_keys=True)

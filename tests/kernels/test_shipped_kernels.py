@@ -168,11 +168,20 @@ def _edited_kernel(shipped):
     return "fastcal/_kernels changed since the build"
 
 
+def _a_cpu_feature_this_host_lacks(shipped):
+    # as a wheel built on a newer CPU, installed on an older one
+    man = json.loads((shipped / "manifest.json").read_text())
+    man["requires"] = [*man["requires"], "avx10.9-not-a-cpu"]
+    (shipped / "manifest.json").write_text(json.dumps(man))
+    return "the host CPU lacks avx10.9-not-a-cpu, which the shipped kernels"
+
+
 def _turned_off(shipped):
     return None
 
 
-@pytest.mark.parametrize("change", [_another_numba, _group_writable, _edited_kernel, _turned_off])
+@pytest.mark.parametrize("change", [_another_numba, _group_writable, _edited_kernel, _a_cpu_feature_this_host_lacks,
+                                    _turned_off])
 def test_shipped_kernels_that_do_not_fit_are_compiled_instead(package, tmp_path, change):
     shipped, env = package
     why = change(shipped)
@@ -219,3 +228,13 @@ def test_a_build_step_that_fails_leaves_no_shipped_folder(monkeypatch, tmp_path)
     assert why == "binary: exit 1: ImportError: planted"
     assert not dest.exists()
     assert list(dest.parent.iterdir()) == []  # no half-written folder left beside it
+
+
+def test_a_build_for_a_cpu_of_unknown_features_ships_nothing(monkeypatch, tmp_path):
+    setup = _setup_module(monkeypatch)
+    monkeypatch.setenv("FASTCAL_SHIP_CPU", "pentium-m")
+    dest = tmp_path / "fastcal" / "_kernels" / "_shipped"
+    dest.parent.mkdir(parents=True)
+    why = setup.ship(str(ROOT), str(dest))
+    assert why == "binary: exit 3: the CPU features of pentium-m are unknown; name one of x86-64-v3, x86-64-v4"
+    assert not dest.exists() and list(dest.parent.iterdir()) == []
