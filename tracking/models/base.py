@@ -163,10 +163,18 @@ class SensorModel:
         x = np.ascontiguousarray(x, dtype=np.float64)
         n = x.shape[-1]
         out = np.empty((self.ndim, n))
-        H = self.H_jit
-        _k.jacobian_h(bounds_checked(self.h_jit), bounds_checked(H) if H is not None else _k.no_jacobian_h,
-                      H is not None, x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64), out,
-                      self._reads(n), self._angle_flags())
+        H, x0, params = self.H_jit, x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64)
+        if H is not None:
+            # called directly, as MotionModel.jacobian calls F_jit: its own cached kernel, where
+            # jacobian_h (a kernel taking functions, which Numba cannot cache) compiles in every
+            # process (about 1-2.5 s for each sensor, measured). A sensor that reads only
+            # ``reads`` has zero elsewhere, whatever H wrote there (as jacobian_h does).
+            out[:, :] = 0.0
+            bounds_checked(H)(x0, params, out)
+            out[:, [j for j in range(n) if j not in self._reads(n)]] = 0.0
+        else:
+            _k.jacobian_h(bounds_checked(self.h_jit), _k.no_jacobian_h, False, x0, params, out,
+                          self._reads(n), self._angle_flags())
         return out
 
     def residual(self, a, b):
