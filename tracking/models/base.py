@@ -82,6 +82,15 @@ def _rows(x, n, name="x"):
     return np.ascontiguousarray(x.reshape(-1, n)), x.shape[:-1]
 
 
+# Up to this many states, transition() and h() call the model function once a state from
+# Python (its own kernel: cached for tracking's models, compiled once a process for a
+# user's, as the probe compiles it anyway); beyond, map_f / map_h loop in one compiled call.
+# Those take the function as an argument, which Numba cannot cache: they compile in every
+# process (about 0.3-2 s a model function, measured), worth it only for many states
+# (a direct call costs a few microseconds).
+_DIRECT_ROWS = 1000
+
+
 class MotionModel:
     """Base class: numpy methods of a motion model from its compiled functions.
 
@@ -104,7 +113,12 @@ class MotionModel:
         """``f(x, dt)`` for states shaped (..., n), through the compiled ``f_jit``."""
         X, lead = _rows(x, self.ndim)
         out = np.empty_like(X)
-        _k.map_f(bounds_checked(self.f_jit), X, float(self.dt), np.asarray(self.params, dtype=np.float64), out)
+        f, dt, params = bounds_checked(self.f_jit), float(self.dt), np.asarray(self.params, dtype=np.float64)
+        if X.shape[0] <= _DIRECT_ROWS:
+            for i in range(X.shape[0]):
+                f(X[i], dt, params, out[i])
+        else:
+            _k.map_f(f, X, dt, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -155,7 +169,12 @@ class SensorModel:
         n = x.shape[-1] if x.ndim else 0
         X, lead = _rows(x, n)
         out = np.empty((X.shape[0], self.ndim))
-        _k.map_h(bounds_checked(self.h_jit), X, np.asarray(self.params, dtype=np.float64), out)
+        h, params = bounds_checked(self.h_jit), np.asarray(self.params, dtype=np.float64)
+        if X.shape[0] <= _DIRECT_ROWS:
+            for i in range(X.shape[0]):
+                h(X[i], params, out[i])
+        else:
+            _k.map_h(h, X, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
