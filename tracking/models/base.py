@@ -82,13 +82,31 @@ def _rows(x, n, name="x"):
     return np.ascontiguousarray(x.reshape(-1, n)), x.shape[:-1]
 
 
-# Up to this many states, transition() and h() call the model function once a state from
-# Python (its own kernel: cached for tracking's models, compiled once a process for a
-# user's, as the probe compiles it anyway); beyond, map_f / map_h loop in one compiled call.
-# Those take the function as an argument, which Numba cannot cache: they compile in every
-# process (about 0.3-2 s a model function, measured), worth it only for many states
-# (a direct call costs a few microseconds).
-_DIRECT_ROWS = 1000
+# Up to this many states, a model function is applied from Python, one call a state (its
+# own kernel: cached for tracking's models, compiled once a process for a user's, as the
+# probe compiles it anyway); beyond, map_f / map_h loop in one compiled call. Those take
+# the function as an argument, which Numba cannot cache: they compile in every process
+# (about 0.3-2 s a model function, measured), while a direct call costs about 2 us, so
+# they pay only past a few hundred thousand states.
+_DIRECT_ROWS = 100_000
+
+
+def apply_f(f, X, dt, params, out):
+    """``out[i] = f(X[i], dt)`` for the rows of C-contiguous ``X`` (see ``_DIRECT_ROWS``)."""
+    if X.shape[0] > _DIRECT_ROWS:
+        _k.map_f(f, X, dt, params, out)
+        return
+    for i in range(X.shape[0]):
+        f(X[i], dt, params, out[i])
+
+
+def apply_h(h, X, params, out):
+    """``out[i] = h(X[i])`` for the rows of C-contiguous ``X`` (see ``_DIRECT_ROWS``)."""
+    if X.shape[0] > _DIRECT_ROWS:
+        _k.map_h(h, X, params, out)
+        return
+    for i in range(X.shape[0]):
+        h(X[i], params, out[i])
 
 
 class MotionModel:
@@ -114,11 +132,7 @@ class MotionModel:
         X, lead = _rows(x, self.ndim)
         out = np.empty_like(X)
         f, dt, params = bounds_checked(self.f_jit), float(self.dt), np.asarray(self.params, dtype=np.float64)
-        if X.shape[0] <= _DIRECT_ROWS:
-            for i in range(X.shape[0]):
-                f(X[i], dt, params, out[i])
-        else:
-            _k.map_f(f, X, dt, params, out)
+        apply_f(f, X, dt, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -170,11 +184,7 @@ class SensorModel:
         X, lead = _rows(x, n)
         out = np.empty((X.shape[0], self.ndim))
         h, params = bounds_checked(self.h_jit), np.asarray(self.params, dtype=np.float64)
-        if X.shape[0] <= _DIRECT_ROWS:
-            for i in range(X.shape[0]):
-                h(X[i], params, out[i])
-        else:
-            _k.map_h(h, X, params, out)
+        apply_h(h, X, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
