@@ -82,6 +82,33 @@ def _rows(x, n, name="x"):
     return np.ascontiguousarray(x.reshape(-1, n)), x.shape[:-1]
 
 
+# Up to this many states, a model function is applied from Python, one call a state (its
+# own kernel: cached for tracking's models, compiled once a process for a user's, as the
+# probe compiles it anyway); beyond, map_f / map_h loop in one compiled call. Those take
+# the function as an argument, which Numba cannot cache: they compile in every process
+# (about 0.3-2 s a model function, measured), while a direct call costs about 2 us, so
+# they pay only past a few hundred thousand states.
+_DIRECT_ROWS = 100_000
+
+
+def apply_f(f, X, dt, params, out):
+    """``out[i] = f(X[i], dt)`` for the rows of C-contiguous ``X`` (see ``_DIRECT_ROWS``)."""
+    if X.shape[0] > _DIRECT_ROWS:
+        _k.map_f(f, X, dt, params, out)
+        return
+    for i in range(X.shape[0]):
+        f(X[i], dt, params, out[i])
+
+
+def apply_h(h, X, params, out):
+    """``out[i] = h(X[i])`` for the rows of C-contiguous ``X`` (see ``_DIRECT_ROWS``)."""
+    if X.shape[0] > _DIRECT_ROWS:
+        _k.map_h(h, X, params, out)
+        return
+    for i in range(X.shape[0]):
+        h(X[i], params, out[i])
+
+
 class MotionModel:
     """Base class: numpy methods of a motion model from its compiled functions.
 
@@ -104,7 +131,8 @@ class MotionModel:
         """``f(x, dt)`` for states shaped (..., n), through the compiled ``f_jit``."""
         X, lead = _rows(x, self.ndim)
         out = np.empty_like(X)
-        _k.map_f(bounds_checked(self.f_jit), X, float(self.dt), np.asarray(self.params, dtype=np.float64), out)
+        f, dt, params = bounds_checked(self.f_jit), float(self.dt), np.asarray(self.params, dtype=np.float64)
+        apply_f(f, X, dt, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -155,7 +183,8 @@ class SensorModel:
         n = x.shape[-1] if x.ndim else 0
         X, lead = _rows(x, n)
         out = np.empty((X.shape[0], self.ndim))
-        _k.map_h(bounds_checked(self.h_jit), X, np.asarray(self.params, dtype=np.float64), out)
+        h, params = bounds_checked(self.h_jit), np.asarray(self.params, dtype=np.float64)
+        apply_h(h, X, params, out)
         return out.reshape(lead + (self.ndim,))
 
     def jacobian(self, x):
@@ -163,10 +192,18 @@ class SensorModel:
         x = np.ascontiguousarray(x, dtype=np.float64)
         n = x.shape[-1]
         out = np.empty((self.ndim, n))
-        H = self.H_jit
-        _k.jacobian_h(bounds_checked(self.h_jit), bounds_checked(H) if H is not None else _k.no_jacobian_h,
-                      H is not None, x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64), out,
-                      self._reads(n), self._angle_flags())
+        H, x0, params = self.H_jit, x.reshape(n).copy(), np.asarray(self.params, dtype=np.float64)
+        if H is not None:
+            # called directly, as MotionModel.jacobian calls F_jit: its own cached kernel, where
+            # jacobian_h (a kernel taking functions, which Numba cannot cache) compiles in every
+            # process (about 1-2.5 s for each sensor, measured). A sensor that reads only
+            # ``reads`` has zero elsewhere, whatever H wrote there (as jacobian_h does).
+            out[:, :] = 0.0
+            bounds_checked(H)(x0, params, out)
+            out[:, [j for j in range(n) if j not in self._reads(n)]] = 0.0
+        else:
+            _k.jacobian_h(bounds_checked(self.h_jit), _k.no_jacobian_h, False, x0, params, out,
+                          self._reads(n), self._angle_flags())
         return out
 
     def residual(self, a, b):

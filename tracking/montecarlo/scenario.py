@@ -15,7 +15,6 @@ import numpy as np
 
 from fastcal.messages import show
 from tracking.filters.specs import check_spd, motion_spec, sensor_spec
-from tracking.kernels import blocks as _k
 from tracking.models import (
     ConstantVelocity,
     CoordinatedTurn,
@@ -24,6 +23,7 @@ from tracking.models import (
     RangeBearingSensor,
     wrap_angle,
 )
+from tracking.models.base import apply_f, apply_h
 
 __all__ = ["Scenario", "Simulation", "simulate", "make_scenario", "scenario_names", "SCENARIOS"]
 
@@ -288,7 +288,7 @@ def simulate(scenario=None):
 def _transition(ms, X):
     X2 = np.ascontiguousarray(X.reshape(-1, ms.n))
     out = np.empty_like(X2)
-    _k.map_f(ms.f, X2, ms.dt, ms.params, out)
+    apply_f(ms.f, X2, ms.dt, ms.params, out)
     return out.reshape(X.shape)
 
 
@@ -296,7 +296,7 @@ def _measure(ss, X):
     n = X.shape[-1]
     X2 = np.ascontiguousarray(X.reshape(-1, n))
     out = np.empty((X2.shape[0], ss.m))
-    _k.map_h(ss.h, X2, ss.params, out)
+    apply_h(ss.h, X2, ss.params, out)
     return out.reshape(X.shape[:-1] + (ss.m,))
 
 
