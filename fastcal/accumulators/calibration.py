@@ -191,7 +191,7 @@ class CalibrationAccumulator(Mergeable):
             raise ValueError(msg)
         return state  # the state's own update refuses the batch with its message
 
-    def update(self, y_true, y_prob, *, start=None, device=None):
+    def update(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
         """Add one chunk of labels and probabilities; returns self.
 
         ``start`` is the global index of the chunk's first row (default: the
@@ -204,6 +204,14 @@ class CalibrationAccumulator(Mergeable):
         same checks give the same messages (offending GPU rows are copied to
         the host only to word them).
 
+        ``sample_weight``: a weight per row (finite, >= 0, not all 0; filled
+        on the host). The first weighted chunk makes the state weighted: the
+        rows before it, and later chunks without weights, weigh 1 each, and
+        the report's metrics are weighted means (see
+        :func:`fastcal.calibration_report` and the user guide's page on
+        sample weights). Not with ``n_boot``, ``ace_buckets`` or ``smooth``
+        (refused in one line).
+
         Raises
         ------
         ValueError
@@ -215,7 +223,8 @@ class CalibrationAccumulator(Mergeable):
             labels outside [0, K) (value and row), K differing between updates.
         """
         batch = backends.resolve(y_true, y_prob, logits=self._options.logits,
-                                 multiclass=self._state.kind == "multiclass", device=device)
+                                 multiclass=self._state.kind == "multiclass", device=device,
+                                 sample_weight=sample_weight)
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):

@@ -23,6 +23,7 @@ from fastcal._kernels import logits as kl
 from fastcal._kernels import multiclass as km
 from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
+from fastcal._kernels import weighted as kw
 from fastcal.backends.layout import LAYOUTS, Dims
 from fastcal.inputs import validation as v
 
@@ -47,8 +48,47 @@ def fill(batch, spec):
     binary (counts, sums, totals, checks; with ``spec.ace_buckets`` the value
     buckets fine_counts, fine_p, filled by the same pass), K classes (counts,
     sums, totals, class_counts and class_sums when class-wise, checks), soft
-    labels (totals, checks)."""
+    labels (totals, checks). A batch with weights (``batch.w``) is filled by the
+    weighted kernels (:func:`fill_weighted`), which add the weighted sums."""
+    if batch.w is not None:
+        return fill_weighted(batch, spec)
     return _FILLS[batch.kind](batch.y, batch.p, spec)
+
+
+def fill_weighted(batch, spec):
+    """One chunk of rows with weights (``batch.w``, float64): the unweighted state
+    of its kind (every row counted once) and the weighted sums wsums, wtotals and,
+    K classes class-wise, wclass (:mod:`fastcal._kernels.weighted`). One thread:
+    the row-at-a-time kernels, apart from the unweighted fills."""
+    y, p, w = batch.y, batch.p, batch.w
+    n = p.shape[0]
+    wsums = np.zeros((spec.n_bins + 1, kw.N_WSUMS), np.float64)
+    wtotals = np.zeros(kw.N_WTOTALS, np.float64)
+    if batch.kind == "multiclass":
+        edges, uniform = spec.edges(p.dtype)
+        k = p.shape[1]
+        state = km.new_state(spec.n_bins, k, True)
+        wclass = np.zeros((k, spec.n_bins, kw.N_WCLASS), np.float64)
+        kw.fill_multiclass(p, y, w, 0, n, edges, uniform, spec.right, spec.eps, spec.logits,
+                           spec.renormalize, _config.SUM_TOL, spec.classwise, spec.with_logs,
+                           *state, wsums, wtotals, wclass)
+        out = named(MULTICLASS, state)
+        if spec.classwise:
+            out["wclass"] = wclass
+        else:
+            del out["class_counts"], out["class_sums"]
+    else:
+        logits = batch.kind == "logits"
+        edges, uniform = spec.edges(np.float64 if logits else p.dtype)
+        state = kb.new_state(spec.n_bins)
+        kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
+                          kb.CHECK_OMITTED], np.int64)
+        kw.fill_binary(p, y, w, 0, n, edges, uniform, spec.right, spec.eps, spec.with_logs,
+                       logits, kinds, *state, wsums, wtotals)
+        out = named(BINARY, state)
+    out["wsums"] = wsums
+    out["wtotals"] = wtotals
+    return out
 
 
 def fill_parts(batch, spec, row0, filled):
@@ -71,7 +111,7 @@ def fill_parts(batch, spec, row0, filled):
     if "fine_counts" not in filled:
         out.update(fill_buckets(y, x, spec))
     out.update(fill_grid(y, x, spec))
-    out.update(fill_ecce(y, x, spec))
+    out.update(fill_ecce(y, x, spec, batch.w))
     return out
 
 
@@ -119,20 +159,21 @@ def fill_grid(y, x, spec):
     return out
 
 
-def fill_ecce(y, x, spec):
+def fill_ecce(y, x, spec, w=None):
     """ECCE's value buckets (ecce_counts, ecce_sums, ecce_totals) of ranked rows
-    (invalid or omitted ones skipped; every weight 1); none when off."""
+    (invalid or omitted ones skipped), weighted by ``w`` (None: every weight 1);
+    none when off."""
     if not spec.ecce:
         return {}
     out = zeros(spec, "ecce_counts", "ecce_sums", "ecce_totals")
     rows = x.shape[0]
     n_threads = v.check_threads(spec.threads)
     state = out["ecce_counts"], out["ecce_sums"], out["ecce_totals"]
-    no_weights = np.zeros(0, np.float64)
+    weights = np.zeros(0, np.float64) if w is None else w
     if n_threads == 1 or rows < PARALLEL_MIN_ROWS:
-        kec.bucket_sums_range(x, y, no_weights, 0, rows, *state)
+        kec.bucket_sums_range(x, y, weights, 0, rows, *state)
     else:
-        kec.bucket_sums(x, y, no_weights, n_threads, *state)
+        kec.bucket_sums(x, y, weights, n_threads, *state)
     return out
 
 

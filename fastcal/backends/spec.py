@@ -25,7 +25,8 @@ class FillSpec:
     :class:`fastcal.CalibrationAccumulator`; ``n_boot``, ``ace_buckets``,
     ``smooth`` and ``ecce`` switch on the parts a checked chunk also fills
     (bootstrap replicates, ACE's value buckets, the smooth ECE grid, ECCE's
-    value buckets).
+    value buckets). ``weighted``: the state keeps the weighted sums of rows
+    with a ``sample_weight`` too (set by the first weighted batch).
 
     Examples
     --------
@@ -53,6 +54,7 @@ class FillSpec:
     ace_buckets: int = 0
     smooth: bool = False
     ecce: bool = False
+    weighted: bool = False  # the state keeps the weighted sums (wsums, wtotals, wclass)
 
     @classmethod
     def of(cls, settings, kind, computed64=False, **fields):

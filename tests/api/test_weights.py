@@ -1,0 +1,241 @@
+"""Sample weights in the binned reports: integer weights equal repeated rows, weights
+all 1 equal none, merged chunks equal one pass, the weighted Brier and NLL equal
+scikit-learn's, the ECD test with Kish's effective rows, and bad weights refused in
+one line."""
+
+import numpy as np
+import pytest
+
+import fastcal
+from fastcal.accumulators.calibration import CalibrationAccumulator
+
+SCALARS = ("ece", "esce", "mce", "ecd", "brier", "nll", "ece_l2")
+BINS = ("count", "conf", "frac_pos", "accuracy", "ece", "esce", "ecd")
+N = 400
+
+
+def _binary(seed=0, n=N):
+    rng = np.random.default_rng(seed)
+    p = rng.random(n)
+    y = (rng.random(n) < p ** 1.3).astype(np.int64)
+    return y, p
+
+
+def _classes(seed=1, n=N, k=4):
+    rng = np.random.default_rng(seed)
+    z = 2.0 * rng.normal(size=(n, k))
+    P = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    return rng.integers(0, k, n), P
+
+
+def _logits(seed=2, n=N):
+    rng = np.random.default_rng(seed)
+    z = 3.0 * rng.normal(size=n)
+    return (rng.random(n) < 1.0 / (1.0 + np.exp(-z))).astype(np.int64), z
+
+
+DATA = {"binary": (_binary, {}), "multiclass": (_classes, {}),
+        "logits": (_logits, {"logits": True})}
+
+
+def _close(got, ref, names=SCALARS, rtol=1e-12):
+    for name in names:
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=rtol, atol=0,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("kind", list(DATA))
+def test_integer_weights_equal_repeated_rows(kind):
+    make, options = DATA[kind]
+    y, p = make()
+    w = np.random.default_rng(5).integers(0, 4, y.shape[0])  # zeros too
+    got = CalibrationAccumulator(**options).update(y, p, sample_weight=w).report()
+    ref = CalibrationAccumulator(**options).update(np.repeat(y, w), np.repeat(p, w, axis=0)).report()
+    _close(got, ref)
+    # the Brier decomposition: its parts to 1e-12 of the Brier score (the within-bin
+    # terms are differences of sums of p**2, whose rounding is relative to those sums)
+    for name in ("brier_reliability", "brier_resolution", "brier_uncertainty",
+                 "brier_within_variance", "brier_within_covariance"):
+        np.testing.assert_allclose(getattr(got, name), getattr(ref, name), rtol=0,
+                                   atol=1e-12 * ref.brier, err_msg=name)
+    np.testing.assert_allclose(got.bins["weight"], ref.bins["count"], rtol=0, atol=0)
+    for col in ("conf", "frac_pos", "accuracy", "ecd"):
+        np.testing.assert_allclose(got.bins[col], ref.bins[col], rtol=1e-12, atol=0)
+    assert got.n == y.shape[0] and ref.n == w.sum() == got.weight_sum
+    assert got.bins["count"].sum() == y.shape[0]
+    if kind == "multiclass":
+        assert got.classwise_ece == pytest.approx(ref.classwise_ece, rel=1e-12, abs=0)
+        np.testing.assert_array_equal(got.classes["support"], ref.classes["support"])
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_weights_all_one_equal_no_weights_bit_for_bit(kind):
+    make, options = DATA[kind]
+    y, p = make()
+    got = fastcal.calibration_report(y, p, sample_weight=np.ones(y.shape[0], np.float32),
+                                     ci=0.9, n_boot=0)
+    ref = fastcal.calibration_report(y, p, ace=False, ci=0.9, n_boot=0)
+    for name in (*SCALARS, "ecd_z", "ecd_var", "ece_debiased"):
+        assert getattr(got, name) == getattr(ref, name), name
+    for col in BINS + ("ecd_var", "ecd_z"):
+        np.testing.assert_array_equal(got.bins[col], ref.bins[col])
+    for name in ("ecd", "brier", "nll"):
+        assert got.intervals[name] == ref.intervals[name], name
+    assert got.weighted and got.n_eff == got.weight_sum == ref.n and not ref.weighted
+
+
+def test_weighted_kernel_with_weights_one_equals_unweighted_fill():
+    """The weighted kernel itself (weights 1 and a weight 0 row, so the all-ones
+    shortcut is not taken) against the unweighted fill, to 1e-12."""
+    y, p = _binary()
+    w = np.ones(y.shape[0])
+    w[-1] = 0.0
+    got = fastcal.calibration_report(y, p, sample_weight=w)
+    ref = fastcal.calibration_report(y[:-1], p[:-1], ace=False)
+    _close(got, ref, (*SCALARS, "ecd_z", "ecd_var", "ece_debiased"))
+    assert got.n == y.shape[0] and got.n_eff == got.weight_sum == y.shape[0] - 1
+
+
+def test_merged_chunks_equal_one_pass():
+    y, p = _binary(3, 600)
+    w = np.random.default_rng(4).gamma(0.7, 2.0, y.shape[0])
+    one = CalibrationAccumulator(n_bins=12).update(y, p, sample_weight=w)
+    parts = [CalibrationAccumulator(n_bins=12).update(y[a:b], p[a:b], sample_weight=w[a:b])
+             for a, b in ((0, 150), (150, 420), (420, 600))]
+    merged = sum(parts)
+    streamed = CalibrationAccumulator(n_bins=12)
+    for a, b in ((0, 200), (200, 600)):
+        streamed.update(y[a:b], p[a:b], sample_weight=w[a:b])
+    for acc in (merged, streamed):
+        _close(acc.report(), one.report(), (*SCALARS, "ecd_z", "ece_debiased", "n_eff"))
+    # as arrays (a framework's sum reduction): the weighted sums travel too
+    rest = {k: parts[1].to_arrays()[k] + parts[2].to_arrays()[k] for k in one.to_arrays()}
+    assert {"wsums", "wtotals"} <= set(rest)
+    _close(parts[0].copy().add_arrays(rest).report(), one.report())
+
+
+def test_unweighted_rows_weigh_one_in_a_weighted_state():
+    """An unweighted chunk (or state) merged with a weighted one counts its rows at
+    weight 1, in either order."""
+    y, p = _binary(6, 300)
+    w = np.r_[np.ones(100), np.random.default_rng(7).random(200) * 2]
+    ref = CalibrationAccumulator().update(y, p, sample_weight=w).report()
+    first = CalibrationAccumulator().update(y[:100], p[:100])
+    second = CalibrationAccumulator().update(y[100:], p[100:], sample_weight=w[100:])
+    _close((first + second).report(), ref)
+    _close((second + first).report(), ref)
+    _close(first.copy().update(y[100:], p[100:], sample_weight=w[100:]).report(), ref)
+    chunked = CalibrationAccumulator().update(y[100:], p[100:], sample_weight=w[100:])
+    _close(chunked.update(y[:100], p[:100], start=0).report(), ref)
+
+
+def test_brier_and_nll_equal_scikit_learn():
+    from sklearn.metrics import brier_score_loss, log_loss
+
+    y, p = _binary(8)
+    w = np.random.default_rng(9).gamma(0.5, 2.0, y.shape[0])
+    assert fastcal.brier_score(y, p, sample_weight=w) == pytest.approx(
+        brier_score_loss(y, p, sample_weight=w), rel=1e-12, abs=0)
+    assert fastcal.log_loss(y, p, sample_weight=w) == pytest.approx(
+        log_loss(y, p, sample_weight=w), rel=1e-12, abs=0)
+    yk, P = _classes()
+    assert fastcal.log_loss(yk, P, sample_weight=w) == pytest.approx(
+        log_loss(yk, P, sample_weight=w, labels=np.arange(4)), rel=1e-12, abs=0)
+
+
+def test_weighted_means_and_kish_test_from_their_definitions():
+    """ECE, ECD and the test's z from the formulas in the docs, in NumPy."""
+    y, p = _binary(10)
+    w = np.random.default_rng(11).gamma(0.5, 2.0, y.shape[0])
+    r = fastcal.calibration_report(y, p, n_bins=5, sample_weight=w)
+    b = np.minimum((p * 5).astype(int), 4)
+    gaps = [abs(np.average(y[b == k], weights=w[b == k]) - np.average(p[b == k], weights=w[b == k]))
+            for k in range(5)]
+    mass = np.bincount(b, weights=w, minlength=5)
+    assert r.ece == pytest.approx(np.dot(mass / w.sum(), gaps), rel=1e-12, abs=0)
+    logit = np.log(p) - np.log1p(-p)
+    t, var = (p - y) * logit, p * (1 - p) * logit ** 2
+    n_eff = w.sum() ** 2 / np.sum(w * w)
+    assert r.n_eff == pytest.approx(n_eff, rel=1e-12, abs=0)
+    assert r.ecd == pytest.approx(np.sum(w * t) / w.sum(), rel=1e-12, abs=0)
+    z = np.sum(w * t) / np.sqrt(np.sum(w * var) * np.sum(w * w) / w.sum())
+    assert r.ecd_z == pytest.approx(z, rel=1e-12, abs=0)
+    k = 3
+    in_k = b == k
+    z_k = np.sum((w * t)[in_k]) / np.sqrt(np.sum((w * var)[in_k]) * np.sum(w[in_k] ** 2)
+                                          / w[in_k].sum())
+    assert r.bins["ecd_z"][k] == pytest.approx(z_k, rel=1e-12, abs=0)
+    d = r.to_dict()
+    assert d["weight_sum"] == pytest.approx(w.sum()) and d["n_eff"] == pytest.approx(n_eff)
+    assert d["bins"][k]["weight"] == pytest.approx(mass[k])
+    assert "Effective rows" in str(r) or "effective rows" in str(r)
+    assert "weight_sum" not in fastcal.calibration_report(y, p, ace=False).to_dict()
+
+
+def test_function_metrics_and_ecce_take_weights():
+    y, p = _binary(12)
+    w = np.random.default_rng(13).integers(0, 3, y.shape[0])
+    yr, pr = np.repeat(y, w), np.repeat(p, w)
+    for fn in (fastcal.ece, fastcal.esce, fastcal.mce, fastcal.ecd):
+        assert fn(y, p, sample_weight=w) == pytest.approx(fn(yr, pr), rel=1e-12, abs=1e-15)
+    assert fastcal.ece(y, p, sample_weight=w, norm="l2") == pytest.approx(
+        fastcal.ece(yr, pr, norm="l2"), rel=1e-12)
+    r = fastcal.calibration_report(y, p, sample_weight=w, metrics=("ecce",))
+    assert (r.ecce, r.ecce_sigma, r.ecce_pvalue) == tuple(fastcal.ecce(y, p, sample_weight=w))
+
+
+BAD = [
+    (lambda n: np.r_[np.ones(n - 3), -1.0, 2.0, -0.5],
+     r"^sample_weight has 2 negative values \(first at index 397: -1\.0\); weights must be "
+     r"finite and >= 0$"),
+    (lambda n: np.r_[np.ones(5), np.nan, np.ones(n - 6)],
+     r"^sample_weight has 1 NaN values \(first at index 5: nan\)"),
+    (lambda n: np.r_[np.inf, np.ones(n - 1)], r"^sample_weight has 1 infinite values \(first "
+                                              r"at index 0: inf\)"),
+    (lambda n: np.zeros(n), r"^sample_weight is 0 in all 400 rows; at least one weight must"),
+    (lambda n: np.ones(n - 1), r"^sample_weight has 399 weights; y_prob has 400 rows \(one "
+                               r"weight per row\)$"),
+    (lambda n: np.ones((n, 2)), r"^sample_weight must be 1-D with one weight per sample; got "
+                                r"shape \(400, 2\)$"),
+    (lambda n: np.array(["1"] * n), r"^sample_weight must hold numbers; got dtype <U1$"),
+]
+
+
+@pytest.mark.parametrize(("weights", "message"), BAD)
+def test_bad_weights_refused_in_one_line(weights, message):
+    y, p = _binary()
+    w = weights(y.shape[0])
+    with pytest.raises(ValueError, match=message):
+        fastcal.calibration_report(y, p, sample_weight=w)
+    acc = CalibrationAccumulator()
+    with pytest.raises(ValueError, match=message):
+        acc.update(y, p, sample_weight=w)
+    assert acc.n_rows == 0 and not acc.weighted
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (dict(ace=True), r"^sample_weight cannot be combined with ace=True: ACE's equal-mass bins "
+                     r"rank rows, not weights; pass ace=False$"),
+    (dict(ci=0.9), r"^sample_weight cannot be combined with ci with n_boot=200: the bootstrap "),
+    (dict(strategy="quantile"), r"^sample_weight cannot be combined with strategy='quantile'"),
+    (dict(smooth=True), r"^sample_weight cannot be combined with smooth ECE"),
+    (dict(metrics=("ece_sweep",)), r"^sample_weight cannot be combined with metrics "
+                                   r"'ece_sweep'"),
+])
+def test_measures_without_weights_refused(options, message):
+    y, p = _binary()
+    with pytest.raises(ValueError, match=message):
+        fastcal.calibration_report(y, p, sample_weight=np.ones(y.shape[0]), **options)
+
+
+def test_accumulator_refuses_weights_with_unweighted_parts_and_soft_labels():
+    y, p = _binary()
+    w = np.ones(y.shape[0])
+    with pytest.raises(ValueError, match=r"^sample_weight cannot be combined with n_boot=5: "):
+        CalibrationAccumulator(n_boot=5).update(y, p, sample_weight=w)
+    t = np.column_stack([1.0 - p, p])
+    with pytest.raises(ValueError, match=r"^sample_weight: soft labels .* take no weights"):
+        CalibrationAccumulator().update(t, t, sample_weight=w)
+    with pytest.raises(ValueError, match=r"^sample_weight is 0 in all 2 rows left after "):
+        fastcal.calibration_report([0, 1, 1], [0.2, np.nan, 0.4], sample_weight=[0, 1, 0],
+                                   nan_policy="omit")
