@@ -70,9 +70,15 @@ def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
     parts = source.parts(_pair(acc))
-    w = source.weights() if getattr(source, "weighted", False) else None
-    if w is not None:
-        parts = ecce_.RowParts(parts.host, w)
+    if getattr(source, "weighted", False):
+        if not hasattr(source, "weights"):
+            msg = (f"{source.prefix}metrics 'ecce' with weighted rows is computed from arrays "
+                   "in memory (fastcal.ecce or calibration_report with sample_weight=); "
+                   "leave 'ecce' out here")
+            raise ValueError(msg)
+        w = source.weights()
+        if w is not None:
+            parts = ecce_.RowParts(parts.host, w)
     ecce, sigma, pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
     return {"ecce": ecce, "ecce_sigma": sigma, "ecce_pvalue": pvalue}, passes
 

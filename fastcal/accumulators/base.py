@@ -313,7 +313,8 @@ class Binned(Mergeable):
         (n, K) rows); returns self (see :meth:`fastcal.CalibrationAccumulator.update`)."""
         batch = backends.resolve(y_true, y_prob, logits=self.logits,
                                  multiclass=self.kind == "multiclass", device=device,
-                                 sample_weight=sample_weight)
+                                 sample_weight=sample_weight,
+                                 first_row=self.n_rows if start is None else check_start(start))
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):

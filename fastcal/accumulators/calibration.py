@@ -13,7 +13,7 @@ kind of input and takes the front door's
 """
 
 from fastcal import backends
-from fastcal.accumulators.base import Binned, Mergeable
+from fastcal.accumulators.base import Binned, Mergeable, check_start
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.settings import Settings
@@ -224,7 +224,8 @@ class CalibrationAccumulator(Mergeable):
         """
         batch = backends.resolve(y_true, y_prob, logits=self._options.logits,
                                  multiclass=self._state.kind == "multiclass", device=device,
-                                 sample_weight=sample_weight)
+                                 sample_weight=sample_weight,
+                                 first_row=self.n_rows if start is None else check_start(start))
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):

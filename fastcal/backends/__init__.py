@@ -76,7 +76,7 @@ def of(batch):
 
 
 def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device=None,
-            sample_weight=None):
+            sample_weight=None, first_row=0):
     """The validated batch of (y_true, y_prob), wherever they live; ``multiclass``
     insists on (n, K) class indices. A 2-D ``y_true`` holds soft labels (kind
     "soft"); ``soft`` True insists on them, False refuses them (a pass that
@@ -87,8 +87,8 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device
     data to the host; "cuda" fills on the GPU, streaming host data to it
     (:func:`fastcal.inputs.batch.placement` decides).
 
-    ``sample_weight``: a weight per row (see :func:`fastcal.inputs.batch.weigh`),
-    filled on the host only.
+    ``sample_weight``: a weight per row (see :func:`fastcal.inputs.batch.weigh`;
+    ``first_row`` numbers its messages), filled on the host only.
     """
     how = dict(logits=logits, multiclass=multiclass, soft=soft)
     if gate.placement(y_true, y_prob, multiclass=multiclass, soft=soft, device=device) == "cuda":
@@ -98,7 +98,7 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device
     y_prob, y_true = _host("y_prob", y_prob), _host("y_true", y_true)
     if sample_weight is not None:
         sample_weight = _host("sample_weight", sample_weight)
-    return gate.resolve(y_true, y_prob, **how, sample_weight=sample_weight)
+    return gate.resolve(y_true, y_prob, **how, sample_weight=sample_weight, first_row=first_row)
 
 
 WEIGHTS_ON_GPU = ("sample_weight: weighted rows are filled on the host; pass device='cpu' "

@@ -239,3 +239,69 @@ def test_accumulator_refuses_weights_with_unweighted_parts_and_soft_labels():
     with pytest.raises(ValueError, match=r"^sample_weight is 0 in all 2 rows left after "):
         fastcal.calibration_report([0, 1, 1], [0.2, np.nan, 0.4], sample_weight=[0, 1, 0],
                                    nan_policy="omit")
+
+
+@pytest.fixture(scope="module")
+def weighted_file(tmp_path_factory):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    y, p = _binary(14, 700)
+    w = np.random.default_rng(15).gamma(0.6, 2.0, y.shape[0])
+    w[3] = 0.0
+    path = tmp_path_factory.mktemp("weights") / "pred.parquet"
+    pq.write_table(pa.table({"p": p, "y": y, "w": w}), path, row_group_size=128)
+    return str(path), y, p, w
+
+
+def test_file_weight_column_equals_arrays(weighted_file):
+    from fastcal.files import score_file
+
+    path, y, p, w = weighted_file
+    ref = fastcal.calibration_report(y, p, sample_weight=w, ci=0.9, n_boot=0)
+    got = score_file(path, weight="w", chunk_rows=97, ci=0.9, n_boot=0)
+    _close(got, ref, (*SCALARS, "ecd_z", "ece_debiased", "n_eff", "weight_sum"))
+    for name in ("ecd", "brier", "nll"):
+        np.testing.assert_allclose(got.intervals[name], ref.intervals[name], rtol=1e-12)
+    assert got.n == ref.n == y.shape[0]
+
+
+def test_cli_weight_column(weighted_file, capsys):
+    import json
+
+    from fastcal.cli import main
+
+    path, y, p, w = weighted_file
+    ref = fastcal.calibration_report(y, p, sample_weight=w)
+    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "w", "--json",
+                 "--quiet", "--chunk-rows", "200"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    for name in ("ece", "ecd", "brier", "nll", "weight_sum", "n_eff"):
+        assert got[name] == pytest.approx(getattr(ref, name), rel=1e-12, abs=0), name
+    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'nope'" in err and "'w'" in err
+
+
+def test_bad_weight_in_a_file_named_by_file_column_and_global_row(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastcal.cli import main
+
+    w = np.ones(500)
+    w[300] = -2.0
+    path = str(tmp_path / "bad.parquet")
+    pq.write_table(pa.table({"p": np.linspace(0, 1, 500), "y": np.arange(500) % 2, "w": w}),
+                   path)
+    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "w", "--quiet",
+                 "--chunk-rows", "128"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.parquet: weight column 'w' has 1 negative values " \
+        "(first at row 300: -2.0)" in err
+    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "w", "--ci",
+                 "0.9"]) == 2
+    assert "--weight cannot be combined with --ci with --n-boot 200" in capsys.readouterr().err
+    acc = CalibrationAccumulator().update([0, 1], [0.2, 0.3])
+    with pytest.raises(ValueError, match=r"first at index 3: -1\.0"):
+        acc.update([0, 1], [0.2, 0.3], sample_weight=[1.0, -1.0])
