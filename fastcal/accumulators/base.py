@@ -238,6 +238,8 @@ class Binned(Mergeable):
         for a in self.layout:
             if a.store == "array":
                 setattr(self, a.name, a.zeros(dims))
+        if self.spec.weighted:
+            self._check_weighted("weighted=True")
 
     def _dims(self):
         return Dims.of(self.spec, self.n_classes)
@@ -354,13 +356,13 @@ class Binned(Mergeable):
                           "intervals"), ("ace_buckets", "ACE's value buckets"),
                          ("smooth", "the smooth ECE grid"))
 
-    def _check_weighted(self):
+    def _check_weighted(self, who="sample_weight"):
         """Refuse weights in a state that keeps a part they do not reach, in one line."""
         for name, what in self._UNWEIGHTED_PARTS:
             value = getattr(self, name)
             if value:
-                msg = (f"sample_weight cannot be combined with {name}={value!r}: {what} do "
-                       f"not take weights; leave {name} out (or sample_weight)")
+                msg = (f"{who} cannot be combined with {name}={value!r}: {what} do "
+                       f"not take weights; leave {name} out (or {who})")
                 raise ValueError(msg)
 
     def _weigh(self):

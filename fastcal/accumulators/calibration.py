@@ -104,6 +104,13 @@ class CalibrationAccumulator(Mergeable):
         driver reads ECCE exactly with one more pass over the few buckets
         that can hold its extremes (:func:`fastcal.ecce`,
         ``metrics=("ecce",)``).
+    weighted : bool, default False
+        Keep the weighted sums of rows with a ``sample_weight`` from the
+        start (``update(..., sample_weight=w)``; rows without weights weigh
+        1). Without it the first weighted update switches them on; with it
+        the names of :meth:`to_arrays` are fixed before any data, as a
+        framework that reduces the arrays by name needs (the torch metric's
+        ``weighted=True``).
 
     Notes
     -----
@@ -144,12 +151,12 @@ class CalibrationAccumulator(Mergeable):
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False,
-                 ecce=False):
+                 ecce=False, weighted=False):
         self._start(Settings(
             Bins(n_bins, edges, closed), nan_policy=nan_policy, eps=eps, threads=threads,
             n_boot=n_boot, seed=seed, logits=logits, renormalize=renormalize,
             n_classes=n_classes, classwise=classwise, ace_buckets=ace_buckets,
-            with_logs=with_logs, smooth=smooth, ecce=ecce))
+            with_logs=with_logs, smooth=smooth, ecce=ecce, weighted=weighted))
 
     @classmethod
     def of(cls, settings):

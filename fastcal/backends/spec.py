@@ -26,7 +26,8 @@ class FillSpec:
     ``smooth`` and ``ecce`` switch on the parts a checked chunk also fills
     (bootstrap replicates, ACE's value buckets, the smooth ECE grid, ECCE's
     value buckets). ``weighted``: the state keeps the weighted sums of rows
-    with a ``sample_weight`` too (set by the first weighted batch).
+    with a ``sample_weight`` too (from the start, or from its first weighted
+    batch).
 
     Examples
     --------
@@ -65,7 +66,7 @@ class FillSpec:
                        logits=settings.logits, renormalize=settings.renormalize,
                        classwise=settings.classwise, n_boot=settings.n_boot, seed=settings.seed,
                        ace_buckets=settings.ace_buckets, smooth=settings.smooth,
-                       ecce=settings.ecce)
+                       ecce=settings.ecce, weighted=settings.weighted)
         return cls(kind, settings.bins, bool(computed64), **{**options, **fields})
 
     @property

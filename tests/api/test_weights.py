@@ -305,3 +305,19 @@ def test_bad_weight_in_a_file_named_by_file_column_and_global_row(tmp_path, caps
     acc = CalibrationAccumulator().update([0, 1], [0.2, 0.3])
     with pytest.raises(ValueError, match=r"first at index 3: -1\.0"):
         acc.update([0, 1], [0.2, 0.3], sample_weight=[1.0, -1.0])
+
+
+def test_accumulator_weighted_from_the_start_has_fixed_arrays():
+    """weighted=True: the weighted sums are part of to_arrays before any data (what a
+    framework reducing arrays by name needs); unweighted rows weigh 1."""
+    y, p = _binary(16, 200)
+    w = np.random.default_rng(17).random(200)
+    acc = CalibrationAccumulator(weighted=True)
+    names = set(acc.to_arrays())
+    assert {"wsums", "wtotals"} <= names
+    acc.update(y[:50], p[:50]).update(y[50:], p[50:], sample_weight=w[50:])
+    assert set(acc.to_arrays()) == names
+    ref = CalibrationAccumulator().update(y, p, sample_weight=np.r_[np.ones(50), w[50:]])
+    _close(acc.report(), ref.report())
+    with pytest.raises(ValueError, match=r"^weighted=True cannot be combined with n_boot=3: "):
+        CalibrationAccumulator(weighted=True, n_boot=3)
