@@ -321,3 +321,21 @@ def test_accumulator_weighted_from_the_start_has_fixed_arrays():
     _close(acc.report(), ref.report())
     with pytest.raises(ValueError, match=r"^weighted=True cannot be combined with n_boot=3: "):
         CalibrationAccumulator(weighted=True, n_boot=3)
+
+
+def test_torch_metric_takes_weights():
+    torch = pytest.importorskip("torch")
+    from fastcal.torch import CalibrationMetric
+
+    y, p = _binary(18, 300)
+    w = np.random.default_rng(19).gamma(0.6, 2.0, 300)
+    ref = fastcal.calibration_report(y, p, sample_weight=w)
+    metric = CalibrationMetric(weighted=True)
+    for a, b in ((0, 120), (120, 300)):
+        metric.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]),
+                      torch.from_numpy(w[a:b]))
+    _close(metric.report(), ref)
+    assert float(metric.compute()) == pytest.approx(ref.ece, rel=1e-12, abs=0)
+    with pytest.raises(ValueError, match=r"^sample_weight needs the weighted sums in the "
+                                         r"metric's state: make it with CalibrationMetric"):
+        CalibrationMetric().update(torch.from_numpy(p), torch.from_numpy(y), torch.ones(300))
