@@ -339,3 +339,29 @@ def test_torch_metric_takes_weights():
     with pytest.raises(ValueError, match=r"^sample_weight needs the weighted sums in the "
                                          r"metric's state: make it with CalibrationMetric"):
         CalibrationMetric().update(torch.from_numpy(p), torch.from_numpy(y), torch.ones(300))
+
+
+def test_dask_functions_take_weights(weighted_file):
+    """Arrays, a dataframe and a Parquet dataset on Dask (its default local scheduler)
+    give the report of the arrays in memory."""
+    pytest.importorskip("distributed")
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from fastcal import distributed as fd
+
+    path, y, p, w = weighted_file
+    ref = fastcal.calibration_report(y, p, sample_weight=w)
+    names = (*SCALARS, "ecd_z", "n_eff", "weight_sum")
+    _close(fd.score_dask(da.from_array(y, chunks=150), da.from_array(p, chunks=150),
+                         sample_weight=da.from_array(w, chunks=100)), ref, names)
+    frame = dd.from_pandas(pd.DataFrame({"p": p, "y": y, "w": w}), npartitions=3)
+    _close(fd.score_dataframe(frame, weight="w"), ref, names)
+    _close(fd.score_dataset(path, weight="w", rows_per_partition=200), ref, names)
+    with pytest.raises(ValueError, match=r"^sample_weight has 1 negative values \(first at index "
+                                         r"7: -1\.0\);.* \[in chunk 0 of 5, rows 0-149\]$"):
+        bad = w.copy()
+        bad[7] = -1.0
+        fd.score_dask(da.from_array(y, chunks=150), da.from_array(p, chunks=150),
+                      sample_weight=da.from_array(bad, chunks=150))
