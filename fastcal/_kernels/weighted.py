@@ -36,10 +36,13 @@ import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH_EXACT
+from ._threads import fill_threads
 from .binary import _uniform_ok
+from .binary import new_state as new_binary_state
 from .mathfn import exp64, isnan, log64, log_pair
 from .multiclass import CHECK_BAD_Y as MC_BAD_Y
 from .multiclass import load_row, note
+from .multiclass import new_state as new_multiclass_state
 from .rows import bin_edges, bin_near_edge, bin_search, binary_terms, label_ok, log_sigmoid, note_pair, row_terms
 
 N_WSUMS = 7
@@ -204,3 +207,53 @@ def fill_multiclass(P, y, w, start, stop, edges, uniform, right, eps, logits, re
         if wi != 0.0:
             _add_weighted(wsums, b, wi, ok, ok, conf, ecd, var)
             _totals(wtotals, wi, brier, nll, ecd, sq, qy)
+
+
+def binary_state(n_bins):
+    """Zeroed binary state (``binary.new_state``) and weighted sums (wsums, wtotals)."""
+    return (*new_binary_state(n_bins), np.zeros((n_bins + 1, N_WSUMS), np.float64),
+            np.zeros(N_WTOTALS, np.float64))
+
+
+def multiclass_state(n_bins, n_classes):
+    """Zeroed K-class state (``multiclass.new_state``, class-wise) and weighted sums
+    (wsums, wtotals, wclass)."""
+    return (*new_multiclass_state(n_bins, n_classes, True),
+            np.zeros((n_bins + 1, N_WSUMS), np.float64), np.zeros(N_WTOTALS, np.float64),
+            np.zeros((n_classes, n_bins, N_WCLASS), np.float64))
+
+
+def fill_binary_threads(p, y, w, edges, uniform, right, eps, with_logs, logits, kinds,
+                        n_threads):
+    """``fill_binary`` over all rows: on one thread, or the serial kernel on each of
+    n_threads contiguous ranges with its own state, added in thread order
+    (``_threads.fill_threads``). Returns ``binary_state``'s arrays, filled."""
+    nb = edges.shape[0] - 1
+
+    def fill(start, stop, *part):
+        fill_binary(p, y, w, start, stop, edges, uniform, right, eps, with_logs, logits, kinds,
+                    *part)
+
+    return _run(p.shape[0], n_threads, lambda: binary_state(nb), fill, 3)
+
+
+def fill_multiclass_threads(P, y, w, edges, uniform, right, eps, logits, renorm, tol, classwise,
+                            with_logs, n_threads):
+    """``fill_multiclass`` over all rows, as ``fill_binary_threads``; returns
+    ``multiclass_state``'s arrays, filled."""
+    nb = edges.shape[0] - 1
+    k = P.shape[1]
+
+    def fill(start, stop, *part):
+        fill_multiclass(P, y, w, start, stop, edges, uniform, right, eps, logits, renorm, tol,
+                        classwise, with_logs, *part)
+
+    return _run(P.shape[0], n_threads, lambda: multiclass_state(nb, k), fill, 5)
+
+
+def _run(n, n_threads, new_part, fill, checks_at):
+    if n_threads == 1:
+        part = new_part()
+        fill(0, n, *part)
+        return part
+    return fill_threads(n, n_threads, new_part, fill, checks_at)

@@ -58,37 +58,30 @@ def fill(batch, spec):
 def fill_weighted(batch, spec):
     """One chunk of rows with weights (``batch.w``, float64): the unweighted state
     of its kind (every row counted once) and the weighted sums wsums, wtotals and,
-    K classes class-wise, wclass (:mod:`fastcal._kernels.weighted`). One thread:
-    the row-at-a-time kernels, apart from the unweighted fills."""
+    K classes class-wise, wclass (:mod:`fastcal._kernels.weighted`): the
+    row-at-a-time kernels, apart from the unweighted fills, in threads (each a
+    contiguous range) above the thread thresholds."""
     y, p, w = batch.y, batch.p, batch.w
     n = p.shape[0]
-    wsums = np.zeros((spec.n_bins + 1, kw.N_WSUMS), np.float64)
-    wtotals = np.zeros(kw.N_WTOTALS, np.float64)
+    n_threads = v.check_threads(spec.threads)
     if batch.kind == "multiclass":
         edges, uniform = spec.edges(p.dtype)
-        k = p.shape[1]
-        state = km.new_state(spec.n_bins, k, True)
-        wclass = np.zeros((k, spec.n_bins, kw.N_WCLASS), np.float64)
-        kw.fill_multiclass(p, y, w, 0, n, edges, uniform, spec.right, spec.eps, spec.logits,
-                           spec.renormalize, _config.SUM_TOL, spec.classwise, spec.with_logs,
-                           *state, wsums, wtotals, wclass)
-        out = named(MULTICLASS, state)
-        if spec.classwise:
-            out["wclass"] = wclass
-        else:
-            del out["class_counts"], out["class_sums"]
-    else:
-        logits = batch.kind == "logits"
-        edges, uniform = spec.edges(np.float64 if logits else p.dtype)
-        state = kb.new_state(spec.n_bins)
-        kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
-                          kb.CHECK_OMITTED], np.int64)
-        kw.fill_binary(p, y, w, 0, n, edges, uniform, spec.right, spec.eps, spec.with_logs,
-                       logits, kinds, *state, wsums, wtotals)
-        out = named(BINARY, state)
-    out["wsums"] = wsums
-    out["wtotals"] = wtotals
-    return out
+        big = n * p.shape[1] >= PARALLEL_MIN_ELEMENTS and n >= 2 * n_threads
+        state = kw.fill_multiclass_threads(
+            p, y, w, edges, uniform, spec.right, spec.eps, spec.logits, spec.renormalize,
+            _config.SUM_TOL, spec.classwise, spec.with_logs, n_threads if big else 1)
+        out = named(MULTICLASS + WEIGHTED_CLASSES, state)
+        if not spec.classwise:
+            del out["class_counts"], out["class_sums"], out["wclass"]
+        return out
+    logits = batch.kind == "logits"
+    edges, uniform = spec.edges(np.float64 if logits else p.dtype)
+    kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
+                      kb.CHECK_OMITTED], np.int64)
+    big = n >= PARALLEL_MIN_ROWS
+    state = kw.fill_binary_threads(p, y, w, edges, uniform, spec.right, spec.eps,
+                                   spec.with_logs, logits, kinds, n_threads if big else 1)
+    return named(BINARY + WEIGHTED, state)
 
 
 def fill_parts(batch, spec, row0, filled):
@@ -250,6 +243,8 @@ _FILLS = {"binary": _binary, "logits": _logits, "multiclass": _multiclass, "soft
 BINARY = ("counts", "sums", "totals", "checks")  # the binary kernels' state, in their order
 FINE = ("fine_counts", "fine_p")
 MULTICLASS = ("counts", "sums", "totals", "class_counts", "class_sums", "checks")
+WEIGHTED = ("wsums", "wtotals")  # what the weighted kernels add, in their order
+WEIGHTED_CLASSES = ("wsums", "wtotals", "wclass")
 
 
 def named(names, arrays):

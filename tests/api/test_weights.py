@@ -365,3 +365,14 @@ def test_dask_functions_take_weights(weighted_file):
         bad[7] = -1.0
         fd.score_dask(da.from_array(y, chunks=150), da.from_array(p, chunks=150),
                       sample_weight=da.from_array(bad, chunks=150))
+
+
+def test_threaded_weighted_fill_equals_one_thread():
+    from fastcal.backends.cpu import PARALLEL_MIN_ROWS
+
+    y, p = _binary(20, PARALLEL_MIN_ROWS)
+    w = np.random.default_rng(21).random(y.shape[0])
+    one = CalibrationAccumulator(threads=1).update(y, p, sample_weight=w)
+    two = CalibrationAccumulator(threads=2).update(y, p, sample_weight=w)
+    np.testing.assert_array_equal(two.counts, one.counts)
+    _close(two.report(), one.report(), (*SCALARS, "ecd_z", "n_eff", "weight_sum"))
