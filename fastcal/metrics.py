@@ -120,10 +120,11 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         effective rows (sum w)**2 / sum w**2, which the ECD test (z = sum w T
         / sqrt(sum w V x sum w**2 / sum w)), the per-bin test, the
         t-intervals and the debiased L2 error take in place of the rows (a
-        weight is not a count of independent rows). ECCE takes the weights
-        (``metrics=("ecce",)``); equal-mass bins and ACE, the bootstrap
-        intervals of ECE/ESCE/MCE, smooth ECE, ECE-sweep and TACE do not, and
-        are refused with them. Filled on the host.
+        weight is not a count of independent rows). The bootstrap intervals
+        of ECE/ESCE/MCE weigh a row by its Poisson(1) draw times w. ECCE takes
+        the weights (``metrics=("ecce",)``); equal-mass bins and ACE, smooth
+        ECE, ECE-sweep and TACE do not, and are refused with them. Filled on
+        the host.
 
     Returns
     -------

@@ -278,8 +278,8 @@ def score(source, opts):
 
 def check_weighted(opts):
     """Refuse, in one line, the options whose measures do not take weights (yet):
-    equal-mass bins and ACE (by rank, not by cumulative weight), the bootstrap
-    intervals of ECE, ESCE and MCE, smooth ECE, ECE-sweep and TACE."""
+    equal-mass bins and ACE (by rank, not by cumulative weight), smooth ECE,
+    ECE-sweep and TACE."""
     refused = []
     if opts.strategy == "quantile":
         refused.append(("strategy='quantile'", "equal-mass bins rank rows, not weights; use "
@@ -287,10 +287,6 @@ def check_weighted(opts):
     elif opts.ace:
         refused.append(("ace=True", "ACE's equal-mass bins rank rows, not weights; pass "
                         "ace=False"))
-    if opts.ci is not None and opts.n_boot > 0 and opts.strategy == "uniform":
-        refused.append((f"ci with n_boot={opts.n_boot}", "the bootstrap intervals of ECE, ESCE "
-                        "and MCE do not take weights; pass n_boot=0 for the t-intervals of "
-                        "ECD, Brier and NLL alone"))
     if opts.smooth:
         refused.append(("smooth ECE", "its grid does not take weights; leave smooth out"))
     for name in opts.metrics:

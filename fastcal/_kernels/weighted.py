@@ -20,6 +20,9 @@ weight) and, beside it, the weighted sums in float64:
     wclass[k, b]  K classes, class-wise: sums of w, of w 1[y = k] and of w p_k
                   over the rows whose p_k falls in bin b
 
+Bootstrap replicates of weighted rows (``boot_fill``): row i weighs m w_i in a
+replicate, m the Poisson(1) draw of the unweighted replicates.
+
 Columns 0-2 and 3-5 of ``wsums`` are the weighted forms of ``counts`` and
 ``sums`` column for column, so a report reads them the way it reads the
 unweighted state with W_b in place of the row count. A row of weight 0 is
@@ -36,9 +39,10 @@ import numpy as np
 
 from ._cache import njit
 from ._config import FASTMATH_EXACT
-from ._threads import fill_threads
+from ._threads import fill_threads, run_threads, thread_range
 from .binary import _uniform_ok
 from .binary import new_state as new_binary_state
+from .bootstrap import draw, poisson1, row_key, seed_key
 from .mathfn import exp64, isnan, log64, log_pair
 from .multiclass import CHECK_BAD_Y as MC_BAD_Y
 from .multiclass import load_row, note
@@ -257,3 +261,47 @@ def _run(n, n_threads, new_part, fill, checks_at):
         fill(0, n, *part)
         return part
     return fill_threads(n, n_threads, new_part, fill, checks_at)
+
+
+@njit(nogil=True, error_model="numpy", fastmath=FASTMATH_EXACT, cache=True)
+def boot_fill(x, y, w, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums):
+    """Bootstrap replicates r0..r1-1 of ranked rows (labels 0/1, values x in [0, 1];
+    NaN rows carry no weight) with weights w: in replicate r, row i weighs
+    m w_i with m = Poisson(1) the draw of the unweighted replicates
+    (``bootstrap.poisson1`` of (seed, global row row0 + i, r)), so a row's
+    multipliers do not depend on the chunking. Adds, per replicate and bin, the
+    sums of m w, of m w over positives and over correct thresholded labels
+    (``bcounts``, float64) and of m w x (``bsums``), rows in row order."""
+    nb = edges.shape[0] - 1
+    nbf = np.float64(nb)
+    skey = seed_key(seed)
+    for i in range(x.shape[0]):
+        xi = np.float64(x[i])
+        yi = np.float64(y[i])
+        wi = np.float64(w[i])
+        if not ((xi == xi) & (yi == yi)) or wi == 0.0:
+            continue
+        b = bin_edges(xi, edges, nb, nbf, uniform, right)
+        pos = yi == 1.0
+        ok = (xi > 0.5) == pos
+        key = row_key(skey, row0 + i)
+        for r in range(r0, r1):
+            mw = np.float64(poisson1(draw(key, r))) * wi
+            bcounts[r, b, 0] += mw
+            bcounts[r, b, 1] += mw if pos else 0.0
+            bcounts[r, b, 2] += mw if ok else 0.0
+            bsums[r, b] += mw * xi
+
+
+def boot_fill_threads(x, y, w, row0, edges, uniform, right, seed, n_threads, bcounts, bsums):
+    """``boot_fill`` over all replicates, each thread its own contiguous range of
+    replicates (as ``bootstrap.boot_fill_parallel``: the result does not depend
+    on the thread count)."""
+    n_rep = bcounts.shape[0]
+
+    def run(t):
+        r0, r1 = thread_range(t, n_rep, n_threads)
+        if r1 > r0:
+            boot_fill(x, y, w, row0, edges, uniform, right, seed, r0, r1, bcounts, bsums)
+
+    run_threads(n_threads, run)

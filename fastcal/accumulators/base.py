@@ -352,8 +352,7 @@ class Binned(Mergeable):
     # -- weights ---------------------------------------------------------
 
     # the parts a state keeps that rows with weights do not fill (yet): refused with them
-    _UNWEIGHTED_PARTS = (("n_boot", "the bootstrap replicates of the ECE, ESCE and MCE "
-                          "intervals"), ("ace_buckets", "ACE's value buckets"),
+    _UNWEIGHTED_PARTS = (("ace_buckets", "ACE's value buckets"),
                          ("smooth", "the smooth ECE grid"))
 
     def _check_weighted(self, who="sample_weight"):
@@ -385,6 +384,13 @@ class Binned(Mergeable):
     def weighted(self):
         """True if rows with a ``sample_weight`` were added (the report is weighted)."""
         return self.spec.weighted
+
+    def boot_state(self):
+        """The bootstrap replicates a report reads: (counts, sums), the weighted ones
+        (float sums of Poisson(1) times w) for weighted state."""
+        if self.spec.weighted:
+            return self.wboot_counts, self.wboot_sums
+        return self.boot_counts, self.boot_sums
 
     def report_state(self):
         """(counts, sums, totals, options) a report is read from: the per-bin state
@@ -481,6 +487,9 @@ def as_weighted(arrays, n_bins):
     wsums[:n_bins, 3:6] = sums[:n_bins]
     wsums[:n_bins, 6] = counts[:n_bins, 0]
     out = {"wsums": wsums, "wtotals": np.array(arrays["totals"], np.float64, copy=True)}
+    if "boot_counts" in arrays:  # replicates: Poisson(1) times a weight of 1
+        out["wboot_counts"] = np.array(arrays["boot_counts"], np.float64, copy=True)
+        out["wboot_sums"] = np.array(arrays["boot_sums"], np.float64, copy=True)
     cc, cs = arrays.get("class_counts"), arrays.get("class_sums")
     if cc is not None:
         wclass = np.zeros((*cs.shape, kw.N_WCLASS), np.float64)

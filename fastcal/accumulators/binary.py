@@ -57,7 +57,7 @@ class BinaryAccumulator(Binned):
             n_omitted=self.n_omitted, observed=observed,
             strategy="uniform" if self.edges is None else "edges", eps=self.eps, **weights)
         if ci is not None:
-            rep.with_measures(rep.interval_measures(ci, self.boot_counts, self.boot_sums))
+            rep.with_measures(rep.interval_measures(ci, *self.boot_state()))
         if self.smooth:
             rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep

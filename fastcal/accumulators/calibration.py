@@ -216,8 +216,9 @@ class CalibrationAccumulator(Mergeable):
         rows before it, and later chunks without weights, weigh 1 each, and
         the report's metrics are weighted means (see
         :func:`fastcal.calibration_report` and the user guide's page on
-        sample weights). Not with ``n_boot``, ``ace_buckets`` or ``smooth``
-        (refused in one line).
+        sample weights; bootstrap replicates weigh a row by its Poisson(1)
+        draw times w). Not with ``ace_buckets`` or ``smooth`` (refused in one
+        line).
 
         Raises
         ------

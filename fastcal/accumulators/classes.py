@@ -132,9 +132,10 @@ class MulticlassAccumulator(Binned):
             class_state=(ccounts, csums) if per_class else None, **weights)
         if ci is not None:
             # top-label state: "correct" (column 2) is the positive label (column 1)
-            boot = self.boot_counts.copy()
+            boot, boot_sums = self.boot_state()
+            boot = boot.copy()
             boot[..., 2] = boot[..., 1]
-            rep.with_measures(rep.interval_measures(ci, boot, self.boot_sums))
+            rep.with_measures(rep.interval_measures(ci, boot, boot_sums))
         if self.smooth:
             rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep

@@ -8,6 +8,7 @@ validated arrays and are what the GPU backend's fills are tested against.
 Every thread threshold of the CPU fills is here.
 """
 
+import dataclasses
 import weakref
 
 import numba
@@ -100,7 +101,10 @@ def fill_parts(batch, spec, row0, filled):
         _keep_ranked(batch, pair, (y, x))
     else:
         x = p
-    out = fill_replicates(y, x, row0, spec, p.dtype)
+    if batch.w is None:
+        out = fill_replicates(y, x, row0, spec, p.dtype)
+    else:
+        out = fill_weighted_replicates(y, x, batch.w, row0, spec, p.dtype)
     if "fine_counts" not in filled:
         out.update(fill_buckets(y, x, spec))
     out.update(fill_grid(y, x, spec))
@@ -124,6 +128,24 @@ def fill_replicates(y, x, row0, spec, dtype):
         kboot.boot_fill_range(*args, 0, spec.n_boot, out["boot_counts"], out["boot_sums"])
     else:
         kboot.boot_fill_parallel(*args, n_threads, out["boot_counts"], out["boot_sums"])
+    return out
+
+
+def fill_weighted_replicates(y, x, w, row0, spec, dtype):
+    """Bootstrap replicates of weighted ranked rows (wboot_counts, wboot_sums):
+    each row weighs its Poisson(1) draw times its weight (``weighted.boot_fill``);
+    none when off. The unweighted replicates are not filled for such rows."""
+    if not spec.n_boot:
+        return {}
+    out = zeros(dataclasses.replace(spec, weighted=True), "wboot_counts", "wboot_sums")
+    if x.shape[0] == 0:
+        return out
+    edges, uniform = spec.edges(dtype)
+    n_threads = v.check_threads(spec.threads)
+    if x.shape[0] * spec.n_boot < PARALLEL_MIN_DRAWS:
+        n_threads = 1
+    kw.boot_fill_threads(x, y, w, row0, edges, uniform, spec.right, spec.seed, n_threads,
+                         out["wboot_counts"], out["wboot_sums"])
     return out
 
 

@@ -178,6 +178,12 @@ WEIGHTED = (
           values="sums", inf=np.s_[:, 4], part="weighted"),
     Array("wtotals", lambda d: (kw.N_WTOTALS if d.weighted else 0,), _F64, values="sums",
           inf=np.s_[[1, 2, 4]], part="weighted"),
+    # bootstrap replicates of weighted rows (Poisson(1) times w): the sums of the
+    # multiplied weights, over positives and correct labels, and of them times p
+    Array("wboot_counts", lambda d: (d.n_boot if d.weighted else 0, d.n_bins, kb.N_COUNTS),
+          _F64, values="sums", part="weighted"),
+    Array("wboot_sums", lambda d: (d.n_boot if d.weighted else 0, d.n_bins), _F64,
+          values="sums", part="weighted"),
 )
 WCLASS = Array("wclass", lambda d: None if d.n_classes is None else (
     d.n_classes if d.classwise and d.weighted else 0, d.n_bins, kw.N_WCLASS), _F64,

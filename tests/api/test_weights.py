@@ -216,7 +216,6 @@ def test_bad_weights_refused_in_one_line(weights, message):
 @pytest.mark.parametrize(("options", "message"), [
     (dict(ace=True), r"^sample_weight cannot be combined with ace=True: ACE's equal-mass bins "
                      r"rank rows, not weights; pass ace=False$"),
-    (dict(ci=0.9), r"^sample_weight cannot be combined with ci with n_boot=200: the bootstrap "),
     (dict(strategy="quantile"), r"^sample_weight cannot be combined with strategy='quantile'"),
     (dict(smooth=True), r"^sample_weight cannot be combined with smooth ECE"),
     (dict(metrics=("ece_sweep",)), r"^sample_weight cannot be combined with metrics "
@@ -231,8 +230,8 @@ def test_measures_without_weights_refused(options, message):
 def test_accumulator_refuses_weights_with_unweighted_parts_and_soft_labels():
     y, p = _binary()
     w = np.ones(y.shape[0])
-    with pytest.raises(ValueError, match=r"^sample_weight cannot be combined with n_boot=5: "):
-        CalibrationAccumulator(n_boot=5).update(y, p, sample_weight=w)
+    with pytest.raises(ValueError, match=r"^sample_weight cannot be combined with smooth=True: "):
+        CalibrationAccumulator(smooth=True).update(y, p, sample_weight=w)
     t = np.column_stack([1.0 - p, p])
     with pytest.raises(ValueError, match=r"^sample_weight: soft labels .* take no weights"):
         CalibrationAccumulator().update(t, t, sample_weight=w)
@@ -299,9 +298,9 @@ def test_bad_weight_in_a_file_named_by_file_column_and_global_row(tmp_path, caps
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.parquet: weight column 'w' has 1 negative values " \
         "(first at row 300: -2.0)" in err
-    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "w", "--ci",
-                 "0.9"]) == 2
-    assert "--weight cannot be combined with --ci with --n-boot 200" in capsys.readouterr().err
+    assert main(["score", path, "--prob", "p", "--label", "y", "--weight", "w", "--ace"]) == 2
+    assert "--weight cannot be combined with --ace: ACE's equal-mass bins rank rows, not " \
+        "weights; drop --ace" in capsys.readouterr().err
     acc = CalibrationAccumulator().update([0, 1], [0.2, 0.3])
     with pytest.raises(ValueError, match=r"first at index 3: -1\.0"):
         acc.update([0, 1], [0.2, 0.3], sample_weight=[1.0, -1.0])
@@ -319,8 +318,9 @@ def test_accumulator_weighted_from_the_start_has_fixed_arrays():
     assert set(acc.to_arrays()) == names
     ref = CalibrationAccumulator().update(y, p, sample_weight=np.r_[np.ones(50), w[50:]])
     _close(acc.report(), ref.report())
-    with pytest.raises(ValueError, match=r"^weighted=True cannot be combined with n_boot=3: "):
-        CalibrationAccumulator(weighted=True, n_boot=3)
+    with pytest.raises(ValueError, match=r"^weighted=True cannot be combined with ace_buckets="
+                                         r"64: ACE's value buckets do not take weights"):
+        CalibrationAccumulator(weighted=True, ace_buckets=64)
 
 
 def test_torch_metric_takes_weights():
@@ -376,3 +376,31 @@ def test_threaded_weighted_fill_equals_one_thread():
     two = CalibrationAccumulator(threads=2).update(y, p, sample_weight=w)
     np.testing.assert_array_equal(two.counts, one.counts)
     _close(two.report(), one.report(), (*SCALARS, "ecd_z", "n_eff", "weight_sum"))
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_bootstrap_of_weighted_rows(kind):
+    """Poisson(1) x w: weights 1 with a last row of weight 0 (the weighted kernel) give
+    the replicates of the other rows unweighted (the same draws: a row's draw hangs on
+    its global row), and chunks with their offsets give those of one pass."""
+    make, _ = DATA[kind]
+    y, p = make(22, 300)
+    w = np.ones(300)
+    w[-1] = 0.0
+    got = CalibrationAccumulator(n_boot=40, seed=3).update(y, p, sample_weight=w)
+    ref = CalibrationAccumulator(n_boot=40, seed=3).update(y[:-1], p[:-1])
+    np.testing.assert_allclose(got.wboot_counts, ref.boot_counts, rtol=0, atol=0)
+    np.testing.assert_allclose(got.wboot_sums, ref.boot_sums, rtol=1e-12, atol=0)
+    for name in ("ece", "esce", "mce"):
+        np.testing.assert_allclose(got.report(ci=0.9).intervals[name],
+                                   ref.report(ci=0.9).intervals[name], rtol=1e-12, atol=1e-15)
+    v = np.random.default_rng(23).gamma(0.6, 2.0, 300)
+    one = CalibrationAccumulator(n_boot=40, seed=3).update(y, p, sample_weight=v)
+    parts = sum(CalibrationAccumulator(n_boot=40, seed=3).update(
+        y[a:b], p[a:b], sample_weight=v[a:b], start=a) for a, b in ((0, 110), (110, 300)))
+    np.testing.assert_allclose(parts.wboot_counts, one.wboot_counts, rtol=1e-12, atol=0)
+    for name in ("ece", "esce", "mce", "ecd", "brier"):
+        np.testing.assert_allclose(parts.report(ci=0.9).intervals[name],
+                                   one.report(ci=0.9).intervals[name], rtol=1e-12, atol=1e-15)
+    r = fastcal.calibration_report(y, p, sample_weight=v, ci=0.9, n_boot=40, seed=3)
+    assert r.intervals["ece"] == one.report(ci=0.9).intervals["ece"]
