@@ -215,7 +215,8 @@ def weigh(batch, sample_weight, first_row=0):
     gives the same state."""
     if sample_weight is None:
         return batch
-    w = v.check_sample_weight(sample_weight, batch.n, start=int(first_row))
+    w = v.check_sample_weight(sample_weight, batch.n, start=int(first_row)).view()
+    w.setflags(write=False)  # one array type for the kernels, whatever the caller passed
     batch.weighted = True
     batch.w = None if bool((w == 1.0).all()) else w
     return batch
