@@ -120,6 +120,9 @@ def _score_inputs(sc):
     sc.add_argument("--label", required=True, metavar="COL",
                     help="label column (0/1, or the class index); soft labels: K label-"
                          "distribution columns, comma-separated or a 'prefix*'")
+    sc.add_argument("--weight", metavar="COL",
+                    help="column of the rows' weights (finite, >= 0): every metric is a "
+                         "weighted mean, the tests take Kish's effective rows")
 
 
 def _score_binning(sc):

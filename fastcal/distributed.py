@@ -296,7 +296,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                transform=None, smooth=False, metrics=(), sweep=None,
-               tace_threshold=None):
+               tace_threshold=None, sample_weight=None):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -307,6 +307,9 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
         Probabilities, chunked along the rows (a chunking along K is undone).
         (n, K) arrays are passed through unchanged to
         :meth:`CalibrationAccumulator.update`.
+    sample_weight : dask.array.Array of shape (n,), optional
+        A weight per row, as in :func:`fastcal.calibration_report` (rechunked
+        as ``y_prob``).
     {options}
     Returns
     -------
@@ -349,7 +352,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     (True, 10000)
     """
     options = _driver_options(locals())
-    source = _array_source(y_true, y_prob)
+    source = _array_source(y_true, y_prob, sample_weight)
     return _run(source, (client, scheduler, workers, timeout), options)
 
 
@@ -358,7 +361,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
                     n_boot=200, seed=0, device=None, transform=None, smooth=False,
-                    metrics=(), sweep=None, tace_threshold=None):
+                    metrics=(), sweep=None, tace_threshold=None, weight=None):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -366,6 +369,9 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     df : dask.dataframe.DataFrame
         For example ``dd.read_parquet(directory)``.
     {columns}
+    weight : str, optional
+        The column of the rows' weights, as ``sample_weight`` of
+        :func:`fastcal.calibration_report`.
     {options}
     Returns
     -------
@@ -399,7 +405,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     1000
     """
     options = _driver_options(locals())
-    source = _frame_source(df, label, prob)
+    source = _frame_source(df, label, prob, weight)
     return _run(source, (client, scheduler, workers, timeout), options)
 
 
@@ -409,7 +415,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True, transform=None, smooth=False,
-                  metrics=(), sweep=None, tace_threshold=None, where=None):
+                  metrics=(), sweep=None, tace_threshold=None, where=None, weight=None):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -431,6 +437,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
     where : str or pyarrow.compute.Expression, optional
         As in :func:`fastcal.score_file`: a filter on the partition columns of
         a Hive-partitioned dataset; the other files are not read.
+    weight : str, optional
+        The column of the rows' weights, as in :func:`fastcal.score_file`.
 
     Returns
     -------
@@ -466,7 +474,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         msg = f"rows_per_partition must be a positive integer; got {show(rows_per_partition)}"
         raise ValueError(msg)
     path = where_.local(os.fspath(path))  # a file:// URL is its local path
-    source = _dataset_source(path, label, prob, rows_per_partition, verify_checksums, where)
+    source = _dataset_source(path, label, prob, rows_per_partition, verify_checksums, where,
+                             weight)
     return _run(source, (client, scheduler, workers, timeout), options,
                 provenance={"source": where_.shown(path), "format": "parquet"})
 

@@ -14,7 +14,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
                verify_checksums=True, device=None, transform=None, smooth=False,
-               metrics=(), sweep=None, tace_threshold=None, where=None):
+               metrics=(), sweep=None, tace_threshold=None, where=None, weight=None):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -78,6 +78,12 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         ``"model in ('v2', 'v3') and day >= '2024-05-01'"``) or as a pyarrow
         expression (``pyarrow.compute.field("model") == "v3"``). The other
         files are not opened.
+    weight : str, optional
+        The column of the rows' weights: the report is weighted as
+        :func:`fastcal.calibration_report` with ``sample_weight`` (the same
+        numbers as the whole columns in memory, to 1e-12). A weight that is
+        negative, NaN or infinite is refused naming the file, the column and
+        the row.
 
     Returns
     -------
@@ -140,7 +146,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       tace_threshold=tace_threshold).checked()
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums,
-                        where=where)
+                        where=where, weight=weight)
     return score(source, options)
 
 

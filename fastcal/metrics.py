@@ -11,16 +11,16 @@ from fastcal.reports.smooth import SmoothGrid, check_sigma
 from fastcal.score import ArraySource, Options, fill_arrays, score
 
 
-def _arrays(y_true, y_prob, **options):
+def _arrays(y_true, y_prob, sample_weight=None, **options):
     """(accumulator, batch) of one pass over arrays (fastcal.score.fill_arrays)."""
-    return fill_arrays(y_true, y_prob, Options(ace=False, **options))
+    return fill_arrays(y_true, y_prob, Options(ace=False, **options), sample_weight)
 
 
 def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
-                       ace=True, threads=None, ci=None, n_boot=200, seed=0, logits=False,
+                       ace=None, threads=None, ci=None, n_boot=200, seed=0, logits=False,
                        renormalize=False, device=None, smooth=False, metrics=(),
-                       sweep=None, tace_threshold=None):
+                       sweep=None, tace_threshold=None, sample_weight=None):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -50,9 +50,11 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     nan_policy : {"raise", "omit"}, default "raise"
     eps : float, optional
         Clip p to [eps, 1 - eps] inside the ECD and NLL terms.
-    ace : bool, default True
-        Also compute ACE. It needs the ranks of the data: one extra stable
-        sort, O(n log n); pass False for a strictly single-pass report.
+    ace : bool, optional
+        Also compute ACE (default: True, but False with ``sample_weight``). It
+        needs the ranks of the data: one extra stable sort, O(n log n); pass
+        False for a strictly single-pass report. ACE's equal-mass bins rank
+        rows, not weights: ``ace=True`` with ``sample_weight`` is refused.
     threads : int, optional
         Threads for the kernel (default: numba's setting).
     ci : float, optional
@@ -108,6 +110,21 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     tace_threshold : float, optional
         TACE ranks, per class, only the probabilities above this (default
         1e-3). Only with "tace" in ``metrics``: given without it, refused.
+    sample_weight : array-like of shape (n,), optional
+        A weight per row: finite, >= 0 and not all 0 (any numeric dtype;
+        float64 in the kernel). Every metric is then weighted: per bin the
+        sums of w, of w y, of w p, ... in place of the counts and sums
+        (N = sum w), so integer weights give the report of the rows repeated
+        that many times, and weights all 1 the unweighted report. ``n`` stays
+        the rows; ``report.weight_sum`` is sum w and ``report.n_eff`` Kish's
+        effective rows (sum w)**2 / sum w**2, which the ECD test (z = sum w T
+        / sqrt(sum w V x sum w**2 / sum w)), the per-bin test, the
+        t-intervals and the debiased L2 error take in place of the rows (a
+        weight is not a count of independent rows). The bootstrap intervals
+        of ECE/ESCE/MCE weigh a row by its Poisson(1) draw times w. ECCE takes
+        the weights (``metrics=("ecce",)``); equal-mass bins and ACE, smooth
+        ECE, ECE-sweep and TACE do not, and are refused with them. Filled on
+        the host.
 
     Returns
     -------
@@ -147,12 +164,14 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
     >>> r.n, round(r.ece, 3)
     (4, 0.25)
     """
+    if ace is None:
+        ace = sample_weight is None
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
                       renormalize=renormalize, device=device, smooth=smooth,
                       metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
-    return score(ArraySource(y_true, y_prob), options)
+    return score(ArraySource(y_true, y_prob, sample_weight=sample_weight), options)
 
 
 class _BinnedScalars:
@@ -172,12 +191,12 @@ class _BinnedScalars:
 
 
 def _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits=False,
-            renormalize=False):
-    acc, _ = _arrays(y_true, y_prob, n_bins=n_bins, edges=edges, closed=closed,
+            renormalize=False, sample_weight=None):
+    acc, _ = _arrays(y_true, y_prob, sample_weight, n_bins=n_bins, edges=edges, closed=closed,
                      observed=observed, nan_policy=nan_policy, threads=threads,
                      with_logs=False, logits=logits, renormalize=renormalize, classwise=False)
-    if acc.n_classes is not None:
-        return acc.report()
+    if acc.n_classes is not None or acc.weighted:
+        return acc.report(observed=observed)
     return _BinnedScalars(acc, observed)
 
 
@@ -185,13 +204,17 @@ NORMS = ("l1", "l2", "max")
 
 
 def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None, logits=False, renormalize=False, norm="l1"):
+        nan_policy="raise", threads=None, logits=False, renormalize=False, sample_weight=None,
+        norm="l1"):
     """Expected Calibration Error (eq. 5): sum_m |B_m|/n |frac_pos(B_m) - conf(B_m)|.
 
     Parameters
     ----------
     y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads, logits, renormalize
         As in :func:`calibration_report`.
+    sample_weight : array-like of shape (n,), optional
+        A weight per row, as in :func:`calibration_report`: each bin weighs
+        its sum of w, and its gap compares weighted means.
     norm : {"l1", "l2", "max"}, default "l1"
         How the bins' gaps are combined, named as torchmetrics'
         ``binary_calibration_error`` / ``multiclass_calibration_error`` name
@@ -229,12 +252,12 @@ def ece(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     """
     v.check_choice("norm", norm, NORMS)
     r = _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
-                logits, renormalize)
+                logits, renormalize, sample_weight)
     return getattr(r, {"l1": "ece", "l2": "ece_l2", "max": "mce"}[norm])
 
 
 def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-         nan_policy="raise", threads=None, logits=False, renormalize=False):
+         nan_policy="raise", threads=None, logits=False, renormalize=False, sample_weight=None):
     """Expected Signed Calibration Error (eq. 6): sum over bins of |B|/n (observed - mean p).
 
     For one probability column and ``observed="frac_pos"`` the bins cancel
@@ -244,8 +267,8 @@ def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac
     ESCE +0.098 while its ECD (+0.053) says over-confident. With
     ``observed="accuracy"``, or (n, K) input (top-label: accuracy minus
     confidence per confidence bin), the sign does read as confidence:
-    positive under-confident, negative over-confident. Options as in
-    :func:`calibration_report`.
+    positive under-confident, negative over-confident. Options (``sample_weight``
+    too) as in :func:`calibration_report`.
 
     Examples
     --------
@@ -254,15 +277,15 @@ def esce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac
     0.05
     """
     return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
-                   logits, renormalize).esce
+                   logits, renormalize, sample_weight).esce
 
 
 def mce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_pos",
-        nan_policy="raise", threads=None, logits=False, renormalize=False):
+        nan_policy="raise", threads=None, logits=False, renormalize=False, sample_weight=None):
     """Maximum Calibration Error: the largest |frac_pos - conf| over non-empty bins.
 
-    Options as in :func:`calibration_report`; (n, K) input gives the
-    top-label version.
+    Options (``sample_weight`` too) as in :func:`calibration_report`; (n, K)
+    input gives the top-label version.
 
     Examples
     --------
@@ -271,7 +294,7 @@ def mce(y_true, y_prob, *, n_bins=10, edges=None, closed="left", observed="frac_
     0.4
     """
     return _binned(y_true, y_prob, n_bins, edges, closed, observed, nan_policy, threads,
-                   logits, renormalize).mce
+                   logits, renormalize, sample_weight).mce
 
 
 def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", threads=None,
@@ -296,7 +319,7 @@ def ace(y_true, y_prob, *, n_bins=10, observed="frac_pos", nan_policy="raise", t
 
 
 def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=False,
-        renormalize=False):
+        renormalize=False, sample_weight=None):
     """Entropic Calibration Difference: binary form (eq. 15) or K classes (eq. 12).
 
     ECD = 1/n sum_i (p_i - y_i) log(p_i / (1 - p_i)). Negative means
@@ -310,6 +333,8 @@ def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=Fa
     (n, K) ``y_true`` holding label distributions (soft labels): see
     :func:`fastcal.soft.soft_ecd`. ``logits=True`` applies a sigmoid/softmax
     inside the kernel; log-probabilities then come straight from the logits.
+    ``sample_weight``: the weighted mean sum_i w_i T_i / sum_i w_i (see
+    :func:`calibration_report`).
 
     Examples
     --------
@@ -317,19 +342,21 @@ def ecd(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=Fa
     >>> fastcal.ecd([1, 0], [0.5, 0.5])
     0.0
     """
-    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
-                     logits=logits, renormalize=renormalize, classwise=False)
+    acc, _ = _arrays(y_true, y_prob, sample_weight, n_bins=1, nan_policy=nan_policy, eps=eps,
+                     threads=threads, logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().ecd
 
 
 def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=False,
-                renormalize=False):
+                renormalize=False, sample_weight=None):
     """Brier score: mean of (p - y)^2 (eq. 2).
 
     (n, K) ``y_prob``: 1/n sum_i sum_k (p_ik - 1[y_i = k])^2 (the calibration tutorial's
     ||p - y||^2). For K = 2 this is twice the binary Brier score of p_i1,
     because both columns contribute the same squared error. (n, K)
     ``y_true`` holding label distributions: sum_k (p_ik - y_ik)^2.
+    ``sample_weight``: the weighted mean, scikit-learn's
+    ``brier_score_loss(..., sample_weight=)``.
 
     Examples
     --------
@@ -337,18 +364,20 @@ def brier_score(y_true, y_prob, *, nan_policy="raise", threads=None, logits=Fals
     >>> round(fastcal.brier_score([0, 1], [0.2, 0.6]), 3)
     0.1
     """
-    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, threads=threads,
-                     logits=logits, renormalize=renormalize, classwise=False)
+    acc, _ = _arrays(y_true, y_prob, sample_weight, n_bins=1, nan_policy=nan_policy,
+                     threads=threads, logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().brier
 
 
 def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logits=False,
-             renormalize=False):
+             renormalize=False, sample_weight=None):
     """Mean negative log-likelihood, natural log: -1/n sum log p(y_i).
 
     +inf if a true label has probability 0, unless ``eps`` clips p. (n, K)
     ``y_prob``: -1/n sum_i log p_i,y_i. (n, K) ``y_true`` holding label
     distributions: the cross-entropy -1/n sum_i sum_k y_ik log p_ik.
+    ``sample_weight``: the weighted mean, scikit-learn's
+    ``log_loss(..., sample_weight=)``.
 
     Examples
     --------
@@ -356,8 +385,8 @@ def log_loss(y_true, y_prob, *, eps=None, nan_policy="raise", threads=None, logi
     >>> round(fastcal.log_loss([1, 0], [0.5, 0.5]), 4)
     0.6931
     """
-    acc, _ = _arrays(y_true, y_prob, n_bins=1, nan_policy=nan_policy, eps=eps, threads=threads,
-                     logits=logits, renormalize=renormalize, classwise=False)
+    acc, _ = _arrays(y_true, y_prob, sample_weight, n_bins=1, nan_policy=nan_policy, eps=eps,
+                     threads=threads, logits=logits, renormalize=renormalize, classwise=False)
     return acc.report().nll
 
 

@@ -70,6 +70,15 @@ def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
     parts = source.parts(_pair(acc))
+    if getattr(source, "weighted", False):
+        if not hasattr(source, "weights"):
+            msg = (f"{source.prefix}metrics 'ecce' with weighted rows is computed from arrays "
+                   "in memory (fastcal.ecce or calibration_report with sample_weight=); "
+                   "leave 'ecce' out here")
+            raise ValueError(msg)
+        w = source.weights()
+        if w is not None:
+            parts = ecce_.RowParts(parts.host, w)
     ecce, sigma, pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
     return {"ecce": ecce, "ecce_sigma": sigma, "ecce_pvalue": pvalue}, passes
 
@@ -248,17 +257,46 @@ def score(source, opts):
     >>> rep.n, rep.passes, rep.pass_steps
     (2000, 2, [('fill', 1), ('ACE', 1)])
     """
+    if getattr(source, "weighted", False):
+        check_weighted(opts)
     acc, n_rows = source.fill(opts)
     if n_rows == 0:
         raise ValueError(source.empty)
     if acc.n == 0:
         msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
+    if getattr(acc, "weighted", False) and not acc.wsums[:, 0].sum() > 0:
+        msg = (f"{source.prefix}sample_weight is 0 in all {acc.n} rows left after omitting "
+               "NaN rows; at least one weight must be > 0")
+        raise ValueError(msg)
     rep, steps = REPORTS[acc.kind](source, acc, opts)
     rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
                                 pass_steps=[(what, k) for what, k in steps if k],
                                 **source.provenance)
     return rep
+
+
+def check_weighted(opts):
+    """Refuse, in one line, the options whose measures do not take weights (yet):
+    equal-mass bins and ACE (by rank, not by cumulative weight), smooth ECE,
+    ECE-sweep and TACE."""
+    refused = []
+    if opts.strategy == "quantile":
+        refused.append(("strategy='quantile'", "equal-mass bins rank rows, not weights; use "
+                        "strategy='uniform' or edges"))
+    elif opts.ace:
+        refused.append(("ace=True", "ACE's equal-mass bins rank rows, not weights; pass "
+                        "ace=False"))
+    if opts.smooth:
+        refused.append(("smooth ECE", "its grid does not take weights; leave smooth out"))
+    for name in opts.metrics:
+        if name in ("ece_sweep", "tace"):
+            refused.append((f"metrics {name!r}", "its equal-mass passes rank rows, not "
+                            f"weights; leave {name!r} out"))
+    if refused:
+        what, why = refused[0]
+        msg = f"sample_weight cannot be combined with {what}: {why}"
+        raise ValueError(msg)
 
 
 def _binned_report(source, acc, opts):
@@ -355,14 +393,21 @@ def _pair(acc):
     return dict(logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
 
 
-def fill_arrays(y_true, y_prob, options):
+def fill_arrays(y_true, y_prob, options, sample_weight=None):
     """(accumulator, batch) of in-memory arrays after one checked pass, for
     functions that read the state directly (ece, the tests of calibration);
-    ``batch.host()`` gives the rows on the host (a copy of GPU data)."""
-    source = ArraySource(y_true, y_prob)
+    ``batch.host()`` gives the rows on the host (a copy of GPU data).
+    ``sample_weight``: a weight per row (see :func:`fastcal.calibration_report`)."""
+    source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
+    if source.weighted:
+        check_weighted(options)
     acc, n_rows = source.fill(options)
     if acc.n == 0:
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
+        raise ValueError(msg)
+    if acc.weighted and not acc.wsums[:, 0].sum() > 0:
+        msg = (f"sample_weight is 0 in all {acc.n} rows left after omitting NaN rows; at "
+               "least one weight must be > 0")
         raise ValueError(msg)
     return acc, source.batch
 

@@ -89,6 +89,10 @@ class CalibrationMetric(Metric):
         need the ranks of all the predictions, which a constant-memory state
         does not keep (``fastcal.calibration_report`` on the gathered
         predictions computes them, at O(n) memory and one sort).
+    weighted : bool, default False
+        Keep the weighted sums, for ``update(preds, target, sample_weight=w)``
+        (rows of batches without weights weigh 1); the value and report are
+        then weighted (see :func:`fastcal.calibration_report`).
     **kwargs
         torchmetrics' options (``dist_sync_on_step``, ``process_group``, ...).
 
@@ -156,7 +160,7 @@ class CalibrationMetric(Metric):
     def __init__(self, task="binary", *, num_classes=None, value="ece", logits=False, n_bins=10,
                  edges=None, closed="left", observed="frac_pos", nan_policy="raise", eps=None,
                  renormalize=False, classwise=True, ci=None, n_boot=0, seed=0, threads=None,
-                 ace=False, strategy="uniform", **kwargs):
+                 ace=False, strategy="uniform", weighted=False, **kwargs):
         super().__init__(**kwargs)
         self.task = v.check_choice("task", task, TASKS)
         if ace:
@@ -186,7 +190,8 @@ class CalibrationMetric(Metric):
         settings = Settings.of(dict(  # checks every option once
             n_bins=n_bins, edges=edges, closed=closed, nan_policy=nan_policy, eps=eps,
             threads=threads, n_boot=n_boot if self.ci is not None else 0, seed=seed,
-            logits=logits, renormalize=renormalize, classwise=classwise))
+            logits=logits, renormalize=renormalize, classwise=classwise,
+            weighted=weighted))
         if num_classes is not None:  # the state's size, before it is allocated
             settings.check_size(num_classes, f"num_classes={num_classes:,}")
         self._settings = dataclasses.replace(settings, n_classes=num_classes)
@@ -213,30 +218,35 @@ class CalibrationMetric(Metric):
 
     # -- filling ---------------------------------------------------------
 
-    def update(self, preds, target, *, start=None):
+    def update(self, preds, target, sample_weight=None, *, start=None):
         """Add a batch: ``preds`` (n,) or (n, K), ``target`` (n,).
 
-        ``start``: the global index of the batch's first row, for the
-        bootstrap weights and error messages (default: the rows this process
-        has seen since ``reset()``).
+        ``sample_weight``: a weight per row (the metric made with
+        ``weighted=True``). ``start``: the global index of the batch's first
+        row, for the bootstrap weights and error messages (default: the rows
+        this process has seen since ``reset()``).
         """
-        self._add_batch(preds, target, start)
+        self._add_batch(preds, target, start, sample_weight)
 
-    def forward(self, preds, target, *, start=None):
+    def forward(self, preds, target, sample_weight=None, *, start=None):
         """Add the batch (as ``update``) and return the batch's own value (a 0-d tensor)."""
         self._computed = None
         self._update_count += 1
-        acc = self._add_batch(preds, target, start)
+        acc = self._add_batch(preds, target, start, sample_weight)
         self._forward_cache = self._value_of(_report(acc, self.observed, self.ci))
         return self._forward_cache
 
-    def _add_batch(self, preds, target, start):
+    def _add_batch(self, preds, target, start, sample_weight=None):
         """Fill an accumulator with the batch, add its arrays to the state; returns it."""
         self._batches += 1
+        if sample_weight is not None and not self._settings.weighted:
+            msg = ("sample_weight needs the weighted sums in the metric's state: make it with "
+                   "CalibrationMetric(..., weighted=True)")
+            raise ValueError(msg)
         acc = self._accumulator()
         row0 = int(self.n_rows) if start is None else start
         try:
-            self._fill(acc, preds, target, row0)
+            self._fill(acc, preds, target, row0, sample_weight)
         except ValueError as err:
             msg = f"batch {self._batches}: {err}"
             raise ValueError(msg) from None
@@ -252,7 +262,7 @@ class CalibrationMetric(Metric):
             state += torch.from_numpy(arrays[name]).to(state.device)
         return acc
 
-    def _fill(self, acc, preds, target, row0):
+    def _fill(self, acc, preds, target, row0, sample_weight=None):
         if self.task == "binary" and getattr(preds, "ndim", 1) != 1:
             msg = (f"preds has shape {tuple(preds.shape)}, but task='binary' takes shape (n,), the "
                    "probability (or logit) of class 1; use task='multiclass' with num_classes=K "
@@ -263,7 +273,8 @@ class CalibrationMetric(Metric):
                    "of shape (n,) (0/1, or class indices); soft labels are not supported")
             raise ValueError(msg)
         # a CUDA tensor (or CuPy, Numba array) is filled on its GPU: the gate decides
-        acc.state.update(_detached(target), _detached(preds), start=row0)
+        w = None if sample_weight is None else _numpy(sample_weight)  # weights: on the host
+        acc.state.update(_detached(target), _detached(preds), start=row0, sample_weight=w)
 
     # -- merging ---------------------------------------------------------
 

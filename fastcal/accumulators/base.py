@@ -11,11 +11,13 @@ replicates for the ECE/ESCE/MCE intervals, the value buckets that ACE is
 read from and the smooth ECE grid, each switched on by an option.
 """
 
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from fastcal import backends
+from fastcal._kernels import weighted as kw
 from fastcal.accumulators import checks as ck
 from fastcal.backends.layout import EDGE_DTYPES, Dims
 from fastcal.backends.spec import FillSpec
@@ -236,6 +238,8 @@ class Binned(Mergeable):
         for a in self.layout:
             if a.store == "array":
                 setattr(self, a.name, a.zeros(dims))
+        if self.spec.weighted:
+            self._check_weighted("weighted=True")
 
     def _dims(self):
         return Dims.of(self.spec, self.n_classes)
@@ -306,11 +310,13 @@ class Binned(Mergeable):
                    "astype('float64')) so that all rows share the same bins")
             raise ValueError(msg)
 
-    def update(self, y_true, y_prob, *, start=None, device=None):
+    def update(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
         """Add one chunk of labels and predictions (K-class state: labels (n,) and
         (n, K) rows); returns self (see :meth:`fastcal.CalibrationAccumulator.update`)."""
         batch = backends.resolve(y_true, y_prob, logits=self.logits,
-                                 multiclass=self.kind == "multiclass", device=device)
+                                 multiclass=self.kind == "multiclass", device=device,
+                                 sample_weight=sample_weight,
+                                 first_row=self.n_rows if start is None else check_start(start))
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):
@@ -320,6 +326,8 @@ class Binned(Mergeable):
         invalid input."""
         self._check_batch(batch)
         row0 = self.n_rows if start is None else check_start(start)
+        if batch.weighted:
+            self._check_weighted()
         if batch.n:  # an empty chunk bins nothing: it leaves the float width open
             self._fix_dtype(batch.dtype)
         backend = backends.of(batch)
@@ -327,13 +335,83 @@ class Binned(Mergeable):
         checks = filled["checks"]
         ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
         parts = backend.fill_parts(batch, self.spec, row0, filled)
-        self._add_chunk({**filled, **parts}, batch)
+        if batch.weighted:
+            self._weigh()
+        arrays = {**filled, **parts}
+        if self.spec.weighted and "wsums" not in arrays:
+            arrays.update(as_weighted(arrays, self.n_bins))
+        self._add_chunk(arrays, batch)
         self.n_omitted += ck.omitted(self.checks, checks)
         self.n_rows += batch.n
         return self
 
     def _add_chunk(self, arrays, batch):
         """Add a checked chunk's arrays."""
+        self._add_state(arrays)
+
+    # -- weights ---------------------------------------------------------
+
+    # the parts a state keeps that rows with weights do not fill (yet): refused with them
+    _UNWEIGHTED_PARTS = (("ace_buckets", "ACE's value buckets"),
+                         ("smooth", "the smooth ECE grid"))
+
+    def _check_weighted(self, who="sample_weight"):
+        """Refuse weights in a state that keeps a part they do not reach, in one line."""
+        for name, what in self._UNWEIGHTED_PARTS:
+            value = getattr(self, name)
+            if value:
+                msg = (f"{who} cannot be combined with {name}={value!r}: {what} do "
+                       f"not take weights; leave {name} out (or {who})")
+                raise ValueError(msg)
+
+    def _weigh(self):
+        """Make this state weighted (once): its rows so far weigh 1 each, so their
+        weighted sums are the unweighted ones (:func:`as_weighted`)."""
+        if self.spec.weighted:
+            return
+        self._check_weighted()
+        now = as_weighted({a.name: getattr(self, a.name) for a in self.layout}, self.n_bins)
+        self.spec = replace(self.spec, weighted=True)
+        dims = self._dims()
+        for a in self.layout:
+            if a.part == "weighted":
+                x = a.zeros(dims)
+                if x is not None and a.name in now:
+                    x += now[a.name]
+                setattr(self, a.name, x)
+
+    @property
+    def weighted(self):
+        """True if rows with a ``sample_weight`` were added (the report is weighted)."""
+        return self.spec.weighted
+
+    def boot_state(self):
+        """The bootstrap replicates a report reads: (counts, sums), the weighted ones
+        (float sums of Poisson(1) times w) for weighted state."""
+        if self.spec.weighted:
+            return self.wboot_counts, self.wboot_sums
+        return self.boot_counts, self.boot_sums
+
+    def report_state(self):
+        """(counts, sums, totals, options) a report is read from: the per-bin state
+        of the n_bins bins, or for weighted state its weighted sums with the rows
+        (``rows``) and sums of w**2 (``w2``) per bin as the options of
+        :meth:`fastcal.reports.report.CalibrationReport.from_state`."""
+        nb = self.n_bins
+        if not self.spec.weighted:
+            return self.counts[:nb], self.sums[:nb], self.totals, {}
+        ws = self.wsums[:nb]
+        return ws[:, 0:3], ws[:, 3:6], self.wtotals, {"rows": self.counts[:nb, 0],
+                                                      "w2": ws[:, 6]}
+
+    def _add(self, other):
+        """Add ``other`` (checked compatible); a weighted state and an unweighted one
+        merge into a weighted one (the unweighted rows weigh 1)."""
+        if other.spec.weighted and not self.spec.weighted:
+            self._weigh()
+        arrays = {a.name: getattr(other, a.name) for a in self.layout}
+        if self.spec.weighted and not other.spec.weighted:
+            arrays.update(as_weighted(arrays, self.n_bins))
         self._add_state(arrays)
 
     def _check_bins(self, other):
@@ -396,6 +474,29 @@ class Binned(Mergeable):
     def smooth_grid(self):
         """The smooth ECE grid sums (mass, residuals), or None when not kept."""
         return (self.smooth_mass, self.smooth_resid) if self.smooth else None
+
+
+def as_weighted(arrays, n_bins):
+    """The weighted sums (wsums, wtotals and, K classes class-wise, wclass) of
+    unweighted named arrays (a chunk's, a state's): each row weighs 1, so the sums of
+    w are the counts and those of w times a term the sums of the terms, exactly.
+    Rows of the trash row (invalid binary probabilities) weigh nothing."""
+    counts, sums = arrays["counts"], arrays["sums"]
+    wsums = np.zeros((counts.shape[0], kw.N_WSUMS), np.float64)
+    wsums[:n_bins, 0:3] = counts[:n_bins]
+    wsums[:n_bins, 3:6] = sums[:n_bins]
+    wsums[:n_bins, 6] = counts[:n_bins, 0]
+    out = {"wsums": wsums, "wtotals": np.array(arrays["totals"], np.float64, copy=True)}
+    if "boot_counts" in arrays:  # replicates: Poisson(1) times a weight of 1
+        out["wboot_counts"] = np.array(arrays["boot_counts"], np.float64, copy=True)
+        out["wboot_sums"] = np.array(arrays["boot_sums"], np.float64, copy=True)
+    cc, cs = arrays.get("class_counts"), arrays.get("class_sums")
+    if cc is not None:
+        wclass = np.zeros((*cs.shape, kw.N_WCLASS), np.float64)
+        wclass[..., 0:2] = cc
+        wclass[..., 2] = cs
+        out["wclass"] = wclass
+    return out
 
 
 def _legacy_part(name, doc):

@@ -51,13 +51,13 @@ class BinaryAccumulator(Binned):
         """The :class:`~fastcal.CalibrationReport` of everything added so far
         (ACE is NaN: it needs equal-mass bins, see fastcal.score)."""
         ci = check_ci(ci)
+        counts, sums, totals, weights = self.report_state()
         rep = CalibrationReport.from_state(
-            self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals,
-            edges=self.report_edges(), closed=self.closed, n_omitted=self.n_omitted,
-            observed=observed, strategy="uniform" if self.edges is None else "edges",
-            eps=self.eps)
+            counts, sums, totals, edges=self.report_edges(), closed=self.closed,
+            n_omitted=self.n_omitted, observed=observed,
+            strategy="uniform" if self.edges is None else "edges", eps=self.eps, **weights)
         if ci is not None:
-            rep.with_measures(rep.interval_measures(ci, self.boot_counts, self.boot_sums))
+            rep.with_measures(rep.interval_measures(ci, *self.boot_state()))
         if self.smooth:
             rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep

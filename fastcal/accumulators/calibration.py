@@ -13,7 +13,7 @@ kind of input and takes the front door's
 """
 
 from fastcal import backends
-from fastcal.accumulators.base import Binned, Mergeable
+from fastcal.accumulators.base import Binned, Mergeable, check_start
 from fastcal.accumulators.binary import BinaryAccumulator, BinaryLogitAccumulator
 from fastcal.accumulators.classes import MulticlassAccumulator
 from fastcal.accumulators.settings import Settings
@@ -104,6 +104,13 @@ class CalibrationAccumulator(Mergeable):
         driver reads ECCE exactly with one more pass over the few buckets
         that can hold its extremes (:func:`fastcal.ecce`,
         ``metrics=("ecce",)``).
+    weighted : bool, default False
+        Keep the weighted sums of rows with a ``sample_weight`` from the
+        start (``update(..., sample_weight=w)``; rows without weights weigh
+        1). Without it the first weighted update switches them on; with it
+        the names of :meth:`to_arrays` are fixed before any data, as a
+        framework that reduces the arrays by name needs (the torch metric's
+        ``weighted=True``).
 
     Notes
     -----
@@ -144,12 +151,12 @@ class CalibrationAccumulator(Mergeable):
     def __init__(self, *, n_bins=10, edges=None, closed="left", nan_policy="raise",
                  eps=None, threads=None, n_boot=0, seed=0, logits=False, renormalize=False,
                  n_classes=None, classwise=True, ace_buckets=0, with_logs=True, smooth=False,
-                 ecce=False):
+                 ecce=False, weighted=False):
         self._start(Settings(
             Bins(n_bins, edges, closed), nan_policy=nan_policy, eps=eps, threads=threads,
             n_boot=n_boot, seed=seed, logits=logits, renormalize=renormalize,
             n_classes=n_classes, classwise=classwise, ace_buckets=ace_buckets,
-            with_logs=with_logs, smooth=smooth, ecce=ecce))
+            with_logs=with_logs, smooth=smooth, ecce=ecce, weighted=weighted))
 
     @classmethod
     def of(cls, settings):
@@ -191,7 +198,7 @@ class CalibrationAccumulator(Mergeable):
             raise ValueError(msg)
         return state  # the state's own update refuses the batch with its message
 
-    def update(self, y_true, y_prob, *, start=None, device=None):
+    def update(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
         """Add one chunk of labels and probabilities; returns self.
 
         ``start`` is the global index of the chunk's first row (default: the
@@ -204,6 +211,15 @@ class CalibrationAccumulator(Mergeable):
         same checks give the same messages (offending GPU rows are copied to
         the host only to word them).
 
+        ``sample_weight``: a weight per row (finite, >= 0, not all 0; filled
+        on the host). The first weighted chunk makes the state weighted: the
+        rows before it, and later chunks without weights, weigh 1 each, and
+        the report's metrics are weighted means (see
+        :func:`fastcal.calibration_report` and the user guide's page on
+        sample weights; bootstrap replicates weigh a row by its Poisson(1)
+        draw times w). Not with ``ace_buckets`` or ``smooth`` (refused in one
+        line).
+
         Raises
         ------
         ValueError
@@ -215,7 +231,9 @@ class CalibrationAccumulator(Mergeable):
             labels outside [0, K) (value and row), K differing between updates.
         """
         batch = backends.resolve(y_true, y_prob, logits=self._options.logits,
-                                 multiclass=self._state.kind == "multiclass", device=device)
+                                 multiclass=self._state.kind == "multiclass", device=device,
+                                 sample_weight=sample_weight,
+                                 first_row=self.n_rows if start is None else check_start(start))
         return self.update_batch(batch, start=start)
 
     def update_batch(self, batch, *, start=None):

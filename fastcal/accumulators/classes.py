@@ -15,7 +15,7 @@ from fastcal._kernels import _config
 from fastcal.accumulators import checks as ck
 from fastcal.accumulators.base import Binned
 from fastcal.accumulators.settings import KEYWORDS, check_state_size, state_settings
-from fastcal.backends.layout import CLASSWISE, LAYOUTS
+from fastcal.backends.layout import CLASSWISE, LAYOUTS, WCLASS
 from fastcal.reports.multiclass_report import MulticlassReport
 from fastcal.reports.report import smooth_measures
 from fastcal.reports.stats import check_ci
@@ -51,7 +51,7 @@ class MulticlassAccumulator(Binned):
         """Fix K: the class-wise arrays get their shapes."""
         self.n_classes = k
         dims = self._dims()
-        for a in CLASSWISE:
+        for a in (*CLASSWISE, WCLASS):
             setattr(self, a.name, a.zeros(dims))
 
     def _check_batch(self, batch):
@@ -86,6 +86,8 @@ class MulticlassAccumulator(Binned):
         state = super()._upgrade(state)
         for name in ("class_counts", "class_sums"):  # K not known when pickled
             state.setdefault(name, None)
+        if state.get("n_classes") is None:
+            state.setdefault("wclass", None)
         return state
 
     # -- merging ---------------------------------------------------------
@@ -117,18 +119,23 @@ class MulticlassAccumulator(Binned):
         ci = check_ci(ci)
         edges = self.report_edges()
         per_class = per_bin = None
+        ccounts, csums = self.class_counts, self.class_sums
+        if self.weighted and self.classwise and self.n_classes is not None:
+            ccounts, csums = self.wclass[..., 0:2], self.wclass[..., 2]
         if self.classwise and self.n_classes is not None:
-            per_class, per_bin = class_tables(self.class_counts, self.class_sums, edges)
+            per_class, per_bin = class_tables(ccounts, csums, edges)
+        counts, sums, totals, weights = self.report_state()
         rep = MulticlassReport.from_multiclass_state(
-            self.counts[: self.n_bins], self.sums[: self.n_bins], self.totals, per_class,
-            per_bin, n_classes=self.n_classes, edges=edges, closed=self.closed,
-            n_omitted=self.n_omitted, strategy="uniform" if self.edges is None else "edges",
-            eps=self.eps, class_state=(self.class_counts, self.class_sums) if per_class else None)
+            counts, sums, totals, per_class, per_bin, n_classes=self.n_classes, edges=edges,
+            closed=self.closed, n_omitted=self.n_omitted,
+            strategy="uniform" if self.edges is None else "edges", eps=self.eps,
+            class_state=(ccounts, csums) if per_class else None, **weights)
         if ci is not None:
             # top-label state: "correct" (column 2) is the positive label (column 1)
-            boot = self.boot_counts.copy()
+            boot, boot_sums = self.boot_state()
+            boot = boot.copy()
             boot[..., 2] = boot[..., 1]
-            rep.with_measures(rep.interval_measures(ci, boot, self.boot_sums))
+            rep.with_measures(rep.interval_measures(ci, boot, boot_sums))
         if self.smooth:
             rep.with_measures(smooth_measures(self.smooth_mass, self.smooth_resid))
         return rep
@@ -165,7 +172,9 @@ def class_tables(ccounts, csums, edges):
     gap[empty] = np.nan
     per_class = {
         "class": np.arange(count.shape[0], dtype=np.int64),
-        "support": n_true.sum(axis=1).astype(np.int64),
+        # rows with that label (weighted state: the sum of their weights)
+        "support": n_true.sum(axis=1).astype(np.int64 if n_true.dtype.kind in "iu"
+                                              else np.float64),
         "mean_prob": mean_p,
         "frequency": frequency,
         "ece": ece,

@@ -22,7 +22,7 @@ from fastcal.reports.stats import check_count, check_seed
 # The keyword options of every kind, as CalibrationAccumulator takes them.
 KEYWORDS = ("n_bins", "edges", "closed", "nan_policy", "eps", "threads", "n_boot", "seed",
             "logits", "renormalize", "n_classes", "classwise", "ace_buckets", "with_logs",
-            "smooth", "ecce")
+            "smooth", "ecce", "weighted")
 # the keywords that make the bins
 BIN_KEYWORDS = ("n_bins", "edges", "closed")
 # the keywords of the binned states of one probability or logit column
@@ -75,6 +75,7 @@ class Settings:
     with_logs: bool = True
     smooth: bool = False
     ecce: bool = False
+    weighted: bool = False
 
     def __post_init__(self):
         if not isinstance(self.bins, Bins):
@@ -89,7 +90,7 @@ class Settings:
             ace_buckets=check_buckets(self.ace_buckets),
             logits=bool(self.logits), renormalize=bool(self.renormalize),
             classwise=bool(self.classwise), with_logs=bool(self.with_logs),
-            smooth=bool(self.smooth), ecce=bool(self.ecce))
+            smooth=bool(self.smooth), ecce=bool(self.ecce), weighted=bool(self.weighted))
         for name, value in checked.items():
             object.__setattr__(self, name, value)  # frozen: set once, here
         k = self.n_classes

@@ -75,7 +75,8 @@ def of(batch):
     return get(batch.device)
 
 
-def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device=None):
+def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device=None,
+            sample_weight=None, first_row=0):
     """The validated batch of (y_true, y_prob), wherever they live; ``multiclass``
     insists on (n, K) class indices. A 2-D ``y_true`` holds soft labels (kind
     "soft"); ``soft`` True insists on them, False refuses them (a pass that
@@ -85,12 +86,23 @@ def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, device
     GPU; soft labels, which have no GPU kernel, on the host); "cpu" copies GPU
     data to the host; "cuda" fills on the GPU, streaming host data to it
     (:func:`fastcal.inputs.batch.placement` decides).
+
+    ``sample_weight``: a weight per row (see :func:`fastcal.inputs.batch.weigh`;
+    ``first_row`` numbers its messages), filled on the host only.
     """
     how = dict(logits=logits, multiclass=multiclass, soft=soft)
     if gate.placement(y_true, y_prob, multiclass=multiclass, soft=soft, device=device) == "cuda":
+        if sample_weight is not None:
+            raise ValueError(WEIGHTS_ON_GPU)
         return get("cuda").resolve(y_true, y_prob, **how)
     y_prob, y_true = _host("y_prob", y_prob), _host("y_true", y_true)
-    return gate.resolve(y_true, y_prob, **how)
+    if sample_weight is not None:
+        sample_weight = _host("sample_weight", sample_weight)
+    return gate.resolve(y_true, y_prob, **how, sample_weight=sample_weight, first_row=first_row)
+
+
+WEIGHTS_ON_GPU = ("sample_weight: weighted rows are filled on the host; pass device='cpu' "
+                  "(GPU arrays are then copied to the host) or leave sample_weight out")
 
 
 def resolve_gaussian(errors, covs, group_shape=(), *, device=None):

@@ -8,6 +8,7 @@ validated arrays and are what the GPU backend's fills are tested against.
 Every thread threshold of the CPU fills is here.
 """
 
+import dataclasses
 import weakref
 
 import numba
@@ -23,6 +24,7 @@ from fastcal._kernels import logits as kl
 from fastcal._kernels import multiclass as km
 from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
+from fastcal._kernels import weighted as kw
 from fastcal.backends.layout import LAYOUTS, Dims
 from fastcal.inputs import validation as v
 
@@ -47,8 +49,40 @@ def fill(batch, spec):
     binary (counts, sums, totals, checks; with ``spec.ace_buckets`` the value
     buckets fine_counts, fine_p, filled by the same pass), K classes (counts,
     sums, totals, class_counts and class_sums when class-wise, checks), soft
-    labels (totals, checks)."""
+    labels (totals, checks). A batch with weights (``batch.w``) is filled by the
+    weighted kernels (:func:`fill_weighted`), which add the weighted sums."""
+    if batch.w is not None:
+        return fill_weighted(batch, spec)
     return _FILLS[batch.kind](batch.y, batch.p, spec)
+
+
+def fill_weighted(batch, spec):
+    """One chunk of rows with weights (``batch.w``, float64): the unweighted state
+    of its kind (every row counted once) and the weighted sums wsums, wtotals and,
+    K classes class-wise, wclass (:mod:`fastcal._kernels.weighted`): the
+    row-at-a-time kernels, apart from the unweighted fills, in threads (each a
+    contiguous range) above the thread thresholds."""
+    y, p, w = batch.y, batch.p, batch.w
+    n = p.shape[0]
+    n_threads = v.check_threads(spec.threads)
+    if batch.kind == "multiclass":
+        edges, uniform = spec.edges(p.dtype)
+        big = n * p.shape[1] >= PARALLEL_MIN_ELEMENTS and n >= 2 * n_threads
+        state = kw.fill_multiclass_threads(
+            p, y, w, edges, uniform, spec.right, spec.eps, spec.logits, spec.renormalize,
+            _config.SUM_TOL, spec.classwise, spec.with_logs, n_threads if big else 1)
+        out = named(MULTICLASS + WEIGHTED_CLASSES, state)
+        if not spec.classwise:
+            del out["class_counts"], out["class_sums"], out["wclass"]
+        return out
+    logits = batch.kind == "logits"
+    edges, uniform = spec.edges(np.float64 if logits else p.dtype)
+    kinds = np.array([kb.CHECK_NAN_P, kb.CHECK_RANGE_P, kb.CHECK_BAD_Y, kb.CHECK_NAN_Y,
+                      kb.CHECK_OMITTED], np.int64)
+    big = n >= PARALLEL_MIN_ROWS
+    state = kw.fill_binary_threads(p, y, w, edges, uniform, spec.right, spec.eps,
+                                   spec.with_logs, logits, kinds, n_threads if big else 1)
+    return named(BINARY + WEIGHTED, state)
 
 
 def fill_parts(batch, spec, row0, filled):
@@ -67,11 +101,14 @@ def fill_parts(batch, spec, row0, filled):
         _keep_ranked(batch, pair, (y, x))
     else:
         x = p
-    out = fill_replicates(y, x, row0, spec, p.dtype)
+    if batch.w is None:
+        out = fill_replicates(y, x, row0, spec, p.dtype)
+    else:
+        out = fill_weighted_replicates(y, x, batch.w, row0, spec, p.dtype)
     if "fine_counts" not in filled:
         out.update(fill_buckets(y, x, spec))
     out.update(fill_grid(y, x, spec))
-    out.update(fill_ecce(y, x, spec))
+    out.update(fill_ecce(y, x, spec, batch.w))
     return out
 
 
@@ -91,6 +128,24 @@ def fill_replicates(y, x, row0, spec, dtype):
         kboot.boot_fill_range(*args, 0, spec.n_boot, out["boot_counts"], out["boot_sums"])
     else:
         kboot.boot_fill_parallel(*args, n_threads, out["boot_counts"], out["boot_sums"])
+    return out
+
+
+def fill_weighted_replicates(y, x, w, row0, spec, dtype):
+    """Bootstrap replicates of weighted ranked rows (wboot_counts, wboot_sums):
+    each row weighs its Poisson(1) draw times its weight (``weighted.boot_fill``);
+    none when off. The unweighted replicates are not filled for such rows."""
+    if not spec.n_boot:
+        return {}
+    out = zeros(dataclasses.replace(spec, weighted=True), "wboot_counts", "wboot_sums")
+    if x.shape[0] == 0:
+        return out
+    edges, uniform = spec.edges(dtype)
+    n_threads = v.check_threads(spec.threads)
+    if x.shape[0] * spec.n_boot < PARALLEL_MIN_DRAWS:
+        n_threads = 1
+    kw.boot_fill_threads(x, y, w, row0, edges, uniform, spec.right, spec.seed, n_threads,
+                         out["wboot_counts"], out["wboot_sums"])
     return out
 
 
@@ -119,20 +174,21 @@ def fill_grid(y, x, spec):
     return out
 
 
-def fill_ecce(y, x, spec):
+def fill_ecce(y, x, spec, w=None):
     """ECCE's value buckets (ecce_counts, ecce_sums, ecce_totals) of ranked rows
-    (invalid or omitted ones skipped; every weight 1); none when off."""
+    (invalid or omitted ones skipped), weighted by ``w`` (None: every weight 1);
+    none when off."""
     if not spec.ecce:
         return {}
     out = zeros(spec, "ecce_counts", "ecce_sums", "ecce_totals")
     rows = x.shape[0]
     n_threads = v.check_threads(spec.threads)
     state = out["ecce_counts"], out["ecce_sums"], out["ecce_totals"]
-    no_weights = np.zeros(0, np.float64)
+    weights = np.zeros(0, np.float64) if w is None else w
     if n_threads == 1 or rows < PARALLEL_MIN_ROWS:
-        kec.bucket_sums_range(x, y, no_weights, 0, rows, *state)
+        kec.bucket_sums_range(x, y, weights, 0, rows, *state)
     else:
-        kec.bucket_sums(x, y, no_weights, n_threads, *state)
+        kec.bucket_sums(x, y, weights, n_threads, *state)
     return out
 
 
@@ -209,6 +265,8 @@ _FILLS = {"binary": _binary, "logits": _logits, "multiclass": _multiclass, "soft
 BINARY = ("counts", "sums", "totals", "checks")  # the binary kernels' state, in their order
 FINE = ("fine_counts", "fine_p")
 MULTICLASS = ("counts", "sums", "totals", "class_counts", "class_sums", "checks")
+WEIGHTED = ("wsums", "wtotals")  # what the weighted kernels add, in their order
+WEIGHTED_CLASSES = ("wsums", "wtotals", "wclass")
 
 
 def named(names, arrays):

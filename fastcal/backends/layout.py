@@ -19,7 +19,7 @@ in the manner of torchmetrics' ``add_state``: each :class:`Array` gives
   group with a NaN row under ``nan_policy="propagate"``);
 - ``part``: the :class:`Dims` field that switches the array on (bootstrap
   replicates, ACE's buckets, the smooth ECE grid, ECCE's buckets,
-  class-wise counters);
+  class-wise counters, the weighted sums of rows with a ``sample_weight``);
   an array that is off keeps its (empty) shape and is left out of
   ``to_arrays``;
 - ``store``: how the state keeps it: ``"array"`` (the attribute is the
@@ -41,6 +41,7 @@ from fastcal._kernels import ecce as kec
 from fastcal._kernels import multiclass as km
 from fastcal._kernels import smooth as ksm
 from fastcal._kernels import soft as ks
+from fastcal._kernels import weighted as kw
 
 REDUCTIONS = ("sum", "first")
 VALUES = ("counts", "sums", "nan-sums")
@@ -63,12 +64,13 @@ class Dims:
     classwise: bool = False
     ecce: bool = False
     groups: tuple = ()  # the group shape of a Gaussian state
+    weighted: bool = False
 
     @classmethod
     def of(cls, spec, n_classes=None):
         """The dims of a binned state of ``spec`` (a FillSpec) with K = ``n_classes``."""
         return cls(spec.n_bins, n_classes, spec.n_boot, spec.ace_buckets, spec.smooth,
-                   spec.classwise, spec.ecce)
+                   spec.classwise, spec.ecce, weighted=spec.weighted)
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,24 @@ CLASSWISE = (
     Array("class_counts", _classes(2), _I64, part="classwise"),
     Array("class_sums", _classes(), _F64, values="sums", part="classwise"),
 )
+# rows with a sample_weight: per bin the sums of w, of w over positives and correct labels,
+# of w p, w T (+inf on a certain wrong prediction), w V and w**2; the weighted totals; K
+# classes, class-wise, the sums of w, w 1[y = k] and w p_k (fastcal._kernels.weighted)
+WEIGHTED = (
+    Array("wsums", lambda d: (d.n_bins + 1 if d.weighted else 0, kw.N_WSUMS), _F64,
+          values="sums", inf=np.s_[:, 4], part="weighted"),
+    Array("wtotals", lambda d: (kw.N_WTOTALS if d.weighted else 0,), _F64, values="sums",
+          inf=np.s_[[1, 2, 4]], part="weighted"),
+    # bootstrap replicates of weighted rows (Poisson(1) times w): the sums of the
+    # multiplied weights, over positives and correct labels, and of them times p
+    Array("wboot_counts", lambda d: (d.n_boot if d.weighted else 0, d.n_bins, kb.N_COUNTS),
+          _F64, values="sums", part="weighted"),
+    Array("wboot_sums", lambda d: (d.n_boot if d.weighted else 0, d.n_bins), _F64,
+          values="sums", part="weighted"),
+)
+WCLASS = Array("wclass", lambda d: None if d.n_classes is None else (
+    d.n_classes if d.classwise and d.weighted else 0, d.n_bins, kw.N_WCLASS), _F64,
+    values="sums", part="weighted")
 # the rows a state was given, omitted ones included, and those omitted (Python ints)
 ROWS = (Array("n_rows", lambda d: (), _I64, store="int"),
         Array("n_omitted", lambda d: (), _I64, store="int"))
@@ -177,9 +197,9 @@ BINNED = PER_BIN + PARTS
 
 #: The arrays of each kind of state.
 LAYOUTS = {
-    "binary": BINNED + ROWS + (WIDTH,),
-    "logits": BINNED + ROWS + (WIDTH,),
-    "multiclass": BINNED + CLASSWISE + ROWS + (WIDTH,),
+    "binary": BINNED + WEIGHTED + ROWS + (WIDTH,),
+    "logits": BINNED + WEIGHTED + ROWS + (WIDTH,),
+    "multiclass": BINNED + CLASSWISE + WEIGHTED + (WCLASS,) + ROWS + (WIDTH,),
     "soft": (Array("totals", lambda d: (ks.N_SOFT,), _F64, values="sums"),) + ROWS,
     "gaussian": (Array("count", lambda d: d.groups, _I64),
                  Array("nees_sum", lambda d: d.groups, _F64, values="nan-sums")),

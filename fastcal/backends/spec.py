@@ -25,7 +25,9 @@ class FillSpec:
     :class:`fastcal.CalibrationAccumulator`; ``n_boot``, ``ace_buckets``,
     ``smooth`` and ``ecce`` switch on the parts a checked chunk also fills
     (bootstrap replicates, ACE's value buckets, the smooth ECE grid, ECCE's
-    value buckets).
+    value buckets). ``weighted``: the state keeps the weighted sums of rows
+    with a ``sample_weight`` too (from the start, or from its first weighted
+    batch).
 
     Examples
     --------
@@ -53,6 +55,7 @@ class FillSpec:
     ace_buckets: int = 0
     smooth: bool = False
     ecce: bool = False
+    weighted: bool = False  # the state keeps the weighted sums (wsums, wtotals, wclass)
 
     @classmethod
     def of(cls, settings, kind, computed64=False, **fields):
@@ -63,7 +66,7 @@ class FillSpec:
                        logits=settings.logits, renormalize=settings.renormalize,
                        classwise=settings.classwise, n_boot=settings.n_boot, seed=settings.seed,
                        ace_buckets=settings.ace_buckets, smooth=settings.smooth,
-                       ecce=settings.ecce)
+                       ecce=settings.ecce, weighted=settings.weighted)
         return cls(kind, settings.bins, bool(computed64), **{**options, **fields})
 
     @property

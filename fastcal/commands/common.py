@@ -109,6 +109,12 @@ _WORDS = [
     (re.compile(r"\bleave (sweep|tace_threshold) out\b"),
      lambda m: f"leave --{m.group(1).replace('_', '-')} out"),
     (re.compile(r"\btace_threshold must\b"), "--tace-threshold must"),
+    # weights refused with measures that do not take them (fastcal.score.check_weighted)
+    (re.compile(r"^sample_weight cannot\b"), "--weight cannot"),
+    (re.compile(r"\bci with n_boot=(\d+)"), r"--ci with --n-boot \1"),
+    (re.compile(r"\bpass n_boot=0\b"), "pass --n-boot 0"),
+    (re.compile(r"\bpass ace=False\b"), "drop --ace"),
+    (re.compile(r"\bleave smooth out\b"), "drop --smece"),
 ]
 
 

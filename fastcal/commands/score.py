@@ -68,7 +68,7 @@ def _score_here(args, fmt, prob, label, transform):
         logits=args.logits, renormalize=args.renormalize, ci=args.ci, n_boot=args.n_boot,
         seed=args.seed, device=args.device, verify_checksums=not args.no_verify_checksums,
         transform=transform, smooth=args.smece, metrics=args.metrics, sweep=args.sweep,
-        tace_threshold=args.tace_threshold, where=args.where)
+        tace_threshold=args.tace_threshold, where=args.where, weight=args.weight)
 
 
 def _plot_or_print(args, rep, kind, text):
@@ -96,6 +96,9 @@ def _check_score_args(args):
         raise _Fail(_cli_words(str(exc))) from None
     if args.scheduler is not None or args.workers is not None:
         _check_dask_args(args)
+        if getattr(args, "weight", None) is not None:
+            raise _Fail("--weight is read by a local run only; drop --scheduler / --workers "
+                        "(or --weight)")
     inputs = [("input", args.path)]
     if args.recalibration:
         inputs.append(("--recalibration map", args.recalibration))

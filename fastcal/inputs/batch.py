@@ -77,6 +77,11 @@ class Batch(OnDevice):
     kind: str
     y: object
     p: object
+    # a weight per row (float64, on the host) or None; ``weighted``: the rows carry
+    # weights (True also when every weight is 1, which ``w`` then leaves out: those
+    # rows are filled by the unweighted kernels, and their state is the same)
+    w: object = None
+    weighted: bool = False
 
     fields = ("y", "p")
     names = ("y_true", "y_prob")
@@ -176,21 +181,45 @@ def placement(y_true, y_prob, *, multiclass=False, soft=None, device=None):
     return "cpu"
 
 
-def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None):
+def resolve(y_true, y_prob, *, logits=False, multiclass=False, soft=None, sample_weight=None,
+            first_row=0):
     """The validated batch of host (y_true, y_prob) (NumPy and friends; arrays in
     GPU memory come through :func:`fastcal.backends.resolve`); ``multiclass``
     insists on (n, K) class indices. A 2-D ``y_true`` holds soft labels (kind
     "soft"); ``soft`` True insists on them, False refuses them (a pass that
-    ranks hard labels)."""
+    ranks hard labels). ``sample_weight``: a weight per row, checked here
+    (:func:`weigh`; ``first_row``: the global row of the first, for its messages)."""
     p = v.to_array("y_prob", y_prob)
     if soft or (soft is None and not multiclass and is_soft(y_true)):
+        if sample_weight is not None:
+            raise ValueError(SOFT_WEIGHTS)
         t, p = v.check_soft_pair(y_true, p, logits)
         return Batch("soft", t, p)
     if p.ndim == 2 or multiclass:
         y, p = v.check_class_pair(y_true, p, logits)
-        return Batch("multiclass", y, p)
+        return weigh(Batch("multiclass", y, p), sample_weight, first_row)
     y, p = v.check_pair(y_true, p)
-    return Batch("logits" if logits else "binary", y, p)
+    return weigh(Batch("logits" if logits else "binary", y, p), sample_weight, first_row)
+
+
+SOFT_WEIGHTS = ("sample_weight: soft labels (a 2-D y_true, one label distribution per row) "
+                "take no weights; pass hard labels or leave sample_weight out")
+
+
+def weigh(batch, sample_weight, first_row=0):
+    """``batch`` with its rows' weights: ``sample_weight`` checked (a 1-D array of
+    one finite weight >= 0 per row, not all 0; one line naming it, the count and
+    the first index, counted from ``first_row``, otherwise) and kept as float64
+    whatever its dtype. Weights
+    that are all 1 mark the batch weighted and are dropped: the unweighted fill
+    gives the same state."""
+    if sample_weight is None:
+        return batch
+    w = v.check_sample_weight(sample_weight, batch.n, start=int(first_row)).view()
+    w.setflags(write=False)  # one array type for the kernels, whatever the caller passed
+    batch.weighted = True
+    batch.w = None if bool((w == 1.0).all()) else w
+    return batch
 
 
 def _shape_of(name, x):

@@ -335,10 +335,11 @@ def check_n_classes(n_classes):
     return int(n_classes)
 
 
-def check_sample_weight(sample_weight, n, name="sample_weight"):
+def check_sample_weight(sample_weight, n, name="sample_weight", start=0):
     """``sample_weight`` as a 1-D float64 array of ``n`` finite weights >= 0, not all
     0 (None stays None); every bad value is refused in one line naming the argument,
-    the count and the first index."""
+    the count and the first index (counted from ``start``, the global row of the
+    first weight)."""
     if sample_weight is None:
         return None
     w = _as_array(name, sample_weight)
@@ -355,8 +356,8 @@ def check_sample_weight(sample_weight, n, name="sample_weight"):
     for bad, what in ((np.isnan(w), "NaN"), (np.isinf(w), "infinite"), (w < 0, "negative")):
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
-            msg = (f"{name} has {int(bad.sum())} {what} values (first at index {first}: "
-                   f"{show(w[first])}); weights must be finite and >= 0")
+            msg = (f"{name} has {int(bad.sum())} {what} values (first at index "
+                   f"{first + start}: {show(w[first])}); weights must be finite and >= 0")
             raise ValueError(msg)
     if n and not (w > 0).any():
         msg = f"{name} is 0 in all {n} rows; at least one weight must be > 0"

@@ -51,3 +51,26 @@ def binned(counts, col_obs, col_pos, sums, col_p, sum_p2, sum_py):
             "brier_reliability": rel / n, "brier_resolution": res / n,
             "brier_uncertainty": unc, "brier_within_variance": (sum_p2 - s_pp) / n,
             "brier_within_covariance": 2.0 * (sum_py - s_py) / n}
+
+
+def debiased_kish(counts, col_obs, sum_p, w2):
+    """The debiased L2 error of weighted top-label or binary bins: the root of
+    max(0, sum_b (W_b / W) [(o_b - c_b)**2 - o_b (1 - o_b) / (n_b - 1)]) with W_b
+    the sum of w in bin b (``counts[:, 0]``), o_b its weighted outcome
+    (``counts[:, col_obs] / W_b``), c_b its weighted mean p (``sum_p / W_b``) and
+    n_b = W_b**2 / sum w**2 Kish's effective rows (``w2`` the sums of w**2); bins
+    of at most one effective row add 0. With every weight 1, n_b is the bin's rows
+    and this is the unweighted estimate."""
+    mass = np.asarray(counts[:, 0], np.float64)
+    total = float(mass.sum())
+    if not total > 0:
+        return NAN
+    full = mass > 0
+    wb, obs = mass[full], counts[full, col_obs] / mass[full]
+    gap = obs - sum_p[full] / wb
+    n_b = wb * (wb / np.asarray(w2, np.float64)[full])
+    noise = np.zeros(wb.shape)
+    many = n_b > 1.0
+    noise[many] = obs[many] * (1.0 - obs[many]) / (n_b[many] - 1.0)
+    square = float(np.sum(wb / total * np.where(many, gap * gap - noise, 0.0)))
+    return math.sqrt(max(square, 0.0))

@@ -93,12 +93,15 @@ class MulticlassReport(CalibrationReport):
     @classmethod
     def from_multiclass_state(cls, counts, sums, totals, per_class, per_bin, *, n_classes,
                               edges, closed, n_omitted, strategy="uniform", eps=0.0,
-                              class_state=None):
+                              class_state=None, **weights):
         """``class_state``: (class_counts, class_sums) of the class-wise state, for the
-        class-wise Brier decomposition and debiased error (NaN without it)."""
+        class-wise Brier decomposition and debiased error (NaN without it).
+        ``weights``: ``rows`` and ``w2`` of weighted state (see
+        :meth:`CalibrationReport.from_state`; the class-wise state is then the
+        weighted one, sums of w in place of counts)."""
         rep = CalibrationReport.from_state.__func__(
             cls, counts, sums, totals, edges=edges, closed=closed, n_omitted=n_omitted,
-            observed="accuracy", strategy=strategy, eps=eps)
+            observed="accuracy", strategy=strategy, eps=eps, **weights)
         rep.n_classes = int(n_classes)
         rep.classes = per_class or {}
         rep.class_bins = per_bin or {}
@@ -109,7 +112,8 @@ class MulticlassReport(CalibrationReport):
         parts = dict.fromkeys(_measures.BRIER_PARTS, float("nan"))
         if class_state is not None and rep.n > 0 and len(totals) > 6:
             ccounts, csums = class_state
-            got = _measures.binned(np.ascontiguousarray(ccounts, np.int64), 1, 1,
+            kind = np.float64 if weights else np.int64
+            got = _measures.binned(np.ascontiguousarray(ccounts, kind), 1, 1,
                                    np.ascontiguousarray(csums, np.float64)[:, :, None], 0,
                                    float(totals[5]), float(totals[6]))
             parts = {name: got[name] for name in _measures.BRIER_PARTS}

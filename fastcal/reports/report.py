@@ -72,21 +72,33 @@ def table_cell(x, digits=4):
     return "" if math.isnan(x) else f"{x:.{digits}f}"
 
 
-def _bin_table(counts, sums, observed, edges, lower, upper):
+def _bin_table(counts, sums, observed, edges, lower, upper, rows=None, w2=None):
     """The per-bin table of a report from per-bin counts (n_bins, 3) and sums (n_bins, 3):
-    conf, frac_pos, accuracy and ECD as one division, NaN in empty bins."""
-    count = counts[:, 0].astype(np.int64)
+    conf, frac_pos, accuracy and ECD as one division, NaN in empty bins.
+
+    Weighted state (``rows`` given): ``counts`` and ``sums`` are the weighted sums
+    (the sums of w, of w over positives and correct labels; of w p, w T, w V),
+    ``rows`` the rows per bin (the ``count`` column) and ``w2`` the sums of w**2;
+    the table gains the column ``weight`` (the sum of w per bin), and ``ecd_var``
+    is the variance of Kish (:func:`kish_var`)."""
+    if rows is None:
+        count = counts[:, 0].astype(np.int64)
+        mass = count.astype(np.float64)
+    else:
+        count = np.asarray(rows).astype(np.int64)
+        mass = np.asarray(counts[:, 0], np.float64)
     nb = count.shape[0]
-    full = count > 0
+    full = mass > 0
     stacked = np.empty((nb, 4))
     stacked[:, 0] = sums[:, 0]
     stacked[:, 1:3] = counts[:, 1:3]
     stacked[:, 3] = sums[:, 1]
     per_bin = np.full((nb, 4), np.nan)
-    np.divide(stacked, count.astype(np.float64)[:, None], out=per_bin, where=full[:, None])
+    np.divide(stacked, mass[:, None], out=per_bin, where=full[:, None])
     conf, frac_pos, accuracy, ecd_b = per_bin.T.copy()
     esce_b = (frac_pos if observed == "frac_pos" else accuracy) - conf
-    return {
+    var = sums[:, 2].copy() if w2 is None else kish_var(sums[:, 2], w2, mass)
+    out = {
         "lower": np.asarray(edges[:-1] if lower is None else lower, dtype=np.float64),
         "upper": np.asarray(edges[1:] if upper is None else upper, dtype=np.float64),
         "count": count,
@@ -96,9 +108,29 @@ def _bin_table(counts, sums, observed, edges, lower, upper):
         "ece": np.abs(esce_b),
         "esce": esce_b,
         "ecd": ecd_b,
-        "ecd_var": sums[:, 2].copy(),
-        "ecd_z": np.where(full, _stats.z_from_sums(sums[:, 1], sums[:, 2]), np.nan),
+        "ecd_var": var,
+        "ecd_z": np.where(full, _stats.z_from_sums(sums[:, 1], var), np.nan),
     }
+    if rows is not None:
+        out["weight"] = mass.copy()
+    return out
+
+
+def kish_var(sum_wv, sum_w2, sum_w):
+    """The null variance of a weighted sum of ECD terms sum w T by Kish's effective
+    sample size: sum w V x (sum w**2 / sum w), elementwise (0 where sum w is 0).
+
+    The weighted mean ECD, sum w T / sum w, has the null variance V_w / n_eff
+    with V_w = sum w V / sum w the weighted mean variance of a term and
+    n_eff = (sum w)**2 / sum w**2 the effective rows (Kish); times (sum w)**2
+    that is the variance here, so z = sum w T / sqrt(kish_var) is the test's
+    statistic. Every weight 1 gives sum V, the unweighted variance, exactly."""
+    wv = np.asarray(sum_wv, np.float64)
+    w = np.asarray(sum_w, np.float64)
+    ratio = np.zeros(np.broadcast(wv, w).shape)
+    np.divide(sum_w2, w, out=ratio, where=w > 0)
+    out = wv * ratio
+    return out if out.ndim else float(out)
 
 
 def _raw_sums(counts, sums, totals):
@@ -111,6 +143,7 @@ def _raw_sums(counts, sums, totals):
     return {
         "n_pos": int(tot_counts[1]),
         "n_correct": int(tot_counts[2]),
+
         "sum_p": float(tot_sums[0]),
         "sum_ecd": float(tot_sums[1]),
         "sum_ecd_var": float(tot_sums[2]),
@@ -122,6 +155,19 @@ def _raw_sums(counts, sums, totals):
         "sum_p2": float(totals[5]) if within else float("nan"),
         "sum_py": float(totals[6]) if within else float("nan"),
     }
+
+
+def _weighted_sums(raw, counts, rows, w2, mass):
+    """``_raw_sums`` of weighted state: the positives and correct labels are sums of
+    w (floats), ``sum_ecd_var`` is Kish's (:func:`kish_var`) and the sums of w and
+    w**2 and the effective rows n_eff = (sum w)**2 / sum w**2 are added."""
+    sum_w, sum_w2 = float(mass.sum()), float(np.sum(w2))
+    raw["n_pos"] = float(counts[:, 1].sum())
+    raw["n_correct"] = float(counts[:, 2].sum())
+    raw["sum_ecd_var"] = kish_var(raw["sum_ecd_var"], sum_w2, sum_w)
+    raw.update(n_rows=int(np.sum(rows)), sum_w=sum_w, sum_w2=sum_w2,
+               n_eff=sum_w * (sum_w / sum_w2) if sum_w2 > 0 else float("nan"))
+    return raw
 
 
 @dataclass
@@ -205,6 +251,13 @@ class CalibrationReport(HasProvenance):
         point sigma = smECE_sigma; NaN unless the smooth ECE grid was filled
         (``smooth=True``). ``smooth_grid`` holds that grid's sums (mass,
         residual) for :func:`fastcal.reports.plot.smooth_diagram`.
+    weight_sum, n_eff : float
+        Rows with a ``sample_weight``: the sum of the weights, and Kish's
+        effective rows (sum w)**2 / sum w**2; NaN without weights
+        (:attr:`weighted`). Every metric is then a weighted mean over
+        N = sum w, ``bins`` gains the column ``weight`` (the sum of w per
+        bin; ``count`` stays the rows) and the ECD tests and the t-intervals
+        take n_eff (see :func:`kish_var`).
     ecce, ecce_sigma, ecce_pvalue : float
         ECCE (Arrieta-Ibarra et al., 2022; MCGrad's ``ecce``), the range of the
         cumulative differences of y - p in the order of p, and the same
@@ -256,41 +309,60 @@ class CalibrationReport(HasProvenance):
     ecce: float = float("nan")
     ecce_sigma: float = float("nan")
     ecce_pvalue: float = float("nan")
+    weight_sum: float = float("nan")
+    n_eff: float = float("nan")
 
     @classmethod
     def from_state(cls, counts, sums, totals, *, edges, closed, n_omitted, observed="frac_pos",
                    strategy="uniform", eps=0.0, lower=None, upper=None, ace=float("nan"),
-                   n_certain_wrong=None, first_certain_wrong_row=None):
+                   n_certain_wrong=None, first_certain_wrong_row=None, rows=None, w2=None):
         """Build a report from per-bin counts (n_bins, 3), sums (n_bins, 3) and totals (7,).
 
         ``n_certain_wrong`` / ``first_certain_wrong_row``: the accumulator's count of
         rows with p exactly 1 - y in {0, 1} and the global row of the first (-1 or
         None: none / not counted).
+
+        Weighted state (``rows`` given, :func:`weighted_report_state`): ``counts``,
+        ``sums`` and ``totals`` are the weighted sums (sums of w in place of row
+        counts, of w times each term in place of the terms), ``rows`` the rows per
+        bin and ``w2`` the sums of w**2 per bin. Every mean is then a weighted mean
+        (N = sum w), ``n`` stays the rows, and the ECD test and the intervals take
+        Kish's effective rows n_eff = (sum w)**2 / sum w**2 (:func:`kish_var`).
         """
         v.check_choice("observed", observed, v.OBSERVED)
         # Few, whole-array numpy calls: this runs on every report, and at small n
         # it costs more than the fill itself.
-        bins = _bin_table(counts, sums, observed, edges, lower, upper)
+        bins = _bin_table(counts, sums, observed, edges, lower, upper, rows, w2)
         raw = _raw_sums(counts, sums, totals)
         count = bins["count"]
         n = int(count.sum())
-        if n > 0:
-            full = count > 0
-            w = count[full].astype(np.float64) / n
+        weighted = rows is not None
+        mass = bins["weight"] if weighted else count
+        total = float(mass.sum()) if weighted else n
+        if weighted:
+            raw = _weighted_sums(raw, counts, rows, w2, mass)
+        if total > 0:
+            full = mass > 0
+            w = mass[full].astype(np.float64) / total
             ece = float(np.dot(w, bins["ece"][full]))
             esce = float(np.dot(w, bins["esce"][full]))
             mce = float(bins["ece"][full].max())
-            ecd = raw["sum_ecd"] / n
-            brier = raw["sum_brier"] / n
-            nll = raw["sum_nll"] / n
+            ecd = raw["sum_ecd"] / total
+            brier = raw["sum_brier"] / total
+            nll = raw["sum_nll"] / total
         else:
             ece = esce = mce = ecd = brier = nll = float("nan")
-        extra = _measures.binned(np.ascontiguousarray(counts, np.int64)[None],
+        kind = np.float64 if weighted else np.int64
+        extra = _measures.binned(np.ascontiguousarray(counts, kind)[None],
                                  1 if observed == "frac_pos" else 2, 1,
                                  np.ascontiguousarray(sums, np.float64)[None], 0,
                                  raw["sum_p2"], raw["sum_py"])
         extra["ece_l2"] = extra.pop("l2")
         extra["ece_debiased"] = extra.pop("debiased")
+        if weighted:
+            extra.update(ece_debiased=_measures.debiased_kish(
+                counts, 1 if observed == "frac_pos" else 2, sums[:, 0], w2),
+                weight_sum=raw["sum_w"], n_eff=raw["n_eff"])
         return cls(n=n, n_omitted=int(n_omitted), ece=ece, esce=esce, mce=mce, ace=float(ace),
                    ecd=ecd, brier=brier, nll=nll, ecd_var=raw["sum_ecd_var"], bins=bins,
                    n_bins=int(count.shape[0]), closed=closed, strategy=strategy,
@@ -299,6 +371,12 @@ class CalibrationReport(HasProvenance):
                    first_certain_wrong_row=(None if first_certain_wrong_row is None
                                             or first_certain_wrong_row < 0
                                             else int(first_certain_wrong_row)), **extra)
+
+    @property
+    def weighted(self):
+        """True if the rows carried a ``sample_weight`` (:attr:`weight_sum` is then
+        their sum and :attr:`n_eff` Kish's effective rows)."""
+        return not math.isnan(self.weight_sum)
 
     # -- certain and wrong predictions ---------------------------------------
 
@@ -438,10 +516,12 @@ class CalibrationReport(HasProvenance):
         """``ci_level`` and ``intervals`` of this report's sums and bootstrap replicates
         (values for :meth:`with_measures`)."""
         level = _stats.check_ci(ci)
+        n, weight = (self.n_eff, self.weight_sum) if self.weighted else (self.n, None)
         return {"ci_level": level, "intervals": _stats.report_intervals(
-            self.sums, self.n, level, boot_counts, boot_sums, self.observed,
+            self.sums, n, level, boot_counts, boot_sums, self.observed,
             point={"ece": self.ece, "esce": self.esce, "mce": self.mce},
-            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES)}
+            ranges=_stats.MULTICLASS_RANGES if getattr(self, "n_classes", 0) else _stats.RANGES,
+            weight=weight)}
 
     def plot(self, path=None, *, smooth=False, **kwargs):
         """Reliability diagram with the per-bin ECD panel; see :func:`fastcal.reports.plot.reliability_diagram`.
@@ -476,6 +556,8 @@ class CalibrationReport(HasProvenance):
         if not math.isnan(self.ecce):
             out.update(ecce=_clean(self.ecce), ecce_sigma=_clean(self.ecce_sigma),
                        ecce_pvalue=_clean(self.ecce_pvalue))
+        if self.weighted:
+            out.update(weight_sum=_clean(self.weight_sum), n_eff=_clean(self.n_eff))
         out["ecd_test"] = {
             "z": _clean(self.ecd_z),
             "p_over": _clean(self.ecd_p_over),
@@ -500,8 +582,9 @@ class CalibrationReport(HasProvenance):
         if self.intervals:
             out["ci"] = {"level": self.ci_level}
             out["ci"].update({k: [_clean(a), _clean(b)] for k, (a, b) in self.intervals.items()})
+        columns = BIN_COLUMNS + (("weight",) if "weight" in self.bins else ())
         out["bins"] = [
-            {col: _clean(self.bins[col][i]) for col in BIN_COLUMNS} for i in range(self.n_bins)
+            {col: _clean(self.bins[col][i]) for col in columns} for i in range(self.n_bins)
         ]
         return out
 
@@ -533,6 +616,10 @@ class CalibrationReport(HasProvenance):
                                          _zcell(self.ecd_z)]) + " |")
         tail = (f"\nn = {self.n}, omitted = {self.n_omitted}, MCE = {cell(self.mce)}, "
                 f"ACE = {cell(self.ace) or 'n/a'}, Brier = {cell(self.brier)}, NLL = {cell(self.nll)}")
+        if self.weighted:
+            tail += (f"\nWeighted rows: sum of weights = {self.weight_sum:.6g}, effective rows "
+                     f"(Kish) = {self.n_eff:.6g}; the metrics are weighted means, the tests "
+                     "take the effective rows")
         if self.smooth_grid is not None:
             tail += (f"\nSmooth ECE = {cell(self.smece) or 'n/a'} "
                      f"(bandwidth sigma = {cell(self.smece_sigma) or 'n/a'})")

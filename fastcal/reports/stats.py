@@ -564,17 +564,25 @@ def chi2_nees_test(sum_nees, dof, *, alpha=0.05, alternative="two-sided"):
 
 # -- intervals ---------------------------------------------------------------
 
-def mean_interval(total, total_sq, n, ci):
+def mean_interval(total, total_sq, n, ci, weight=None):
     """t-interval for a population mean from n, sum and sum of squares.
 
     Returns (lo, hi); NaN for n < 2. Infinite means give (inf, inf).
+
+    Weighted rows (``weight`` the sum of w; ``total`` and ``total_sq`` the sums
+    of w x and w x**2): the weighted mean m = total / weight, the weighted
+    variance s**2 = total_sq / weight - m**2, and ``n`` Kish's effective rows
+    n_eff = (sum w)**2 / sum w**2 in place of the rows: m +- t(n_eff - 1)
+    sqrt(s**2 n_eff / (n_eff - 1) / n_eff). Every weight 1 gives the unweighted
+    interval.
     """
-    if n < 2:
+    if not n >= 2:
         return float("nan"), float("nan")
-    mean = total / n
+    mass = n if weight is None else weight
+    mean = total / mass
     if not np.isfinite(mean):
         return float(mean), float(mean)
-    var = max(total_sq / n - mean * mean, 0.0) * n / (n - 1)
+    var = max(total_sq / mass - mean * mean, 0.0) * n / (n - 1)
     half = float(_special().stdtrit(n - 1, 0.5 + ci / 2.0)) * np.sqrt(var / n)
     return float(mean - half), float(mean + half)
 
@@ -643,7 +651,7 @@ def clip_interval(interval, bounds):
 
 
 def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos", point=None,
-                     ranges=None):
+                     ranges=None, weight=None):
     """All intervals of a report: analytic for ECD, Brier, NLL; bootstrap for ECE, ESCE, MCE.
 
     Every interval is clipped to its metric's range (``ranges``, default
@@ -665,9 +673,9 @@ def report_intervals(sums, n, ci, bcounts=None, bsums=None, observed="frac_pos",
     statistic and behaves like a mean.
     """
     out = {
-        "ecd": mean_interval(sums["sum_ecd"], sums["sum_ecd_sq"], n, ci),
-        "brier": mean_interval(sums["sum_brier"], sums["sum_brier_sq"], n, ci),
-        "nll": mean_interval(sums["sum_nll"], sums["sum_nll_sq"], n, ci),
+        "ecd": mean_interval(sums["sum_ecd"], sums["sum_ecd_sq"], n, ci, weight),
+        "brier": mean_interval(sums["sum_brier"], sums["sum_brier_sq"], n, ci, weight),
+        "nll": mean_interval(sums["sum_nll"], sums["sum_nll_sq"], n, ci, weight),
     }
     nan = (float("nan"), float("nan"))
     if bcounts is None or bcounts.shape[0] == 0:

@@ -17,19 +17,21 @@ class ArraySource:
     what = "y_prob"  # how messages name the probabilities
     empty = "y_true and y_prob are empty; need at least one sample"
 
-    def __init__(self, y_true, y_prob, *, soft=None):
+    def __init__(self, y_true, y_prob, *, soft=None, sample_weight=None):
         self.y_true = y_true
         self.y_prob = y_prob
+        self.sample_weight = sample_weight  # a weight per row, or None
         self.soft = soft  # True: label distributions only (see resolve)
         self.provenance = {}  # arrays: no file, format or cluster to name
 
     def fill(self, opts):
         batch = backends.resolve(self.y_true, self.y_prob, logits=opts.logits, soft=self.soft,
-                                 device=opts.device)
+                                 device=opts.device, sample_weight=self.sample_weight)
         if opts.transform is not None:
             if batch.device == "cuda":
                 raise ValueError(TRANSFORM_ON_GPU)
-            batch = backends.resolve(batch.y, opts.transform(batch.p), soft=self.soft)
+            batch = backends.resolve(batch.y, opts.transform(batch.p), soft=self.soft,
+                                     sample_weight=self.sample_weight)
         if batch.n == 0:
             raise ValueError(self.empty)
         self.batch = batch
@@ -37,6 +39,16 @@ class ArraySource:
         acc.update_batch(batch)
         self.threads = acc.threads
         return acc, acc.n_rows
+
+    @property
+    def weighted(self):
+        """True if the rows carry weights (``sample_weight``)."""
+        return self.sample_weight is not None
+
+    def weights(self):
+        """The rows' weights (float64, checked at the gate), or None when every
+        weight is 1 or none was given."""
+        return self.batch.w
 
     def parts(self, pair):
         return BatchParts(self.batch, pair, v.check_threads(self.threads))

@@ -33,13 +33,14 @@ class _Source:
     reword: object
     offsets: object = None  # global row of each partition's first row, if known
     n_classes: int | None = None  # K of (N, K) arrays, known from their shape; None otherwise
+    weighted: bool = False  # the loaders return (y_true, y_prob, sample_weight)
 
 
-def _pair(y, p):
-    return y, p
+def _pair(y, p, w=None):
+    return (y, p) if w is None else (y, p, w)
 
 
-def _frame_columns(frame, label_cols, prob_cols):
+def _frame_columns(frame, label_cols, prob_cols, weight=None):
     cols = list(frame.columns)
     for name in frame.columns.unique():
         # the partition holds the selected columns; a name the dataframe holds
@@ -50,22 +51,25 @@ def _frame_columns(frame, label_cols, prob_cols):
                    "once (rename the duplicates)")
             raise ValueError(msg)
 
-    return (stack_columns([frame[c].to_numpy() for c in label_cols]),
-            stack_columns([frame[c].to_numpy() for c in prob_cols]))
+    y = stack_columns([frame[c].to_numpy() for c in label_cols])
+    p = stack_columns([frame[c].to_numpy() for c in prob_cols])
+    return (y, p) if weight is None else (y, p, frame[weight].to_numpy())
 
 
 def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True,
-                     constants=None):
+                     constants=None, weight=None):
     """Columns (labels, probabilities) of some row groups of one file (a local path,
     or a URL that the worker opens with its own environment's credentials);
     ``dtypes`` holds each column's dtype over the dataset (``ParquetReader.dtype``),
     to which a narrower file is widened so that every partition is binned alike;
-    ``constants``: {name: Arrow scalar} of the file's partition columns."""
+    ``constants``: {name: Arrow scalar} of the file's partition columns; ``weight``:
+    the column of the rows' weights, returned third."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     constants = constants or {}
-    names = [n for n in dict.fromkeys([*label_cols, *prob_cols]) if n not in constants]
+    weights = [] if weight is None else [weight]
+    names = [n for n in dict.fromkeys([*label_cols, *prob_cols, *weights]) if n not in constants]
     remote = where_.is_url(path)
     src = where_.open_file(path) if remote else path
     try:
@@ -96,10 +100,12 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
     def columns(names):
         return stack_columns([_widen(_arrow_to_numpy(column(c)), dtypes[c]) for c in names])
 
+    if weight is not None:
+        return columns(label_cols), columns(prob_cols), columns([weight])
     return columns(label_cols), columns(prob_cols)
 
 
-def _array_source(y_true, y_prob):
+def _array_source(y_true, y_prob, sample_weight=None):
     import dask.array as da
 
     if not isinstance(y_true, da.Array) or not isinstance(y_prob, da.Array):
@@ -123,18 +129,29 @@ def _array_source(y_true, y_prob):
         y_true = y_true.rechunk({0: y_prob.chunks[0]})
     yb = y_true.to_delayed().ravel()
     pb = y_prob.to_delayed().ravel()
+    wb = [None] * len(pb)
+    if sample_weight is not None:
+        if not isinstance(sample_weight, da.Array) or sample_weight.ndim != 1 \
+                or sample_weight.shape[0] != y_prob.shape[0]:
+            msg = (f"sample_weight must be a 1-D dask array of one weight per row "
+                   f"({y_prob.shape[0]} rows); got {type(sample_weight).__name__} of shape "
+                   f"{getattr(sample_weight, 'shape', None)}")
+            raise ValueError(msg)
+        wb = sample_weight.rechunk({0: y_prob.chunks[0]}).to_delayed().ravel()
     starts = np.concatenate([[0], np.cumsum(y_prob.chunks[0])]).astype(np.int64)
 
     def reword(k, text):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
-    return _Source([(_pair, yb[k], pb[k]) for k in range(len(pb))], reword,
-                   offsets=[int(a) for a in starts[:-1]], n_classes=n_classes)
+    parts = [(_pair, yb[k], pb[k]) if sample_weight is None else (_pair, yb[k], pb[k], wb[k])
+             for k in range(len(pb))]
+    return _Source(parts, reword, offsets=[int(a) for a in starts[:-1]], n_classes=n_classes,
+                   weighted=sample_weight is not None)
 
 
-def _frame_source(df, label, prob):
+def _frame_source(df, label, prob, weight=None):
     prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
-    names = list(dict.fromkeys([*label_cols, *prob_cols]))
+    names = list(dict.fromkeys([*label_cols, *prob_cols, *([] if weight is None else [weight])]))
     missing = [c for c in names if c not in df.columns]
     if missing:
         msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
@@ -145,11 +162,12 @@ def _frame_source(df, label, prob):
     def reword(k, text):
         return f"{text} [in partition {k} of {len(parts)}]"
 
-    return _Source([(_frame_columns, parts[k], label_cols, prob_cols) for k in range(len(parts))],
-                   reword)
+    return _Source([(_frame_columns, parts[k], label_cols, prob_cols, weight)
+                    for k in range(len(parts))], reword, weighted=weight is not None)
 
 
-def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True, where=None):
+def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True, where=None,
+                    weight=None):
     """Partitions of whole row groups. The client reads each file's footer; the
     files, their order, the column checks and the messages are those of
     :func:`fastcal.score_file` (``where``: its filter on the partition columns)."""
@@ -157,32 +175,34 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
 
     reader = ParquetReader(path, verify_checksums=verify_checksums, where=where)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
-    reader.check([*prob_cols, *label_cols])
+    weights = [] if weight is None else [weight]
+    reader.check([*prob_cols, *label_cols, *weights])
     # each column's widest dtype over the files: one rule for binning
-    dtypes = {c: reader.dtype(c) for c in (*prob_cols, *label_cols)}
+    dtypes = {c: reader.dtype(c) for c in (*prob_cols, *label_cols, *weights)}
     parts, chunks = [], []
     first_row = 0
     keys = reader.partitions
     for i, f in enumerate(reader.files):
         meta = reader.footers[i]  # the footer the reader read
         constants = {n: pa.scalar(keys.values[i][k], keys.types[k])
-                     for k, n in enumerate(keys.names) if n in (*label_cols, *prob_cols)}
+                     for k, n in enumerate(keys.names) if n in (*label_cols, *prob_cols,
+                                                                 *weights)}
         group, rows, start = [], 0, 0
         for g in range(meta.num_row_groups):
             group.append(g)
             rows += meta.row_group(g).num_rows
             if rows >= rows_per_partition or g == meta.num_row_groups - 1:
                 parts.append((_read_row_groups, f, group, label_cols, prob_cols, dtypes,
-                              verify_checksums, constants))
+                              verify_checksums, constants, weight))
                 chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
                 group, rows = [], 0
         first_row += meta.num_rows
 
     def reword(k, text):
-        return _reword(ValueError(text), chunks[k], prob, label)
+        return _reword(ValueError(text), chunks[k], prob, label, weight)
 
-    return _Source(parts, reword, offsets=[c.start for c in chunks])
+    return _Source(parts, reword, offsets=[c.start for c in chunks], weighted=weight is not None)
 
 
 def _length(loader, *args):
@@ -204,13 +224,13 @@ class _Filled:
 
 
 def _fill_part(index, options, start, loader, *args):
-    y, p = loader(*args)
+    y, p, *w = loader(*args)
     if options.transform is not None:
         p = options.transform(p)
     acc = options.accumulator()
     n = int(np.shape(p)[0])
     try:
-        acc.update(y, p, start=start, device=options.device)
+        acc.update(y, p, start=start, device=options.device, sample_weight=w[0] if w else None)
     except ValueError:
         # Located and reported with its global row once all offsets are known.
         return _Filled(None, n, bad=index)
@@ -232,12 +252,12 @@ def _merge_filled(*runs):
 def _message(options, offset, loader, *args):
     """Re-run the failing partition's update with its global offset: the message
     of the single-process path, rows counted from the first row of all data."""
-    y, p = loader(*args)
+    y, p, *w = loader(*args)
     if options.transform is not None:
         p = options.transform(p)
     acc = options.accumulator()
     try:
-        acc.update(y, p, start=offset)
+        acc.update(y, p, start=offset, sample_weight=w[0] if w else None)
     except ValueError as exc:
         return str(exc)
     return "the partition raised on its first read but not on the second"
@@ -265,6 +285,7 @@ class _DaskParts:
     def __init__(self, source, runner, pair, transform=None):
         self.transform = transform
         self.source = source
+        self.weighted = source.weighted  # rows with weights (fastcal.score.check_weighted)
         self.runner = runner
         self.pair = pair  # options of the backend's ranked
         self.n_parts = len(source.parts)
@@ -300,7 +321,7 @@ class _DaskParts:
 
 
 def _on_part(fn, common, extra, pair, transform, loader, *args):
-    y, p = loader(*args)
+    y, p = loader(*args)[:2]
     if transform is not None:
         p = transform(p)
     batch = backends.resolve(y, p, logits=pair["logits"], soft=False)  # passes rank hard labels

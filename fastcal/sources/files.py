@@ -71,10 +71,12 @@ def _where(chunk, global_row):
     return f"at row {global_row}"
 
 
-def _reword(exc, chunk, prob, label):
+def _reword(exc, chunk, prob, label, weight=None):
     """The core's message about arrays, reworded for a file: file, column names, row."""
     text = str(exc)
     text = text.replace("y_prob", f"column {prob!r}").replace("y_true", f"column {label!r}")
+    if weight is not None:
+        text = text.replace("sample_weight", f"weight column {weight!r}")
     text = re.sub(r"at index (\d+)", lambda m: _where(chunk, int(m.group(1))), text)
     text = text.replace("pass nan_policy='omit'", "use nan_policy='omit' (--nan-policy omit)")
     return f"{chunk.file}: {text} (rows counted from 0)"
@@ -103,7 +105,7 @@ class _FileParts:
         k = 0
         try:
             for chunk in chunks:
-                p, y = _chunk_arrays(chunk, src.n_prob)
+                p, y, _ = src._arrays(chunk)
                 if src.transform is not None:
                     p = src.transform(p)
                 # the gate checks the chunk as the first pass did; the passes rank hard labels
@@ -201,7 +203,7 @@ class FileSource:
     n_chunks = None  # chunks of the last fill
 
     def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
-                 verify_checksums=True, where=None):
+                 verify_checksums=True, where=None, weight=None):
         self.path = where_.local(os.fspath(path))  # a file:// URL is its local path
         self.reader, self.format = open_reader(self.path, format,
                                                verify_checksums=verify_checksums, where=where)
@@ -210,6 +212,13 @@ class FileSource:
         self.multi_class = len(prob_cols) > 1
         self.n_prob = len(prob_cols)
         self.names = (*prob_cols, *label_cols)
+        self.weight = weight  # the column of the rows' weights (sample_weight), or None
+        if weight is not None:
+            if weight in self.names:
+                msg = (f"{where_.shown(self.path)}: weight={weight!r} is a probability or "
+                       "label column; name the column of the rows' weights")
+                raise ValueError(msg)
+            self.names = (*self.names, weight)
         self.reader.check(self.names)
         self.chunk_rows = chunk_rows
         self.progress = progress
@@ -221,6 +230,18 @@ class FileSource:
     def provenance(self):
         return {"source": where_.shown(self.path), "format": self.format}
 
+    @property
+    def weighted(self):
+        """True if the rows carry weights (a ``weight`` column)."""
+        return self.weight is not None
+
+    def _arrays(self, chunk):
+        """(probabilities, labels, weights or None) of a chunk."""
+        if self.weight is None:
+            return (*_chunk_arrays(chunk, self.n_prob), None)
+        cols = chunk.columns
+        return stack_columns(cols[:self.n_prob]), stack_columns(cols[self.n_prob:-1]), cols[-1]
+
     def fill(self, opts):
         acc = opts.accumulator()
         label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
@@ -230,13 +251,14 @@ class FileSource:
         self.transform = opts.transform
         try:
             for chunk in chunks:
-                p_col, y_col = _chunk_arrays(chunk, self.n_prob)
+                p_col, y_col, w_col = self._arrays(chunk)
                 if opts.transform is not None:
                     p_col = opts.transform(p_col)
                 try:
-                    acc.update(y_col, p_col, device=opts.device)
+                    acc.update(y_col, p_col, device=opts.device, sample_weight=w_col)
                 except ValueError as exc:
-                    raise ValueError(_reword(exc, chunk, self.prob, self.label)) from None
+                    raise ValueError(_reword(exc, chunk, self.prob, self.label,
+                                             self.weight)) from None
                 bar.update(p_col.shape[0])
                 self.n_chunks += 1
         finally:
@@ -252,7 +274,7 @@ class FileSource:
         """K when the columns give it before any row is read: K class columns, or one
         fixed-size-list column (-1 for a list column of unknown size); else None."""
         if self.multi_class:
-            return len(self.names) - 1
+            return len(self.names) - 1 - (self.weight is not None)
         if self.reader.schema is None:  # NPY: K class columns or one value per row
             return None
         try:
