@@ -405,7 +405,7 @@ def fill_arrays(y_true, y_prob, options, sample_weight=None):
     if acc.n == 0:
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
-    if acc.weighted and not acc.wsums[:, 0].sum() > 0:
+    if getattr(acc, "weighted", False) and not acc.wsums[:, 0].sum() > 0:  # soft labels: never weighted
         msg = (f"sample_weight is 0 in all {acc.n} rows left after omitting NaN rows; at "
                "least one weight must be > 0")
         raise ValueError(msg)
