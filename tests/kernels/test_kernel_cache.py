@@ -111,12 +111,17 @@ def read_only(tmp_path_factory):
         p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
-def test_read_only_install_scores_with_one_note(read_only, tmp_path):
-    base, env = read_only
+def _score_csv(env, tmp_path):
+    """``fastcal score --json`` of a small CSV file, run with ``env``."""
     data = tmp_path / "scores.csv"
     data.write_text("p,y\n" + "".join(f"{(i % 10) / 10 + 0.05},{i % 3 == 0:d}\n" for i in range(40)))
-    res = _run(["-m", "fastcal", "score", str(data), "--prob", "p", "--label", "y", "--bins", "5",
-                "--json"], env, cwd=tmp_path)
+    return _run(["-m", "fastcal", "score", str(data), "--prob", "p", "--label", "y", "--bins", "5",
+                 "--json"], env, cwd=tmp_path)
+
+
+def test_read_only_install_scores_with_one_note(read_only, tmp_path):
+    base, env = read_only
+    res = _score_csv(env, tmp_path)
     assert res.returncode == 0, res.stderr
     assert '"ece"' in res.stdout
     notes = _notes(res.stderr)
@@ -131,10 +136,7 @@ def test_read_only_install_with_shipped_kernels_scores_without_a_note(read_only,
     base, env = read_only
     env = dict(env)
     env.pop("FASTCAL_SHIPPED_KERNELS")
-    data = tmp_path / "scores.csv"
-    data.write_text("p,y\n" + "".join(f"{(i % 10) / 10 + 0.05},{i % 3 == 0:d}\n" for i in range(40)))
-    res = _run(["-m", "fastcal", "score", str(data), "--prob", "p", "--label", "y", "--bins", "5",
-                "--json"], env, cwd=tmp_path)
+    res = _score_csv(env, tmp_path)
     assert res.returncode == 0, res.stderr
     assert '"ece"' in res.stdout
     assert _notes(res.stderr) == [], res.stderr
