@@ -195,12 +195,14 @@ class CalibrationMetric(Metric):
         if num_classes is not None:  # the state's size, before it is allocated
             settings.check_size(num_classes, f"num_classes={num_classes:,}")
         self._settings = dataclasses.replace(settings, n_classes=num_classes)
-        template = self._accumulator()
-        self._names = tuple(template.to_arrays())
+        # an empty state of the options, made once: it fills every batch (its arrays are
+        # added to the states below in place) and is never filled itself
+        self._filler = self._accumulator().state
+        self._names = tuple(self._filler.to_arrays())
         self.add_state("options", default=_codes(self._options()), dist_reduce_fx=_first)
-        for name, x in template.to_arrays().items():
+        for name, x in self._filler.to_arrays().items():
             self.add_state(name, default=torch.from_numpy(x), dist_reduce_fx="sum")
-        self._batches = 0
+        self._views = None  # NumPy views of the states, see _add
         self._computed_report = None
 
     def _accumulator(self):
@@ -232,37 +234,66 @@ class CalibrationMetric(Metric):
         """Add the batch (as ``update``) and return the batch's own value (a 0-d tensor)."""
         self._computed = None
         self._update_count += 1
-        acc = self._add_batch(preds, target, start, sample_weight)
+        acc = self._accumulator()
+        self._add_batch(preds, target, start, sample_weight, into=acc)
         self._forward_cache = self._value_of(_report(acc, self.observed, self.ci))
         return self._forward_cache
 
-    def _add_batch(self, preds, target, start, sample_weight=None):
-        """Fill an accumulator with the batch, add its arrays to the state; returns it."""
-        self._batches += 1
+    def _add_batch(self, preds, target, start, sample_weight=None, into=None):
+        """Fill the batch and add its arrays to the states in place. ``into``: an
+        empty accumulator that keeps the batch's own state too (``forward``'s)."""
         if sample_weight is not None and not self._settings.weighted:
             msg = ("sample_weight needs the weighted sums in the metric's state: make it with "
                    "CalibrationMetric(..., weighted=True)")
             raise ValueError(msg)
-        acc = self._accumulator()
         row0 = int(self.n_rows) if start is None else start
+        y, p = _detached(target), _detached(preds)
         try:
-            self._fill(acc, preds, target, row0, sample_weight)
+            self._check_shapes(preds, target)
+            w = None if sample_weight is None else _numpy(sample_weight)  # weights: on the host
+            # a CUDA tensor (or CuPy, Numba array) is filled on its GPU: the gate decides
+            if into is None:
+                arrays = self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
+            else:
+                arrays = into.update(y, p, start=row0, sample_weight=w).to_arrays()
         except ValueError as err:
-            msg = f"batch {self._batches}: {err}"
+            msg = f"batch {self._update_count}: {err}"
             raise ValueError(msg) from None
-        arrays = acc.to_arrays()
-        before = [EDGE_DTYPES[i] for i in np.flatnonzero(self.edge_dtype.cpu().numpy())]
-        if acc.edge_dtype is not None and before and before != [acc.edge_dtype]:
-            msg = (f"batch {self._batches}: y_prob is {acc.edge_dtype} but earlier batches were "
+        self._check_width(arrays["edge_dtype"])
+        self._add(arrays)
+
+    def _add(self, arrays):
+        """Add a batch's arrays to the states in place: through NumPy views of
+        their memory (made again when a state tensor was replaced: ``reset()``,
+        a sync, ``.to()``), or by torch where it gives no view (GPU memory)."""
+        states = [getattr(self, name) for name in self._names]
+        views = self._views
+        if views is None or any(a is not b for a, b in zip(views[0], states)):
+            views = self._views = (states, [_view(t) for t in states])
+        for name, state, view in zip(self._names, states, views[1]):
+            x = arrays.get(name)
+            if x is None:  # a part this batch does not fill (rows with weights: no unweighted replicates)
+                continue
+            if view is None:
+                state += torch.from_numpy(x).to(state.device)
+            else:
+                view += x
+
+    def _check_width(self, width):
+        """Refuse a batch of another float width than the earlier ones (its uniform
+        bins would have other edges); ``width``: the batch's ``edge_dtype`` array."""
+        width = width.tolist()
+        if 1 not in width:
+            return
+        now = EDGE_DTYPES[width.index(1)]
+        before = [w for w, seen in zip(EDGE_DTYPES, self.edge_dtype.tolist()) if seen]
+        if before and before != [now]:
+            msg = (f"batch {self._update_count}: y_prob is {now} but earlier batches were "
                    f"{before[0]}, binned by other edges; cast every batch to one dtype (e.g. "
                    "preds.double())")
             raise ValueError(msg)
-        for name in self._names:
-            state = getattr(self, name)
-            state += torch.from_numpy(arrays[name]).to(state.device)
-        return acc
 
-    def _fill(self, acc, preds, target, row0, sample_weight=None):
+    def _check_shapes(self, preds, target):
         if self.task == "binary" and getattr(preds, "ndim", 1) != 1:
             msg = (f"preds has shape {tuple(preds.shape)}, but task='binary' takes shape (n,), the "
                    "probability (or logit) of class 1; use task='multiclass' with num_classes=K "
@@ -272,9 +303,6 @@ class CalibrationMetric(Metric):
             msg = (f"target has shape {tuple(target.shape)}, but CalibrationMetric takes labels "
                    "of shape (n,) (0/1, or class indices); soft labels are not supported")
             raise ValueError(msg)
-        # a CUDA tensor (or CuPy, Numba array) is filled on its GPU: the gate decides
-        w = None if sample_weight is None else _numpy(sample_weight)  # weights: on the host
-        acc.state.update(_detached(target), _detached(preds), start=row0, sample_weight=w)
 
     # -- merging ---------------------------------------------------------
 
@@ -368,8 +396,7 @@ class CalibrationMetric(Metric):
 
     def reset(self):
         """Empty the state (and restart the batch count of error messages)."""
-        super().reset()
-        self._batches = 0
+        super().reset()  # the batch count of messages is torchmetrics' _update_count
         self._computed_report = None
 
     def __setstate__(self, state):
@@ -383,6 +410,13 @@ class CalibrationMetric(Metric):
             self._reductions["options"] = _first
             self._persistent["options"] = False
             self.options = self._defaults["options"].clone()
+        self._filler = self._accumulator().state  # not pickled: made from the options
+        self._views = None
+
+    def __getstate__(self):
+        # the filler and the views are made again from the options and the states
+        return {k: x for k, x in super().__getstate__().items()
+                if k not in ("_filler", "_views")}
 
     # -- reading ---------------------------------------------------------
 
@@ -499,6 +533,15 @@ def _first(x):
 
 def _numpy(x):
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _view(t):
+    """A NumPy view of a state tensor's memory, or None where torch gives none (a
+    tensor in GPU memory)."""
+    try:
+        return t.numpy()
+    except (TypeError, RuntimeError):
+        return None
 
 
 def _detached(x):

@@ -12,6 +12,7 @@ read from and the smooth ECE grid, each switched on by an option.
 """
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -205,6 +206,13 @@ class Mergeable:
         """What the arrays of a state must agree on (checked before any is added)."""
 
 
+@lru_cache(maxsize=None)
+def _width_of(dtype):
+    """The float width of data of ``dtype`` (cached: numpy's dtype names cost
+    microseconds, paid per chunk of a metric's small batches)."""
+    return dtype.name if dtype.kind == "f" else "float64"
+
+
 def check_start(start):
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
         msg = (f"start must be an integer >= 0 (the global index of the chunk's first row); "
@@ -295,13 +303,21 @@ class Binned(Mergeable):
         """Bin edges as float64 (uniform: k / n_bins)."""
         return self.bins.report_edges()
 
+    def _width(self, dtype):
+        """The float width (a name of ``EDGE_DTYPES``) whose rounding of k / n_bins
+        the uniform edges use for data of ``dtype``; None where the edges do not
+        depend on it (explicit edges, values computed in float64)."""
+        if self.edges is not None or self.computed64:
+            return None
+        return _width_of(np.dtype(dtype))
+
     def _fix_dtype(self, dtype):
         """Fix the dtype whose rounding of k / n_bins the uniform edges use: the
         first update's. A later chunk of another float width would bin by other
         edges (0.3 is not float32(0.3)), so it is refused, not mixed in."""
-        if self.edges is not None or self.computed64:
+        name = self._width(dtype)
+        if name is None:
             return
-        name = np.dtype(dtype).name if np.dtype(dtype).kind == "f" else "float64"
         if self.edge_dtype is None:
             self.edge_dtype = name
         elif name != self.edge_dtype:
@@ -313,11 +329,15 @@ class Binned(Mergeable):
     def update(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
         """Add one chunk of labels and predictions (K-class state: labels (n,) and
         (n, K) rows); returns self (see :meth:`fastcal.CalibrationAccumulator.update`)."""
-        batch = backends.resolve(y_true, y_prob, logits=self.logits,
-                                 multiclass=self.kind == "multiclass", device=device,
-                                 sample_weight=sample_weight,
-                                 first_row=self.n_rows if start is None else check_start(start))
-        return self.update_batch(batch, start=start)
+        return self.update_batch(self._resolve(y_true, y_prob, device, sample_weight, start),
+                                 start=start)
+
+    def _resolve(self, y_true, y_prob, device=None, sample_weight=None, start=None):
+        """The gate's batch of a chunk for this state's kind."""
+        return backends.resolve(y_true, y_prob, logits=self.logits,
+                                multiclass=self.kind == "multiclass", device=device,
+                                sample_weight=sample_weight,
+                                first_row=self.n_rows if start is None else check_start(start))
 
     def update_batch(self, batch, *, start=None):
         """``update`` with a batch resolved by :func:`fastcal.backends.resolve`:
@@ -330,20 +350,58 @@ class Binned(Mergeable):
             self._check_weighted()
         if batch.n:  # an empty chunk bins nothing: it leaves the float width open
             self._fix_dtype(batch.dtype)
+        arrays, omitted = self._filled(batch, row0)
+        if batch.weighted:
+            self._weigh()
+        self._add_chunk(self._with_weighted(arrays), batch)
+        self.n_omitted += omitted
+        self.n_rows += batch.n
+        return self
+
+    def chunk_arrays(self, y_true, y_prob, *, start=None, sample_weight=None):
+        """The arrays that ``update`` would add for one chunk, named as those of
+        :meth:`to_arrays` (with the fill's ``checks`` besides), the state itself
+        unchanged: for a framework that keeps the sums in tensors of its own and
+        adds each chunk to them in place (:class:`fastcal.torch.CalibrationMetric`).
+
+        Bad input raises the ``ValueError`` of ``update`` (rows numbered from
+        ``start``, by default this state's ``n_rows``). ``edge_dtype`` holds the
+        chunk's float width (all 0 for an empty chunk, explicit edges or values
+        computed in float64); it is not checked against this state's.
+        """
+        batch = self._resolve(y_true, y_prob, sample_weight=sample_weight, start=start)
+        self._check_batch(batch)
+        row0 = self.n_rows if start is None else check_start(start)
+        if batch.weighted and not self.spec.weighted:
+            msg = "sample_weight needs a weighted state (made with weighted=True)"
+            raise ValueError(msg)
+        arrays, omitted = self._filled(batch, row0)
+        arrays = self._with_weighted(arrays)
+        arrays["n_rows"] = np.array(batch.n, np.int64)
+        arrays["n_omitted"] = np.array(omitted, np.int64)
+        width = np.zeros(len(EDGE_DTYPES), np.int64)
+        name = self._width(batch.dtype) if batch.n else None
+        if name is not None:
+            width[EDGE_DTYPES.index(name)] = 1
+        arrays["edge_dtype"] = width
+        return arrays
+
+    def _filled(self, batch, row0):
+        """A chunk's arrays (its fill and its parts) once its rows passed the
+        checks, and the rows it omitted; ``row0`` numbers the rows of messages."""
         backend = backends.of(batch)
         filled = backend.fill(batch, self.spec)
         checks = filled["checks"]
         ck.raise_for(self.checks, checks, self.nan_policy, row0, **batch.context())
         parts = backend.fill_parts(batch, self.spec, row0, filled)
-        if batch.weighted:
-            self._weigh()
-        arrays = {**filled, **parts}
+        return {**filled, **parts}, ck.omitted(self.checks, checks)
+
+    def _with_weighted(self, arrays):
+        """A chunk's arrays with the weighted sums a weighted state keeps (rows
+        without weights weigh 1 each)."""
         if self.spec.weighted and "wsums" not in arrays:
             arrays.update(as_weighted(arrays, self.n_bins))
-        self._add_chunk(arrays, batch)
-        self.n_omitted += ck.omitted(self.checks, checks)
-        self.n_rows += batch.n
-        return self
+        return arrays
 
     def _add_chunk(self, arrays, batch):
         """Add a checked chunk's arrays."""

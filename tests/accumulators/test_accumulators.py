@@ -191,3 +191,39 @@ def test_ece_of_a_million_float64_rows_does_not_depend_on_the_split(kind):
     whole = ece(1)
     for parts in (2, 7, 64):
         assert ece(parts) == pytest.approx(whole, rel=1e-12, abs=0), parts
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("binary", dict(n_boot=3, ace_buckets=16)),
+    ("logits", dict(logits=True)),
+    ("multiclass", dict(n_classes=3)),
+])
+def test_chunk_arrays_are_what_update_adds_and_leave_the_state(kind, options):
+    rng = np.random.default_rng(4)
+    if kind == "multiclass":
+        p = rng.dirichlet(np.ones(3), 300)
+        y = rng.integers(0, 3, 300)
+    else:
+        p = rng.normal(0, 2, 300) if kind == "logits" else rng.random(300).astype(np.float32)
+        y = (rng.random(300) < 0.5).astype(np.int64)
+    state = fastcal.CalibrationAccumulator(**options).update(y[:100], p[:100]).state
+    before = state.to_arrays()
+    chunk = state.chunk_arrays(y[100:], p[100:])  # rows numbered from the state's n_rows
+    for name, x in state.to_arrays().items():
+        np.testing.assert_array_equal(x, before[name], err_msg=name)  # the state unchanged
+    updated = state.copy().update(y[100:], p[100:]).to_arrays()
+    assert set(updated) <= set(chunk)
+    for name, x in updated.items():
+        if name == "edge_dtype":  # the chunk's float width; none for sigmoids (float64 edges)
+            widths = {"binary": [1, 0], "logits": [0, 0], "multiclass": [0, 1]}
+            assert chunk[name].tolist() == widths[kind]
+        else:
+            np.testing.assert_array_equal(before[name] + chunk[name], x, err_msg=name)
+    bad = p[100:].copy()
+    bad[[7, 9]] = np.nan
+    with pytest.raises(ValueError) as got:
+        state.chunk_arrays(y[100:], bad, start=1_000)
+    with pytest.raises(ValueError) as ref:
+        state.copy().update(y[100:], bad, start=1_000)
+    assert str(got.value) == str(ref.value) and "first at" in str(got.value)
+    assert "1007" in str(got.value)

@@ -1,6 +1,7 @@
 """fastcal.torch.CalibrationMetric: the report of calibration_report on all the data,
 whatever the batching or the number of processes, in constant memory."""
 
+import copy
 import dataclasses
 from pathlib import Path
 import pickle
@@ -229,6 +230,47 @@ def test_binary_metric_refuses_class_scores_and_mixed_widths():
     msg = first_error(lambda: metric.merge_state(other))
     assert msg.startswith("cannot add arrays of float32 and float64 data")
     assert metric.report().n == 5
+
+
+def test_states_are_added_in_place_and_follow_reset_copies_and_pickles():
+    """update adds each batch to the state tensors themselves (through views of their
+    memory), and a state tensor replaced (reset(), a copy, a pickle) is the one filled."""
+    p, y = data("binary32", n=1_200)
+    P, Y = torch.from_numpy(p), torch.from_numpy(y)
+    metric = CalibrationMetric()
+    metric.update(P[:400], Y[:400])
+    counts = metric.counts
+    metric.update(P[400:800], Y[400:800])
+    assert metric.counts is counts
+    assert_same(metric.report(), fastcal.calibration_report(y[:800], p[:800], ace=False))
+    copied, restored = copy.deepcopy(metric), pickle.loads(pickle.dumps(metric))
+    ref = fastcal.calibration_report(y, p, ace=False)
+    for other in (copied, restored):
+        other.update(P[800:], Y[800:])
+        assert_same(other.report(), ref)
+    assert metric.report().n == 800  # the copies' batches are their own
+    metric.reset()
+    metric.update(P[800:], Y[800:])
+    assert_same(metric.report(), fastcal.calibration_report(y[800:], p[800:], ace=False))
+
+
+def test_update_and_forward_number_batches_alike_and_a_bad_batch_changes_nothing():
+    p, y = data("binary", n=900)
+    P, Y = torch.from_numpy(p), torch.from_numpy(y)
+    metric = CalibrationMetric()
+    metric.update(P[:300], Y[:300])
+    value = metric(P[300:600], Y[300:600])
+    assert float(value) == fastcal.calibration_report(y[300:600], p[300:600], ace=False).ece
+    before = {name: x.clone() for name, x in metric.metric_state.items()}
+    bad = P[600:].clone()
+    bad[5] = float("nan")
+    msgs = [first_error(lambda call=call: call(bad, Y[600:])) for call in (metric.update, metric)]
+    text = "y_prob contains 1 NaN values (first at index 605); pass nan_policy='omit' to drop them"
+    assert msgs == [f"batch 3: {text}", f"batch 4: {text}"]
+    for name, x in before.items():
+        assert torch.equal(getattr(metric, name), x), name
+    metric.update(P[600:], Y[600:])
+    assert_same(metric.report(), fastcal.calibration_report(y, p, ace=False))
 
 
 @pytest.mark.parametrize("options, text", [

@@ -341,6 +341,29 @@ def test_torch_metric_takes_weights():
         CalibrationMetric().update(torch.from_numpy(p), torch.from_numpy(y), torch.ones(300))
 
 
+def test_torch_metric_with_weights_intervals_and_unweighted_batches():
+    """Batches with and without weights, the bootstrap replicates on, forward's
+    batch values: the metric's state is the accumulator's of the same batches."""
+    torch = pytest.importorskip("torch")
+    from fastcal.torch import CalibrationMetric
+
+    y, p = _binary(20, 300)
+    w = np.random.default_rng(21).gamma(0.6, 2.0, 300)
+    ref = CalibrationAccumulator(weighted=True, n_boot=30, seed=4)
+    metric = CalibrationMetric(weighted=True, ci=0.9, n_boot=30, seed=4)
+    for a, b, weights in ((0, 100, w[:100]), (100, 180, None), (180, 300, w[180:])):
+        ref.update(y[a:b], p[a:b], sample_weight=weights)
+        batch = fastcal.calibration_report(y[a:b], p[a:b], sample_weight=weights)
+        tw = None if weights is None else torch.from_numpy(weights)
+        value = metric(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]), tw)
+        assert float(value) == pytest.approx(batch.ece, rel=1e-12, abs=0)
+    got, want = metric.report(), ref.report(ci=0.9)
+    _close(got, want)
+    for name in want.intervals:
+        np.testing.assert_allclose(got.intervals[name], want.intervals[name], rtol=1e-12,
+                                   atol=1e-15, err_msg=name)
+
+
 def test_dask_functions_take_weights(weighted_file):
     """Arrays, a dataframe and a Parquet dataset on Dask (its default local scheduler)
     give the report of the arrays in memory."""
