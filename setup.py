@@ -22,13 +22,15 @@ from setuptools import setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
-# Run in children, one per part (3 of them on 2 cores take about half the time of one):
-# each child's Numba compiles for the build's target CPU, and every kernel
-# it compiles is written to the folder FASTCAL_SHIP_KERNELS_TO names (under a lock:
-# fastcal._kernels._shipped.Writer). The first part writes the manifest.
-PARTS = ("binary", "classes", "tracking")
+# Run in children, one per group of fastcal.warmup.KINDS (3 of them on 2 cores take
+# about half the time of one): each child's Numba compiles for the build's target CPU,
+# and every kernel it compiles is written to the folder FASTCAL_SHIP_KERNELS_TO names
+# (under a lock: fastcal._kernels._shipped.Writer). The first part writes the manifest.
+# tracking's filters are not shipped (30 s more of compiling at every install): they
+# compile at their first run, into your cache.
+PARTS = ("binary", "binary-float-y", "classes")
 CHILD = """
-import contextlib, os, sys
+import sys
 from fastcal._kernels import _shipped
 name, features = _shipped.build_target()
 uses = _shipped.requires(name, features)
@@ -40,16 +42,11 @@ if missing:  # the children run the kernels they compile
     print(f"{missing}, which code for {name} uses")
     raise SystemExit(3)
 part = sys.argv[2]
-if part == "tracking":
-    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-        from tracking.cli import main
-        main(["compare", "--runs", "10"])  # the default comparison's models and filters
-else:
-    from fastcal.warmup import warmup
-    warmup(ship=True, kinds=(part,))
-    if part == "binary":
-        from fastcal._kernels import _cache
-        _shipped.finish(sys.argv[1], _cache.sources_digests())
+from fastcal.warmup import warmup
+warmup(ship=True, kinds=(part,))
+if part == "binary":
+    from fastcal._kernels import _cache
+    _shipped.finish(sys.argv[1], _cache.sources_digests())
 """
 
 

@@ -6,6 +6,7 @@ and an empty cache, as a new user's first process does. They run in the backgrou
 child, beside the rest of the suite (the ``background`` mark: tests/subsuites.py).
 """
 
+import ast
 import json
 import os
 from pathlib import Path
@@ -103,12 +104,15 @@ def test_a_fresh_environment_compiles_nothing_for_the_first_reports_and_their_va
     assert _notes(res.stderr) == [], res.stderr
 
 
-def test_tracking_compare_in_a_fresh_environment_compiles_only_the_sensor_mapper(tmp_path):
-    code = COUNT + "from tracking.cli import main\nmain(['compare', '--runs', '10', '--json'])\n"
-    res = _run(code, _env(tmp_path, TRACKING_KERNEL_DIR=str(tmp_path / "tk")), tmp_path)
-    # the one kernel that takes the sensor's function as an argument: Numba cannot cache it
-    assert _compiles(res) <= 2, res.stdout[-500:]
-    assert '"anees"' in res.stdout.lower() or "anees" in res.stdout.lower()
+def test_the_build_step_compiles_every_group_of_signatures():
+    """setup.py's children are the groups of fastcal.warmup.KINDS, each signature in one."""
+    from fastcal import warmup
+
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    parts = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                 and getattr(node.targets[0], "id", None) == "PARTS")
+    assert parts == warmup.KINDS
+    assert {warmup._kind(*sig[1:]) for sig in warmup.SIGNATURES} == set(warmup.KINDS)
 
 
 def test_an_older_cpu_compiles_for_itself(tmp_path):
