@@ -54,16 +54,19 @@ BLAS_ROOM = 128 << 20
 
 
 def load_blas():
-    """Load SciPy's BLAS (``scipy.linalg``) now, in the command's start-up, rather than
-    mid-run, where numba loads it on its first call.
+    """Under a limit on the address space (``ulimit -v``), load SciPy's BLAS
+    (``scipy.linalg``) now, in the command's start-up, rather than mid-run, where
+    the first kernel that calls it loads it.
 
     OpenBLAS sets up a buffer when it is loaded and spins forever, ignoring SIGTERM,
-    when none can be had. Under a limit on the address space (``ulimit -v``) it is
-    therefore loaded only when ``BLAS_ROOM`` bytes can be mapped (else ``MemoryError``),
-    and in the start-up, where SIGTERM still ends the process by its default action.
+    when none can be had. Under such a limit it is therefore loaded only when
+    ``BLAS_ROOM`` bytes can be mapped (else ``MemoryError``), and in the start-up,
+    where SIGTERM still ends the process by its default action. Without a limit the
+    buffer is had, and nothing is loaded here: a report's kernels call no BLAS, so
+    ``fastcal score`` does not pay SciPy's import (0.3-0.5 s); tracking's filters
+    load it at their first call.
     """
     if "scipy.linalg" in sys.modules or address_space_note() == "":
-        import scipy.linalg  # noqa: F401
         return
     import mmap
 

@@ -37,7 +37,9 @@ import warnings
 import numba
 from numba.core import caching
 
-from fastcal._kernels import _shipped, _trust
+from fastcal._kernels import _shipped, _startup, _trust
+
+_startup.blas_check_without_import()  # SciPy is not imported by Numba's set-up
 
 _DIGEST = 16
 # file layout: magic, blake2b digest of the body, body; an index body is the Numba
@@ -171,7 +173,7 @@ _TRACKING_KERNELS = os.path.normpath(os.path.join(_HERE, os.pardir, os.pardir, "
 
 # modules of fastcal/_kernels that hold no kernel and nothing a kernel reads (the cache, the
 # trust rule, the thread pool): left out of the stamp, so that changing them keeps the cache
-_NOT_COMPILED = frozenset({"_cache.py", "_shipped.py", "_trust.py", "_threads.py"})
+_NOT_COMPILED = frozenset({"_cache.py", "_shipped.py", "_startup.py", "_trust.py", "_threads.py"})
 
 
 @functools.cache
