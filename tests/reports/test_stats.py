@@ -115,6 +115,33 @@ def test_z_is_streaming_and_mergeable():
     assert merged.verdict == whole.verdict
 
 
+def test_normal_tail_and_quantile_are_scipys():
+    """The p-values and the bin test's critical value, computed without SciPy, are
+    SciPy's ndtr and ndtri: to 3e-15 for |z| < 8, to 1e-13 in the far tail (results
+    near the smallest normal floats), 0 and 1 where SciPy's are, except that for z
+    about -37.5 to -38.5 SciPy's underflows to 0 where the standard library's erfc
+    gives the subnormal value."""
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.linspace(-39.0, 39.0, 20_001), [0.0, -0.0, np.inf, -np.inf, 5e-324]])
+    got = np.array([stats.ndtr(float(v)) for v in x])
+    ref = special.ndtr(x)
+    pos = ref > 0
+    sub = ~pos & (got > 0)
+    assert (got[sub] < np.finfo(np.float64).tiny).all() and (x[sub] < -37).all()
+    assert np.array_equal(got[~pos & ~sub], ref[~pos & ~sub])
+    rel = np.abs(got[pos] - ref[pos]) / ref[pos]
+    assert rel.max() <= 1e-13
+    assert rel[np.abs(x[pos]) < 8].max() <= 3e-15
+    assert np.isnan(stats.normal_pvalues(float("nan"))).all()
+    for k in (1, 2, 10, 15, 1000, 100_000):
+        for alpha in (0.01, 0.05, 0.2):
+            z = np.zeros(k)
+            z[0] = 1.0
+            critical = stats.bin_test(z, alpha=alpha).critical_z
+            want = -special.ndtri(stats._sidak(alpha, k) / 2.0)
+            assert critical == pytest.approx(want, rel=1e-15, abs=0), (k, alpha)
+
+
 def test_verdict_rules():
     v = stats.verdict
     assert v(0.01, 0.99, 0.02) == "over-confident"
