@@ -12,28 +12,38 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip setuptools wheel
 
+# An editable install leaves fastcal's and tracking's sources uncompiled: compileall writes
+# their bytecode once (Python reads it even where PYTHONDONTWRITEBYTECODE is set, which would
+# have each of the test suite's child processes compile the sources again, 0.3 s apiece)
+COMPILE := $(PY) -m compileall -q fastcal tracking
+
 # One stamp per extra set, rebuilt when pyproject.toml changes, or the sources of the kernels
 # that the install compiles and ships in the package (setup.py, fastcal/_kernels/_shipped.py)
 SHIPPED := setup.py fastcal/warmup.py $(wildcard fastcal/_kernels/*.py tracking/kernels/*.py tracking/models/*.py)
 
 $(VENV)/.stamp-core: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e .
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.stamp-demo: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[plot]'
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[test]'
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.stamp-docs: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[docs]'
+	$(COMPILE)
 	touch $@
 
 $(VENV)/.stamp-bench: pyproject.toml $(SHIPPED) | $(PY)
 	$(PY) -m pip install -e '.[bench]'
+	$(COMPILE)
 	touch $@
 
 install: $(VENV)/.stamp-core
