@@ -1,9 +1,10 @@
 """Where the first binary report's time goes, stage by stage, in a new process.
 
 Prints one line per stage (wall s): Python's start-up is outside (farm-bench times the
-whole process); then ``import numpy``, ``import fastcal``, Numba's import, Numba's
-target set-up (its first ``refresh``: every implementation registry, and scipy.linalg
-for its BLAS check), the first report (its kernels loaded: from your cache, the
+whole process); then ``import numpy``, ``import fastcal``, Numba's import (with
+fastcal's kernel cache, which answers Numba's BLAS check without importing
+scipy.linalg: ``fastcal._kernels._startup``), Numba's target set-up (its first
+``refresh``: every implementation registry), the first report (its kernels loaded: from your cache, the
 shipped ones, or compiled), and a second report of the same size::
 
     NUMBA_CACHE_DIR=$(mktemp -d) python benchmarks/first_call_stages.py   # a new environment
@@ -21,7 +22,7 @@ t.append(time.perf_counter())
 import fastcal  # noqa: E402
 
 t.append(time.perf_counter())
-import numba  # noqa: E402, F401
+import fastcal._kernels._cache  # noqa: E402, F401  (numba, and its BLAS check without SciPy)
 
 t.append(time.perf_counter())
 from numba.core.registry import cpu_target  # noqa: E402
