@@ -96,7 +96,7 @@ class SegmentedAccumulator:
         filled.
         """
         y, p, w = _host(y_true), _host(y_prob), _host(sample_weight)
-        n = p.shape[0] if p is not None and p.ndim else None
+        n = p.shape[0] if p.shape else None  # the rows, for the length of by
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
         self.overall.update(y, p, sample_weight=w, start=start)

@@ -60,6 +60,11 @@ def key_text(key):
     return str(key)
 
 
+def _named(key):
+    """A key as the verdict names it: a tuple in parentheses."""
+    return f"({key_text(key)})" if isinstance(key, tuple) else key_text(key)
+
+
 def _rows_text(n):
     return f"{n:,} row{'s' if n != 1 else ''}"
 
@@ -175,7 +180,7 @@ class SegmentedReport:
         tested = int(np.count_nonzero(~np.isnan(self._p)))
         bad = self.miscalibrated
         if bad:
-            named = ", ".join(f"{key_text(k)!s} {self.segment_verdict(k)} "
+            named = ", ".join(f"{_named(k)} {self.segment_verdict(k)} "
                               f"({_rows_text(self._reports[k].n)})" for k in bad[:MAX_NAMED])
             more = f" and {len(bad) - MAX_NAMED} more" if len(bad) > MAX_NAMED else ""
             text = f"{len(bad)} of {tested} segments miscalibrated ({how}): {named}{more}"
@@ -183,7 +188,7 @@ class SegmentedReport:
             text = f"no segment miscalibrated ({how}; {tested} segments tested)"
         small = [k for k in self._sorted() if self._reports[k].n < SIMULATE_BELOW_N]
         if small:
-            named = ", ".join(f"{key_text(k)} ({_rows_text(self._reports[k].n)})"
+            named = ", ".join(f"{_named(k)} ({_rows_text(self._reports[k].n)})"
                               for k in small[:MAX_NAMED])
             more = f" and {len(small) - MAX_NAMED} more" if len(small) > MAX_NAMED else ""
             text += (f"; caution: {len(small)} segment{'s' if len(small) > 1 else ''} of fewer "

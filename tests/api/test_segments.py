@@ -275,3 +275,67 @@ def test_multicalibration_error_needs_ecce_and_segments(data):
         fastcal.multicalibration_error(r)
     with pytest.raises(ValueError, match=r"^report must be a segmented report"):
         fastcal.multicalibration_error(r.overall)
+
+
+@pytest.fixture(scope="module")
+def parquet(data, tmp_path_factory):
+    """The binary data as a Parquet file of 4 row groups, with nulls in the key column."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    g = data["g"].astype(object)
+    g[::50] = None
+    path = tmp_path_factory.mktemp("segments") / "pred.parquet"
+    pq.write_table(pa.table({"p": data["p"], "y": data["y"], "w": data["w"], "country": g,
+                             "h": data["h"]}), path, row_group_size=800)
+    return str(path), g
+
+
+def test_score_file_by_equals_the_arrays(data, parquet):
+    path, g = parquet
+    y, p, w, h = data["y"], data["p"], data["w"], data["h"]
+    got = fastcal.score_file(path, by="country", chunk_rows=700)
+    ref = fastcal.calibration_report(y, p, by=g, ace=False)
+    assert list(got.keys()) == list(ref.keys()) == [*KEYS.tolist(), None]
+    for key in ref:
+        _close(got[key], ref[key], SCALARS[:3] + SCALARS[4:])
+    _close(got.overall, ref.overall, SCALARS[:3] + SCALARS[4:])
+    assert got.overall.n_rows == N and got.overall.passes == 1 and got.columns == ["country"]
+    got = fastcal.score_file(path, by=["country", "h"], weight="w", chunk_rows=1_000,
+                             correction="bh")
+    ref = fastcal.calibration_report(y, p, by=[g, h], sample_weight=w, correction="bh")
+    assert list(got.keys()) == list(ref.keys()) and len(got) == 2 * len(KEYS) + 2
+    for key in ref:
+        _close(got[key], ref[key], SCALARS[:3] + SCALARS[4:])
+    np.testing.assert_allclose(got.table()["p_adjusted"], ref.table()["p_adjusted"],
+                               rtol=1e-12)
+
+
+def test_score_file_by_refuses_what_takes_more_passes(parquet):
+    with pytest.raises(ValueError, match=r"pred\.parquet: by= scores each segment in one pass "
+                                         r"over the file: ace=True needs more passes"):
+        fastcal.score_file(parquet[0], by="country", ace=True)
+    with pytest.raises(ValueError, match=r"pred\.parquet: no column 'cntry'"):
+        fastcal.score_file(parquet[0], by="cntry")
+
+
+def test_command_line_by_prints_the_table_and_json(data, parquet, capsys):
+    from fastcal.cli import main
+
+    path, g = parquet
+    assert main(["score", path, "--prob", "p", "--label", "y", "--by", "country",
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    ref = fastcal.calibration_report(data["y"], data["p"], by=g, ace=False)
+    assert "3000 rows (parquet) in 6 segments of country" in out
+    table = ref.to_markdown().splitlines()
+    assert table[0].replace("| segment |", "| country |") + "\n" + "\n".join(table[1:]) in out
+    assert main(["score", path, "--prob", "p", "--label", "y", "--by", "country,h",
+                 "--correction", "bh", "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["correction"] == "bh" and got["columns"] == ["country", "h"]
+    assert got["n_rows"] == N and got["miscalibrated"][0][0] == "FR"
+    assert main(["score", path, "--prob", "p", "--label", "y", "--by", "cntry"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no column 'cntry'" in err
+    assert main(["score", path, "--prob", "p", "--label", "y", "--correction", "bh"]) == 2
+    assert "--correction adjusts the segments' p-values: pass --by COL" in capsys.readouterr().err
