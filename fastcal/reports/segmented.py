@@ -85,6 +85,16 @@ class SegmentedReport:
     normal p-value may be off there; :func:`fastcal.ecd_test` on its rows is
     exact or simulated); a segment with no p-value (no rows left, or a zero
     variance) is untested and takes no part in the correction.
+
+    Examples
+    --------
+    >>> import numpy as np, fastcal
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.random(3_000); g = rng.choice(["a", "b", "c"], 3_000)
+    >>> y = (rng.random(3_000) < np.where(g == "c", 0.5 + 0.5 * (p - 0.5), p)).astype(int)
+    >>> r = fastcal.calibration_report(y, p, by=g)
+    >>> r.miscalibrated, r["c"].n == int((g == "c").sum()), r.table()["verdict"][0]
+    (['c'], True, 'over-confident')
     """
 
     def __init__(self, reports, overall, *, correction="holm", alpha=0.05, columns=None):
