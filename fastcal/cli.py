@@ -130,6 +130,9 @@ def _score_inputs(sc):
     sc.add_argument("--correction", choices=("holm", "bh"), default=None,
                     help="with --by: Holm (family-wise error; the default) or Benjamini-"
                          "Hochberg (false discovery rate) adjustment of the segments' p-values")
+    sc.add_argument("--max-segments", type=_count, default=100_000, metavar="N",
+                    help="with --by: refuse more distinct keys than this (100,000; each "
+                         "segment keeps a state of its own)")
 
 
 def _score_binning(sc):

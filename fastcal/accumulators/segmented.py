@@ -4,7 +4,14 @@ import numpy as np
 
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import Settings
-from fastcal.inputs.segments import MAX_SEGMENTS, check_max_segments, factorize, slices, too_many
+from fastcal.inputs.segments import (
+    MAX_SEGMENTS,
+    TooManySegments,
+    check_max_segments,
+    factorize,
+    slices,
+    too_many,
+)
 from fastcal.reports.segmented import SegmentedReport
 
 
@@ -114,7 +121,7 @@ class SegmentedAccumulator:
         another number of columns than those already held (before any fill)."""
         new = sum(1 for k in keys if k not in self._segments)
         if len(self._segments) + new > self.max_segments:
-            raise ValueError(too_many(len(self._segments) + new, self.max_segments))
+            raise TooManySegments(too_many(len(self._segments) + new, self.max_segments))
         columns = _columns(keys[0]) if keys else None
         if columns is not None and self.n_columns not in (None, columns):
             msg = (f"by has {columns} key column(s); this accumulator holds keys of "

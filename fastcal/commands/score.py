@@ -80,7 +80,7 @@ def _by(args):
     if not all(columns):
         raise _Fail(f"--by must name one column or several, comma-separated; got {args.by!r}")
     return {"by": columns if len(columns) > 1 else columns[0],
-            "correction": args.correction or "holm"}
+            "correction": args.correction or "holm", "max_segments": args.max_segments}
 
 
 def _plot_or_print(args, rep, kind, text):

@@ -18,6 +18,10 @@ from fastcal.messages import show
 MAX_SEGMENTS = 100_000
 
 
+class TooManySegments(ValueError):
+    """More distinct keys than ``max_segments``: a message about the keys, not a row."""
+
+
 def _is_null(x):
     if x is None:
         return True
@@ -161,7 +165,7 @@ def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
         keys = [tuple(k[d] for (_, k), d in zip(parts, ds))
                 for ds in zip(*(d.tolist() for d in digits))]
     if len(keys) > max_segments:
-        raise ValueError(too_many(len(keys), max_segments, name))
+        raise TooManySegments(too_many(len(keys), max_segments, name))
     return codes, keys
 
 
@@ -174,4 +178,4 @@ def slices(codes, n_keys):
     return order, bounds
 
 
-__all__ = ["MAX_SEGMENTS", "factorize", "slices"]
+__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "slices"]

@@ -10,7 +10,7 @@ from fastcal.inputs import validation as v
 from fastcal.reports import plot as _plot
 from fastcal.reports._json import clean, json_safe
 from fastcal.reports.report import table_cell
-from fastcal.reports.stats import OVER, SIMULATE_BELOW_N, UNDER, check_alpha
+from fastcal.reports.stats import CONSISTENT, OVER, SIMULATE_BELOW_N, UNDER, check_alpha, verdict
 
 CORRECTIONS = ("holm", "bh")
 _NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
@@ -137,12 +137,12 @@ class SegmentedReport:
 
     def segment_verdict(self, key):
         """"over-confident", "under-confident", "consistent" or "untested"."""
-        p, adj = self._p_of[key]
+        adj = self._p_of[key][1]
         if math.isnan(adj):
             return "untested"
-        if adj < self.alpha:
-            return OVER if self._reports[key].ecd_z > 0 else UNDER
-        return "consistent"
+        rep = self._reports[key]  # the report's two-sided verdict, at the adjusted p-value
+        word = verdict(rep.ecd_p_over, rep.ecd_p_under, adj, alpha=self.alpha)
+        return "consistent" if word == CONSISTENT else word
 
     def _note(self, key):
         n = self._reports[key].n

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from fastcal import backends
+from fastcal.inputs.segments import TooManySegments
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
 from fastcal.sources.readers import where as where_
@@ -280,6 +281,8 @@ class FileSource:
                         acc.update(y_col, p_col, by=self._keys(chunk), sample_weight=w_col)
                     else:
                         acc.update(y_col, p_col, device=opts.device, sample_weight=w_col)
+                except TooManySegments as exc:
+                    raise ValueError(f"{self.prefix}{exc}") from None
                 except ValueError as exc:
                     raise ValueError(_reword(exc, chunk, self.prob, self.label,
                                              self.weight)) from None

@@ -339,3 +339,12 @@ def test_command_line_by_prints_the_table_and_json(data, parquet, capsys):
     assert err.count("\n") == 1 and "no column 'cntry'" in err
     assert main(["score", path, "--prob", "p", "--label", "y", "--correction", "bh"]) == 2
     assert "--correction adjusts the segments' p-values: pass --by COL" in capsys.readouterr().err
+    assert main(["score", path, "--prob", "p", "--label", "y", "--by", "country",
+                 "--max-segments", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith(
+        "pred.parquet: --by has 6 distinct segments, more than --max-segments 5; pass a larger "
+        "--max-segments (each segment keeps a state of its own) or coarser keys\n")
+    assert main(["score", path, "--prob", "p", "--label", "y", "--by", "country", "--ace"]) == 2
+    assert "pred.parquet: --by scores each segment in one pass over the file: --ace needs" \
+        in capsys.readouterr().err
