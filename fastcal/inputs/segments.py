@@ -27,20 +27,32 @@ def _is_null(x):
         return True
     if isinstance(x, float):
         return math.isnan(x)
-    try:  # pandas.NA, NaT, numpy NaN scalars
+    if type(x).__name__ in ("NAType", "NaTType"):  # pandas' NA and NaT
+        return True
+    try:  # numpy NaN and NaT scalars
         return bool(x != x)
     except (TypeError, ValueError):
         return False
 
 
+def _as_numpy(col):
+    """A key column of pyarrow, pandas or polars as numpy; with nulls, integers stay
+    integers (objects, None where null) instead of floats with NaN."""
+    if hasattr(col, "to_pylist"):  # pyarrow
+        if col.null_count:
+            return np.array(col.to_pylist(), dtype=object)
+        return col.to_numpy(zero_copy_only=False)
+    dtype = getattr(col, "dtype", None)
+    if hasattr(col, "to_numpy") and hasattr(col, "index") and not isinstance(dtype, np.dtype):
+        return col.to_numpy(dtype=object)  # pandas' nullable, string and category dtypes
+    if hasattr(col, "null_count") and hasattr(col, "to_list"):  # polars
+        return np.array(col.to_list(), dtype=object) if col.null_count() else col.to_numpy()
+    return np.asarray(col)
+
+
 def _column(name, col, n):
     """One column of keys as a 1-D numpy array of n rows (pyarrow and pandas too)."""
-    if hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
-        try:
-            col = col.to_numpy(zero_copy_only=False)  # pyarrow: nulls as None
-        except TypeError:
-            col = col.to_numpy()
-    arr = np.asarray(col)
+    arr = col if isinstance(col, np.ndarray) else _as_numpy(col)
     if arr.ndim != 1:
         msg = f"{name} must be 1-D with one segment key per row; got shape {arr.shape}"
         raise ValueError(msg)

@@ -88,6 +88,22 @@ def test_nulls_are_a_segment_of_their_own():
         1.0: 100, 2.0: 100, None: 100}
 
 
+def test_keys_of_pandas_pyarrow_and_polars_keep_their_type_and_nulls():
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(4)
+    p = rng.random(200)
+    y = (rng.random(200) < p).astype(int)
+    ints, texts = [1, 2, None, 3] * 50, ["a", "b", None, "c"] * 50
+    for by in (pd.Series(ints, dtype="Int64"), pa.array(ints), pl.Series(ints)):
+        assert list(fastcal.calibration_report(y, p, by=by, ace=False).keys()) == [1, 2, 3, None]
+    for by in (pd.Series(texts, dtype="string"), pd.Series(texts, dtype="category"),
+               pa.chunked_array([texts[:90], texts[90:]]), pl.Series(texts)):
+        r = fastcal.calibration_report(y, p, by=by, ace=False)
+        assert list(r.keys()) == ["a", "b", "c", None] and r[None].n == 50
+
+
 def test_small_and_empty_segments_are_kept_with_a_caution(data):
     y, p = data["y"][:600].astype(float), data["p"][:600].copy()
     g = np.where(np.arange(600) < 550, "big", "small").astype(object)
