@@ -47,11 +47,17 @@ class SegmentedAccumulator:
     segment's rows keep their order) and calls the accumulator's ``update`` on
     each segment's rows; the whole is filled from the chunk as it is (its checks
     name rows by their index in the chunk, and run before any segment is
-    touched). Memory: (segments + 1) x one accumulator's state, e.g. about
-    1.5 KiB a segment for 10 binary bins, and K x n_bins x 24 bytes more per
-    segment for K classes (the class-wise state); bootstrap replicates, ECCE
-    buckets or the smooth ECE grid multiply accordingly. ``max_segments``
-    bounds it.
+    touched). Memory: (segments + 1) x one accumulator's state: for 10 binary
+    bins about 0.6 KiB of arrays a segment (about 1.4 KiB with the Python
+    objects around them, as pickled), and K x n_bins x 24 bytes more for K
+    classes (the class-wise state); bootstrap replicates (n_boot x n_bins x 32
+    bytes), ECCE buckets (2 MiB) or the smooth ECE grid take that much more per
+    segment. ``max_segments`` bounds it.
+
+    A segment numbers its rows in the order it is given them (its bootstrap
+    weights depend on that number): accumulators filled from separate chunks
+    and merged give the same point estimates as one update, but their
+    bootstrap replicates are not those of one update.
 
     Merging (``a + b``, ``a += b``, ``sum``) adds the states of equal keys; a
     key on one side only is kept (a copy). Any chunking and merge order give
