@@ -3,7 +3,7 @@
 import numpy as np
 
 from fastcal.accumulators.calibration import CalibrationAccumulator
-from fastcal.accumulators.settings import Settings
+from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
     TooManySegments,
@@ -126,8 +126,10 @@ class SegmentedAccumulator:
         """Refuse keys that would make more than ``max_segments`` segments, or keys of
         another number of columns than those already held (before any fill)."""
         new = sum(1 for k in keys if k not in self._segments)
-        if len(self._segments) + new > self.max_segments:
-            raise TooManySegments(too_many(len(self._segments) + new, self.max_segments))
+        count = len(self._segments) + new
+        if count > self.max_segments:
+            raise TooManySegments(too_many(count, self.max_segments))
+        self._check_memory(count)
         columns = _columns(keys[0]) if keys else None
         if columns is not None and self.n_columns not in (None, columns):
             msg = (f"by has {columns} key column(s); this accumulator holds keys of "
@@ -135,6 +137,23 @@ class SegmentedAccumulator:
             raise ValueError(msg)
         if columns is not None:
             self.n_columns = columns
+
+    def _check_memory(self, count):
+        """Refuse segments whose states would take more than MAX_STATE_BYTES together."""
+        a = self.overall
+        if not hasattr(a, "n_bins"):  # soft labels: a few sums, no bins
+            return
+        parts = state_bytes(a.n_bins, a.n_classes, classwise=a.classwise, n_boot=a.n_boot,
+                            ace_buckets=a.ace_buckets, smooth=a.smooth, ecce=a.ecce)
+        each = sum(parts.values())
+        if (count + 1) * each > MAX_STATE_BYTES:
+            largest = max(parts, key=parts.get)
+            msg = (f"by has {count:,} segments of {each / 1024:,.1f} KiB of state each (mostly "
+                   f"{largest}): {(count + 1) * each / 2 ** 30:,.3g} GiB, more than the "
+                   f"{MAX_STATE_BYTES / 2 ** 30:g} GiB a state may take "
+                   "(fastcal.accumulators.settings.MAX_STATE_BYTES); use fewer segments, "
+                   "replicates or bins")
+            raise TooManySegments(msg)
 
     def add_segment(self, key, acc):
         """Add a filled accumulator to segment ``key`` (a source that fills the

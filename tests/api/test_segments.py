@@ -236,6 +236,12 @@ def test_too_many_segments_are_refused_before_any_fill(data):
                                          r"max_segments=4"):
         acc.update(y[:10], p[:10], by=np.arange(10) % 4 + 1)
     assert acc.overall.n == 10
+    big = SegmentedAccumulator(n_bins=100, n_boot=1_000)  # 3.1 MiB a segment
+    with pytest.raises(ValueError, match=r"^by has 500 segments of 3,129\.8 KiB of state each "
+                                         r"\(mostly bootstrap replicates \(n_boot=1,000 x "
+                                         r"n_bins x 32 bytes\)\): 1\.5 GiB, more than the 1 GiB"):
+        big.update(y[:500], p[:500], by=np.arange(500))
+    assert big.overall.n == 0
 
 
 def test_by_of_another_length_is_one_line(data):
