@@ -704,6 +704,10 @@ def multicalibration_error(report, *, min_rows=10):
                f"{type(report).__name__}")
         raise ValueError(msg)
     reps = [overall, *(report[k] for k in keys)]
+    if getattr(overall, "n_classes", None):
+        msg = (f"report holds {overall.n_classes} classes; the multicalibration error is of "
+               "binary predictions (one probability or logit per row)")
+        raise ValueError(msg)
     if math.isnan(overall.ecce_sigma):
         msg = ("report has no ECCE: pass metrics=('ecce',) to calibration_report(..., by=...) "
                "(binary probabilities or logits)")

@@ -154,11 +154,16 @@ def test_adjusted_pvalues_equal_a_hand_computation(data, correction):
     np.testing.assert_allclose(t["p_adjusted"][order], hand, rtol=1e-15)
     bad = [k for k, a in zip(t["segment"], t["p_adjusted"]) if a < 0.1]
     assert r.miscalibrated == bad
-    try:
-        from statsmodels.stats.multitest import multipletests
-    except ImportError:
-        return
-    ref = multipletests(p, method="holm" if correction == "holm" else "fdr_bh")[1]
+
+
+@pytest.mark.parametrize("correction", ["holm", "bh"])
+def test_adjusted_pvalues_equal_statsmodels(data, correction):
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    r = fastcal.calibration_report(data["y"], data["p"], by=[data["g"], data["h"]],
+                                   correction=correction, ace=False)
+    t = r.table()
+    ref = multitest.multipletests(t["p_value"], method="holm" if correction == "holm"
+                                  else "fdr_bh")[1]
     np.testing.assert_allclose(t["p_adjusted"], ref, rtol=1e-12)
 
 
@@ -297,6 +302,10 @@ def test_multicalibration_error_needs_ecce_and_segments(data):
         fastcal.multicalibration_error(r)
     with pytest.raises(ValueError, match=r"^report must be a segmented report"):
         fastcal.multicalibration_error(r.overall)
+    r = fastcal.calibration_report(data["c"], data["P"], by=data["g"], metrics=("ecce",))
+    with pytest.raises(ValueError, match=r"^report holds 3 classes; the multicalibration error "
+                                         r"is of binary predictions"):
+        fastcal.multicalibration_error(r)
 
 
 @pytest.fixture(scope="module")
