@@ -5,6 +5,8 @@ corrections, files and the command line, and MCGrad's multicalibration error."""
 import json
 import pickle
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import numpy as np
 import pytest
 
@@ -379,3 +381,22 @@ def test_command_line_by_prints_the_table_and_json(data, parquet, capsys):
     assert main(["score", path, "--prob", "p", "--label", "y", "--by", "country", "--ace"]) == 2
     assert "pred.parquet: --by scores each segment in one pass over the file: --ace needs" \
         in capsys.readouterr().err
+
+
+@given(cuts=st.lists(st.integers(1, 299), max_size=4, unique=True),
+       order=st.permutations(range(5)), n_keys=st.integers(1, 7), seed=st.integers(0, 99))
+@settings(max_examples=25, deadline=None)
+def test_any_chunking_and_merge_order_give_one_update(cuts, order, n_keys, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.random(300)
+    y = (rng.random(300) < p).astype(np.int64)
+    g = rng.integers(0, n_keys, 300).astype(str).astype(object)
+    g[rng.random(300) < 0.1] = None
+    one = SegmentedAccumulator(n_bins=7).update(y, p, by=g).report()
+    bounds = [0, *sorted(cuts), 300]
+    parts = [SegmentedAccumulator(n_bins=7).update(y[a:b], p[a:b], by=g[a:b])
+             for a, b in zip(bounds[:-1], bounds[1:])]
+    merged = sum(parts[i] for i in order if i < len(parts)).report()
+    assert set(merged.keys()) == set(one.keys())
+    for key in one:
+        _close(merged[key], one[key], ("ece", "esce", "mce", "ecd", "brier", "nll"))
