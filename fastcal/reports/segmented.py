@@ -3,6 +3,7 @@ test once corrected for testing them all."""
 
 import json
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -270,7 +271,7 @@ class SegmentedReport:
             ax = fig.add_subplot()
         else:
             fig = ax.figure
-        zq = float(_ndtri((1.0 + level) / 2.0))
+        zq = NormalDist().inv_cdf((1.0 + level) / 2.0)
         ecd = t["ecd"][:k]
         with np.errstate(divide="ignore", invalid="ignore"):
             sd = np.where(t["ecd_z"][:k] != 0, np.abs(ecd / t["ecd_z"][:k]), np.nan)
@@ -289,12 +290,6 @@ class SegmentedReport:
             fig.tight_layout()
             _plot.save_atomic(fig, path)
         return fig
-
-
-def _ndtri(q):
-    from scipy.special import ndtri
-
-    return ndtri(q)
 
 
 def _z(z):
