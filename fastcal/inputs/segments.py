@@ -54,7 +54,8 @@ def _column(name, col, n):
     """One column of keys as a 1-D numpy array of n rows (pyarrow and pandas too)."""
     arr = col if isinstance(col, np.ndarray) else _as_numpy(col)
     if arr.ndim != 1:
-        msg = f"{name} must be 1-D with one segment key per row; got shape {arr.shape}"
+        msg = (f"{name} must be 1-D with one segment key per row; got shape {arr.shape} (for "
+               "several key columns pass a list of 1-D columns)")
         raise ValueError(msg)
     if n is not None and arr.shape[0] != n:
         msg = f"{name} has {arr.shape[0]:,} keys; y_prob has {n:,} rows (one segment key per row)"

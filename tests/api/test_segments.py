@@ -255,6 +255,10 @@ def test_by_of_another_length_is_one_line(data):
     with pytest.raises(ValueError, match=r"^by has 2,999 keys; y_prob has 3,000 rows \(one "
                                          r"segment key per row\)$"):
         fastcal.calibration_report(data["y"], data["p"], by=data["g"][1:])
+    with pytest.raises(ValueError, match=r"^by must be 1-D with one segment key per row; got "
+                                         r"shape \(3000, 2\) \(for several key columns pass a "
+                                         r"list of 1-D columns\)$"):
+        fastcal.calibration_report(data["y"], data["p"], by=np.c_[data["h"], data["h"]])
     with pytest.raises(ValueError, match=r"^correction='bh' is for the segments' verdict"):
         fastcal.calibration_report(data["y"], data["p"], correction="bh")
     with pytest.raises(ValueError, match=r"^correction must be one of 'holm', 'bh'; got"):
