@@ -8,6 +8,13 @@ ACE or equal-mass bins are asked for, runs the one equal-mass algorithm
 ``metrics=`` (``OPTIONAL_METRICS``: ECE-sweep, TACE) run last, over the same parts. An
 option added to ``Options`` therefore reaches every entry point at once.
 
+Segments (``by=``): :func:`score_by` runs ``score`` on the whole and on each
+segment's rows of arrays in memory (every option applies to each segment), and
+:func:`score_segments` reads a report per key off the
+:class:`~fastcal.accumulators.segmented.SegmentedAccumulator` a source fills in
+one pass (``source.fill_segments``: files); both return a
+:class:`~fastcal.reports.segmented.SegmentedReport`.
+
 A source provides:
 
 - ``fill(options) -> (accumulator, n_rows)``: one pass; errors name the row
