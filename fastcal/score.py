@@ -41,6 +41,7 @@ from fastcal.accumulators.segmented import SegmentedAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
+from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import MAX_SEGMENTS, factorize, slices
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
@@ -445,12 +446,6 @@ def _n_rows(x):
         return None
 
 
-def _host_array(x):
-    if x is None or isinstance(x, np.ndarray):
-        return x
-    return np.asarray(x.to_numpy() if hasattr(x, "to_numpy") else x)
-
-
 def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm", alpha=0.05,
              max_segments=MAX_SEGMENTS):
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of arrays in memory:
@@ -467,7 +462,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
     overall = score(source, opts)
     y, p = source.batch.host()
-    w = _host_array(sample_weight)
+    w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
     order, bounds = slices(codes, len(keys))
     reports = {}
     for k, key in enumerate(keys):

@@ -1,9 +1,9 @@
 """One accumulator per segment, plus the whole: exactly mergeable by key."""
 
-import numpy as np
 
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
+from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
     TooManySegments,
@@ -19,13 +19,9 @@ def _rows(x, index):
     return None if x is None else x[index]
 
 
-def _host(x):
+def _host(name, x):
     """A host numpy array (the rows of a segment are taken by fancy indexing)."""
-    if x is None or isinstance(x, np.ndarray):
-        return x
-    if hasattr(x, "to_numpy"):
-        return x.to_numpy()
-    return np.asarray(x)
+    return None if x is None else to_numpy(name, x)
 
 
 class SegmentedAccumulator:
@@ -108,7 +104,8 @@ class SegmentedAccumulator:
         more than ``max_segments`` segments, are refused before anything is
         filled.
         """
-        y, p, w = _host(y_true), _host(y_prob), _host(sample_weight)
+        y, p = _host("y_true", y_true), _host("y_prob", y_prob)
+        w = _host("sample_weight", sample_weight)
         n = p.shape[0] if p.shape else None  # the rows, for the length of by
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
