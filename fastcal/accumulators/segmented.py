@@ -152,15 +152,6 @@ class SegmentedAccumulator:
                    "replicates or bins")
             raise TooManySegments(msg)
 
-    def add_segment(self, key, acc):
-        """Add a filled accumulator to segment ``key`` (a source that fills the
-        segments itself); the whole is not touched."""
-        mine = self._segments.get(key)
-        if mine is None:
-            self._segments[key] = acc
-        else:
-            mine += acc
-
     # -- reading -----------------------------------------------------------
 
     def __getitem__(self, key):
