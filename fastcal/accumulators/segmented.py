@@ -1,6 +1,5 @@
 """One accumulator per segment, plus the whole: exactly mergeable by key."""
 
-
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
 from fastcal.inputs.convert import to_numpy
