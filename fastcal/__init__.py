@@ -24,13 +24,16 @@ _LAZY = {
     "gaussian_ecd": "fastcal.gaussian",
     "nees": "fastcal.gaussian",
     "MulticlassReport": "fastcal.reports.multiclass_report",
+    "SegmentedAccumulator": "fastcal.accumulators.segmented",
+    "SegmentedReport": "fastcal.reports.segmented",
     "CalibrationReport": "fastcal.reports.report",
     "chi2_nees_test": "fastcal.reports.stats",
     "ecd_test": "fastcal.significance",
     "ece_test": "fastcal.significance",
 }
 _LAZY.update(dict.fromkeys(["ace", "brier_score", "calibration_report", "classwise_ece", "ecd",
-                            "ecce", "ece", "esce", "log_loss", "mce", "smece"], "fastcal.metrics"))
+                            "ecce", "ece", "esce", "log_loss", "mce", "multicalibration_error",
+                            "smece"], "fastcal.metrics"))
 
 
 class _Package(types.ModuleType):
@@ -67,6 +70,8 @@ __all__ = [
     "CalibrationReport",
     "GaussianAccumulator",
     "MulticlassReport",
+    "SegmentedAccumulator",
+    "SegmentedReport",
     "ace",
     "anees_bounds",
     "brier_score",
@@ -83,6 +88,7 @@ __all__ = [
     "gaussian_ecd",
     "log_loss",
     "mce",
+    "multicalibration_error",
     "nees",
     "score_file",
     "simulate",

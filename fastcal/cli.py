@@ -123,6 +123,16 @@ def _score_inputs(sc):
     sc.add_argument("--weight", metavar="COL",
                     help="column of the rows' weights (finite, >= 0): every metric is a "
                          "weighted mean, the tests take Kish's effective rows")
+    sc.add_argument("--by", metavar="COL[,COL...]",
+                    help="column(s) of a segment key per row (any type; nulls are a segment): "
+                         "a table of the segments, surest miscalibration first, and the "
+                         "segments whose ECD test fails after --correction")
+    sc.add_argument("--correction", choices=("holm", "bh"), default=None,
+                    help="with --by: Holm (family-wise error; the default) or Benjamini-"
+                         "Hochberg (false discovery rate) adjustment of the segments' p-values")
+    sc.add_argument("--max-segments", type=_count, default=100_000, metavar="N",
+                    help="with --by: refuse more distinct keys than this (100,000; each "
+                         "segment keeps a state of its own)")
 
 
 def _score_binning(sc):

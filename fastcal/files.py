@@ -3,8 +3,9 @@
 import numpy as np
 
 from fastcal.inputs import validation as v
+from fastcal.inputs.segments import MAX_SEGMENTS
 from fastcal.inputs.validation import show
-from fastcal.score import Options, score
+from fastcal.score import Options, score, score_segments
 from fastcal.sources.files import FileSource
 from fastcal.sources.io import DEFAULT_CHUNK_ROWS
 
@@ -14,7 +15,8 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                ace=False, chunk_rows=None, progress=None, format=None, threads=None,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0,
                verify_checksums=True, device=None, transform=None, smooth=False,
-               metrics=(), sweep=None, tace_threshold=None, where=None, weight=None):
+               metrics=(), sweep=None, tace_threshold=None, where=None, weight=None, by=None,
+               correction="holm", alpha=0.05, max_segments=MAX_SEGMENTS):
     """Calibration report of a prediction file, read in chunks (memory bounded by the chunk).
 
     Parameters
@@ -84,13 +86,26 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         numbers as the whole columns in memory, to 1e-12). A weight that is
         negative, NaN or infinite is refused naming the file, the column and
         the row.
+    by : str or list of str, optional
+        The column(s) of the rows' segment keys (any type: numbers, text,
+        dates; nulls are one segment, key ``None``), read with the chunks: the
+        result is a :class:`~fastcal.reports.segmented.SegmentedReport` (as
+        :func:`fastcal.calibration_report` with ``by=``), each segment's report
+        read off its own state in the same one pass (so without ACE, equal-mass
+        bins or the ``metrics`` that take more passes: those are refused).
+    correction, alpha, max_segments
+        With ``by``: as in :func:`fastcal.calibration_report` ("holm" or "bh";
+        the verdict's level; more distinct keys than ``max_segments`` are
+        refused in one line, before the chunk that brings them is filled).
 
     Returns
     -------
     CalibrationReport
         With extra attributes ``source`` (the path), ``format``, ``n_rows``
         (rows read, omitted ones included) and ``passes`` (1, or 2 or more
-        for equal-mass bins).
+        for equal-mass bins). With ``by``, a
+        :class:`~fastcal.reports.segmented.SegmentedReport` whose ``overall``
+        has them.
 
     Raises
     ------
@@ -144,9 +159,16 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       renormalize=renormalize, device=device, transform=transform,
                       smooth=smooth, metrics=metrics, sweep=sweep,
                       tace_threshold=tace_threshold).checked()
+    if by is not None and not _names(by):
+        msg = f"by must be a column name or a list of column names; got {by!r}"
+        raise ValueError(msg)
+    columns = [by] if isinstance(by, str) else list(by or ())
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums,
-                        where=where, weight=weight)
+                        where=where, weight=weight, by=columns)
+    if columns:
+        return score_segments(source, options, correction=correction, alpha=alpha,
+                              max_segments=max_segments, columns=columns)
     return score(source, options)
 
 

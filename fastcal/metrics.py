@@ -1,5 +1,7 @@
 """Public metric functions. Each validates once, fills once, and reads the report."""
 
+import dataclasses
+import math
 from typing import NamedTuple
 
 from fastcal._kernels import binary as kb
@@ -8,7 +10,8 @@ from fastcal.inputs import validation as v
 from fastcal.inputs.binning import uniform_edges
 from fastcal.reports import measures
 from fastcal.reports.smooth import SmoothGrid, check_sigma
-from fastcal.score import ArraySource, Options, fill_arrays, score
+from fastcal.reports.stats import multicalibration_error as _mce
+from fastcal.score import ArraySource, Options, fill_arrays, score, score_by
 
 
 def _arrays(y_true, y_prob, sample_weight=None, **options):
@@ -20,7 +23,8 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                        strategy="uniform", observed="frac_pos", nan_policy="raise", eps=None,
                        ace=None, threads=None, ci=None, n_boot=200, seed=0, logits=False,
                        renormalize=False, device=None, smooth=False, metrics=(),
-                       sweep=None, tace_threshold=None, sample_weight=None):
+                       sweep=None, tace_threshold=None, sample_weight=None, by=None,
+                       correction=None, alpha=None, max_segments=100_000):
     """Every calibration metric and the per-bin table, from one pass.
 
     Parameters
@@ -125,6 +129,22 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         the weights (``metrics=("ecce",)``); equal-mass bins and ACE, smooth
         ECE, ECE-sweep and TACE do not, and are refused with them. Filled on
         the host.
+    by : array-like of shape (n,), or a list of them, optional
+        A segment key per row (ints, strings, objects; None and NaN are one
+        segment of their own, key ``None``), or several key columns (the key is
+        then a tuple: their intersections). The result is then a
+        :class:`~fastcal.reports.segmented.SegmentedReport`: ``r[key]`` the
+        report of that segment's rows alone (every option applies), ``r.overall``
+        the whole's, ``r.table()`` and ``r.verdict`` the segments whose ECD test
+        fails after the ``correction``. See the guide's page on segments.
+    correction : {"holm", "bh"}, optional
+        With ``by``: Holm's step-down (family-wise error, the default) or
+        Benjamini-Hochberg (false discovery rate) adjustment of the segments'
+        ECD p-values.
+    alpha : float, optional
+        With ``by``: the level of the segments' verdict (default 0.05).
+    max_segments : int, default 100,000
+        With ``by``: more distinct keys than this are refused before any fill.
 
     Returns
     -------
@@ -132,7 +152,8 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
         For (n, K) input a :class:`~fastcal.reports.multiclass_report.MulticlassReport`:
         the table is over confidence (max-probability) bins, ``accuracy`` is
         the fraction of argmax == label, plus the per-class table
-        ``classes`` and ``classwise_ece``.
+        ``classes`` and ``classwise_ece``. With ``by``, a
+        :class:`~fastcal.reports.segmented.SegmentedReport`.
 
     Raises
     ------
@@ -171,6 +192,14 @@ def calibration_report(y_true, y_prob, *, n_bins=10, edges=None, closed="left",
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
                       renormalize=renormalize, device=device, smooth=smooth,
                       metrics=metrics, sweep=sweep, tace_threshold=tace_threshold)
+    if by is not None:
+        return score_by(y_true, y_prob, by, options, sample_weight=sample_weight,
+                        correction="holm" if correction is None else correction,
+                        alpha=0.05 if alpha is None else alpha, max_segments=max_segments)
+    for name, value in (("correction", correction), ("alpha", alpha)):
+        if value is not None:
+            msg = f"{name}={value!r} is for the segments' verdict: pass by= too, or leave {name} out"
+            raise ValueError(msg)
     return score(ArraySource(y_true, y_prob, sample_weight=sample_weight), options)
 
 
@@ -615,3 +644,77 @@ def ecce(y_true, y_prob, *, sample_weight=None, nan_policy="raise", threads=None
         state = acc.ecce_state()
     value, scaled, pvalue, _ = ecce_.exact(*state, parts)
     return ECCE(value, scaled, pvalue)
+
+
+def multicalibration_error(report, *, min_rows=10):
+    """The multicalibration error of a segmented report, as MCGrad's
+    ``MulticalibrationError`` defines it: the largest ECCE in standard
+    deviations over the whole and the segments of at least ``min_rows`` rows.
+
+    Parameters
+    ----------
+    report : SegmentedReport
+        Of :func:`calibration_report` with ``by=`` and ``metrics=("ecce",)``
+        (binary probabilities or logits), so that each segment's report has
+        ``ecce`` and ``ecce_sigma``.
+    min_rows : int, default 10
+        Segments of fewer rows take no part (MCGrad's
+        ``min_samples_per_segment``); the whole always does.
+
+    Returns
+    -------
+    Multicalibration
+        ``mce_sigma`` (the largest ``ecce_sigma``), ``mce_pvalue`` (its p-value,
+        not corrected for the number of segments, as MCGrad's), ``mce`` (in the
+        units of a probability: mce_sigma x sigma, sigma the whole's standard
+        deviation of ECCE under calibration), ``mde`` (5 sigma, the minimum
+        detectable effect), ``mce_relative`` / ``mde_relative`` (in percent of
+        min(prevalence, 1 - prevalence)), ``segment``: the key of the segment
+        that attains ``mce_sigma`` (None for the whole), and ``n_tested``
+        (the whole and the segments tested).
+
+    Raises
+    ------
+    ValueError
+        A report without segments or without ECCE (one line saying what to pass).
+
+    Notes
+    -----
+    Guy, Haimovich, Linder, Okati, Perini, Tax and Tygert, "Measuring
+    multi-calibration" (2025): MCE = max over segments S of ECCE(S) / sigma(S),
+    sigma(S) = sqrt(sum_S w**2 p (1 - p)) / sum_S w; the segments are the
+    levels of each key (MCGrad's ``max_depth=1`` per column, or the given
+    intersections).
+
+    Examples
+    --------
+    >>> import numpy as np, fastcal
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.random(4_000); g = rng.integers(0, 4, 4_000)
+    >>> y = (rng.random(4_000) < np.where(g == 3, p ** 2, p)).astype(int)
+    >>> r = fastcal.calibration_report(y, p, by=g, metrics=("ecce",))
+    >>> m = fastcal.multicalibration_error(r, min_rows=100)
+    >>> m.segment, round(m.mce_sigma, 2), m.n_tested
+    (3, 12.99, 5)
+    """
+    keys = list(getattr(report, "keys", lambda: ())())
+    overall = getattr(report, "overall", None)
+    if overall is None:
+        msg = (f"report must be a segmented report (calibration_report(..., by=...)); got "
+               f"{type(report).__name__}")
+        raise ValueError(msg)
+    reps = [overall, *(report[k] for k in keys)]
+    if getattr(overall, "n_classes", None):
+        msg = (f"report holds {overall.n_classes} classes; the multicalibration error is of "
+               "binary predictions (one probability or logit per row)")
+        raise ValueError(msg)
+    if math.isnan(overall.ecce_sigma):
+        msg = ("report has no ECCE: pass metrics=('ecce',) to calibration_report(..., by=...) "
+               "(binary probabilities or logits)")
+        raise ValueError(msg)
+    total = overall.weight_sum if overall.weighted else overall.n
+    prevalence = overall.sums["n_pos"] / total
+    sigma = overall.ecce / overall.ecce_sigma if overall.ecce_sigma else float("nan")
+    got = _mce([r.ecce_sigma for r in reps], sigma, [r.n for r in reps], prevalence=prevalence,
+               min_rows=min_rows)
+    return dataclasses.replace(got, segment=None if got.segment == 0 else keys[got.segment - 1])

@@ -8,6 +8,13 @@ ACE or equal-mass bins are asked for, runs the one equal-mass algorithm
 ``metrics=`` (``OPTIONAL_METRICS``: ECE-sweep, TACE) run last, over the same parts. An
 option added to ``Options`` therefore reaches every entry point at once.
 
+Segments (``by=``): :func:`score_by` runs ``score`` on the whole and on each
+segment's rows of arrays in memory (every option applies to each segment), and
+:func:`score_segments` reads a report per key off the
+:class:`~fastcal.accumulators.segmented.SegmentedAccumulator` a source fills in
+one pass (``source.fill_segments``: files); both return a
+:class:`~fastcal.reports.segmented.SegmentedReport`.
+
 A source provides:
 
 - ``fill(options) -> (accumulator, n_rows)``: one pass; errors name the row
@@ -30,11 +37,15 @@ from fastcal.accumulators import equal_mass as em
 from fastcal.accumulators import sweep
 from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.segmented import SegmentedAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
+from fastcal.inputs.convert import to_numpy
+from fastcal.inputs.segments import MAX_SEGMENTS, factorize, slices
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
+from fastcal.reports.segmented import SegmentedReport
 from fastcal.reports.stats import check_ci, check_count, check_seed
 from fastcal.sources.arrays import ArraySource
 
@@ -224,8 +235,17 @@ class Options:
     def accumulator(self, n_rows=None):
         """A fresh accumulator for these options; ``n_rows``, when the source knows
         it, sizes ACE's bucket statistics."""
+        return CalibrationAccumulator.of(self.settings(n_rows))
+
+    def segmented(self, max_segments=MAX_SEGMENTS):
+        """A fresh :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` for
+        these options (a state per segment key, filled in one pass)."""
+        return SegmentedAccumulator.of(self.settings(), max_segments=max_segments)
+
+    def settings(self, n_rows=None):
+        """The accumulators' :class:`~fastcal.accumulators.settings.Settings` of these options."""
         boot = self.ci is not None and self.strategy == "uniform" and self.n_boot > 0
-        return CalibrationAccumulator.of(Settings(
+        return (Settings(
             self.bins, nan_policy=self.nan_policy, eps=self.eps, threads=self.threads,
             n_boot=self.n_boot if boot else 0, seed=self.seed,
             logits=self.logits and self.transform is None, renormalize=self.renormalize,
@@ -412,4 +432,92 @@ def fill_arrays(y_true, y_prob, options, sample_weight=None):
     return acc, source.batch
 
 
-__all__ = ["Options", "score"]
+# -- segments: a report per segment key ---------------------------------------------
+
+
+def _n_rows(x):
+    """The rows of an array-like before the gate reads it (None if it has no length)."""
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(x)
+    except TypeError:
+        return None
+
+
+def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm", alpha=0.05,
+             max_segments=MAX_SEGMENTS):
+    """The :class:`~fastcal.reports.segmented.SegmentedReport` of arrays in memory:
+    ``score`` of the whole, then ``score`` of each segment's rows (in their order),
+    so that each segment's report is that of its rows alone, every option included
+    (ACE, ECCE, intervals). ``by`` of another length than the rows, or of more
+    distinct keys than ``max_segments``, is refused before anything is filled.
+
+    A segment whose rows are all omitted (NaN under nan_policy='omit'), or whose
+    weights are all 0, keeps an empty report (NaN figures, no test): it is never
+    dropped.
+    """
+    codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
+    source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
+    overall = score(source, opts)
+    y, p = source.batch.host()
+    w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
+    order, bounds = slices(codes, len(keys))
+    reports = {}
+    for k, key in enumerate(keys):
+        rows = order[bounds[k]:bounds[k + 1]]
+        part = ArraySource(y[rows], p[rows], sample_weight=None if w is None else w[rows],
+                           soft=source.soft)
+        try:
+            reports[key] = score(part, opts)
+        except ValueError:  # no rows left, or no weight: an empty report, not a dropped key
+            acc = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
+            acc.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
+            reports[key] = acc.report(observed=opts.observed)
+    return SegmentedReport(reports, overall, correction=correction, alpha=alpha)
+
+
+def _fields(opts):
+    return {name: getattr(opts, name) for name in opts.__dataclass_fields__
+            if opts.__dataclass_fields__[name].init}
+
+
+def check_segmented(opts, prefix=""):
+    """Refuse, in one line, what a streamed segment state cannot give: the measures
+    that take more passes over each segment's rows."""
+    refused = []
+    if opts.strategy == "quantile":
+        refused.append("strategy='quantile'")
+    if opts.ace:
+        refused.append("ace=True")
+    refused += [f"metrics {m!r}" for m in opts.metrics if m != "smece"]
+    if refused:
+        msg = (f"{prefix}by= scores each segment in one pass over the file: {refused[0]} needs "
+               "more passes over each segment's rows; leave it out (or score the segments' "
+               "rows in memory with fastcal.calibration_report(..., by=...))")
+        raise ValueError(msg)
+
+
+def score_segments(source, opts, *, correction="holm", alpha=0.05, max_segments=MAX_SEGMENTS,
+                   columns=None):
+    """The :class:`~fastcal.reports.segmented.SegmentedReport` of a source that fills a
+    :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` in one pass
+    (``source.fill_segments``): each segment's report is read off its state."""
+    check_segmented(opts, source.prefix)
+    if getattr(source, "weighted", False):
+        check_weighted(opts)
+    acc, n_rows = source.fill_segments(opts, max_segments)
+    if n_rows == 0:
+        raise ValueError(source.empty)
+    if acc.overall.n == 0:
+        msg = f"{source.prefix}no samples left: all {n_rows} rows were omitted as NaN"
+        raise ValueError(msg)
+    rep = acc.report(observed=opts.observed, ci=opts.ci, correction=correction, alpha=alpha,
+                     columns=columns)
+    rep.overall.provenance = Provenance(n_rows=n_rows, passes=1, pass_steps=[("fill", 1)],
+                                        **source.provenance)
+    return rep
+
+
+__all__ = ["Options", "score", "score_by", "score_segments"]

@@ -115,6 +115,11 @@ _WORDS = [
     (re.compile(r"\bpass n_boot=0\b"), "pass --n-boot 0"),
     (re.compile(r"\bpass ace=False\b"), "drop --ace"),
     (re.compile(r"\bleave smooth out\b"), "drop --smece"),
+    # segments (fastcal.score.check_segmented, fastcal.inputs.segments.too_many)
+    (re.compile(r"\bby= scores\b"), "--by scores"),
+    (re.compile(r"^(.*: )?by has\b"), r"\1--by has"),
+    (re.compile(r"\bmax_segments=(?=\d)"), "--max-segments "),
+    (re.compile(r"\ba larger max_segments\b"), "a larger --max-segments"),
 ]
 
 

@@ -68,14 +68,27 @@ def _score_here(args, fmt, prob, label, transform):
         logits=args.logits, renormalize=args.renormalize, ci=args.ci, n_boot=args.n_boot,
         seed=args.seed, device=args.device, verify_checksums=not args.no_verify_checksums,
         transform=transform, smooth=args.smece, metrics=args.metrics, sweep=args.sweep,
-        tace_threshold=args.tace_threshold, where=args.where, weight=args.weight)
+        tace_threshold=args.tace_threshold, where=args.where, weight=args.weight,
+        **_by(args))
+
+
+def _by(args):
+    """score_file's by= and correction= of --by / --correction (nothing without --by)."""
+    if getattr(args, "by", None) is None:
+        return {}
+    columns = [c.strip() for c in args.by.split(",")]
+    if not all(columns):
+        raise _Fail(f"--by must name one column or several, comma-separated; got {args.by!r}")
+    return {"by": columns if len(columns) > 1 else columns[0],
+            "correction": args.correction or "holm", "max_segments": args.max_segments}
 
 
 def _plot_or_print(args, rep, kind, text):
     """The --plot image; if drawing fails, the finished report is printed rather than
     lost and no file is written."""
     try:
-        return _figure_bytes(rep.plot(smooth=args.plot_smooth), kind)
+        fig = rep.plot() if getattr(args, "by", None) is not None else rep.plot(smooth=args.plot_smooth)
+        return _figure_bytes(fig, kind)
     except Exception as exc:
         if args.output != "-":
             sys.stdout.write(text)
@@ -96,9 +109,16 @@ def _check_score_args(args):
         raise _Fail(_cli_words(str(exc))) from None
     if args.scheduler is not None or args.workers is not None:
         _check_dask_args(args)
-        if getattr(args, "weight", None) is not None:
-            raise _Fail("--weight is read by a local run only; drop --scheduler / --workers "
-                        "(or --weight)")
+        for opt in ("weight", "by"):
+            if getattr(args, opt, None) is not None:
+                raise _Fail(f"--{opt} is read by a local run only; drop --scheduler / "
+                            f"--workers (or --{opt})")
+    if getattr(args, "correction", None) is not None and getattr(args, "by", None) is None:
+        raise _Fail("--correction adjusts the segments' p-values: pass --by COL too, or drop "
+                    "--correction")
+    if getattr(args, "by", None) is not None and args.plot_smooth:
+        raise _Fail("--plot-smooth draws one reliability diagram; with --by, --plot draws the "
+                    "segments' ECD: drop --plot-smooth")
     inputs = [("input", args.path)]
     if args.recalibration:
         inputs.append(("--recalibration map", args.recalibration))
@@ -146,10 +166,11 @@ def _load_recalibration(path, logits):
 
 def _report_dict(rep, elapsed):
     out = rep.to_dict()
-    out["file"] = rep.source
-    out["format"] = rep.format
-    out["n_rows"] = rep.n_rows
-    out["passes"] = rep.passes
+    whole = getattr(rep, "overall", rep)  # segments: the whole's provenance
+    out["file"] = whole.source
+    out["format"] = whole.format
+    out["n_rows"] = whole.n_rows
+    out["passes"] = whole.passes
     out["seconds"] = round(elapsed, 6)
     return out
 
@@ -178,6 +199,11 @@ def _pass_lines(steps, where):
 
 
 def _report_text(rep, elapsed):
+    if hasattr(rep, "overall"):  # segments
+        whole = rep.overall
+        return (f"# {whole.source}\n\n{whole.n_rows} rows ({whole.format}) in {len(rep):,} "
+                f"segments of {', '.join(rep.columns)} scored in {elapsed:.2f} s, "
+                f"{whole.n_bins} bins\n\n{rep.to_markdown()}\n")
     if not hasattr(rep, "n_bins"):  # soft labels: no bins
         return (f"# {rep.source}\n\n{rep.n_rows} rows ({rep.format}) of soft labels over "
                 f"{rep.n_classes} classes scored in {elapsed:.2f} s\n\n{rep.to_markdown()}\n")

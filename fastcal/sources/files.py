@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from fastcal import backends
+from fastcal.inputs.segments import TooManySegments
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
 from fastcal.sources.readers import where as where_
@@ -99,7 +100,7 @@ class _FileParts:
         self.passes += 1
         label = f"{os.path.basename(src.path)} pass {self.passes}"
         bar = Progress(src.reader.n_rows, label=label, enabled=src.progress)
-        chunks = _threaded(lambda: src.reader.chunks(src.names, src.chunk_rows))
+        chunks = src._chunks()
         results = []
         acc = None
         k = 0
@@ -203,7 +204,7 @@ class FileSource:
     n_chunks = None  # chunks of the last fill
 
     def __init__(self, path, *, prob, label, chunk_rows, progress=None, format=None,
-                 verify_checksums=True, where=None, weight=None):
+                 verify_checksums=True, where=None, weight=None, by=()):
         self.path = where_.local(os.fspath(path))  # a file:// URL is its local path
         self.reader, self.format = open_reader(self.path, format,
                                                verify_checksums=verify_checksums, where=where)
@@ -219,7 +220,17 @@ class FileSource:
                        "label column; name the column of the rows' weights")
                 raise ValueError(msg)
             self.names = (*self.names, weight)
-        self.reader.check(self.names)
+        self.n_label = len(label_cols)
+        self.by = tuple(by)  # the columns of the rows' segment keys (any type), or ()
+        clash = [c for c in self.by if c in self.names]
+        if clash or len(set(self.by)) != len(self.by):
+            msg = (f"{where_.shown(self.path)}: by={list(self.by)!r} names "
+                   f"{'a column twice' if not clash else repr(clash[0])}"
+                   f"{'' if not clash else ', a probability, label or weight column'}; name "
+                   "the columns of the segment keys")
+            raise ValueError(msg)
+        self.names = (*self.names, *self.by)
+        self.reader.check(self.names, self.by)
         self.chunk_rows = chunk_rows
         self.progress = progress
         self.prefix = f"{where_.shown(self.path)}: "
@@ -237,16 +248,27 @@ class FileSource:
 
     def _arrays(self, chunk):
         """(probabilities, labels, weights or None) of a chunk."""
-        if self.weight is None:
-            return (*_chunk_arrays(chunk, self.n_prob), None)
         cols = chunk.columns
-        return stack_columns(cols[:self.n_prob]), stack_columns(cols[self.n_prob:-1]), cols[-1]
+        a, b = self.n_prob, self.n_prob + self.n_label
+        w = cols[b] if self.weight is not None else None
+        return stack_columns(cols[:a]), stack_columns(cols[a:b]), w
 
-    def fill(self, opts):
-        acc = opts.accumulator()
+    def _keys(self, chunk):
+        """The chunk's segment keys: the ``by`` column, or a list of them (tuple keys)."""
+        cols = list(chunk.columns[len(chunk.columns) - len(self.by):])
+        return cols[0] if len(cols) == 1 else cols
+
+    def _chunks(self):
+        return _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows, self.by))
+
+    def fill(self, opts, segmented=None):
+        """One pass into ``opts.accumulator()``, or into ``segmented`` (a
+        :class:`~fastcal.accumulators.segmented.SegmentedAccumulator`, keyed by the
+        ``by`` columns). Returns (accumulator, rows read)."""
+        acc = opts.accumulator() if segmented is None else segmented
         label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
         bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
-        chunks = _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows))
+        chunks = self._chunks()
         self.n_chunks = 0
         self.transform = opts.transform
         try:
@@ -255,7 +277,12 @@ class FileSource:
                 if opts.transform is not None:
                     p_col = opts.transform(p_col)
                 try:
-                    acc.update(y_col, p_col, device=opts.device, sample_weight=w_col)
+                    if self.by:
+                        acc.update(y_col, p_col, by=self._keys(chunk), sample_weight=w_col)
+                    else:
+                        acc.update(y_col, p_col, device=opts.device, sample_weight=w_col)
+                except TooManySegments as exc:
+                    raise ValueError(f"{self.prefix}{exc}") from None
                 except ValueError as exc:
                     raise ValueError(_reword(exc, chunk, self.prob, self.label,
                                              self.weight)) from None
@@ -264,7 +291,11 @@ class FileSource:
         finally:
             chunks.close()  # stops the reader thread now, also on error
             bar.close()
-        return acc, acc.n_rows
+        return acc, (acc.n_rows if segmented is None else acc.overall.n_rows)
+
+    def fill_segments(self, opts, max_segments):
+        """One pass into a state per segment key of the ``by`` columns."""
+        return self.fill(opts, opts.segmented(max_segments))
 
     def known_rows(self):
         """The file's rows when its format says so before reading (None for CSV)."""
@@ -274,7 +305,7 @@ class FileSource:
         """K when the columns give it before any row is read: K class columns, or one
         fixed-size-list column (-1 for a list column of unknown size); else None."""
         if self.multi_class:
-            return len(self.names) - 1 - (self.weight is not None)
+            return len(self.names) - 1 - (self.weight is not None) - len(self.by)
         if self.reader.schema is None:  # NPY: K class columns or one value per row
             return None
         try:

@@ -1,0 +1,228 @@
+"""One accumulator per segment, plus the whole: exactly mergeable by key."""
+
+from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
+from fastcal.inputs.convert import to_numpy
+from fastcal.inputs.segments import (
+    MAX_SEGMENTS,
+    TooManySegments,
+    check_max_segments,
+    factorize,
+    slices,
+    too_many,
+)
+from fastcal.reports.segmented import SegmentedReport
+
+
+def _rows(x, index):
+    return None if x is None else x[index]
+
+
+def _host(name, x):
+    """A host numpy array (the rows of a segment are taken by fancy indexing)."""
+    return None if x is None else to_numpy(name, x)
+
+
+class SegmentedAccumulator:
+    """The state of :class:`~fastcal.CalibrationAccumulator` for every segment
+    key and for the whole, filled chunk by chunk and merged by key.
+
+    Parameters
+    ----------
+    max_segments : int, default 100,000
+        More distinct keys than this (over all updates and merges) are refused
+        in one line before the chunk that brings them is filled.
+    **options
+        The options of :class:`~fastcal.CalibrationAccumulator` (``n_bins``,
+        ``edges``, ``nan_policy``, ``n_boot``, ...), the same for every segment.
+
+    Notes
+    -----
+    ``update`` factorizes the chunk's keys, sorts the codes (stable, so each
+    segment's rows keep their order) and calls the accumulator's ``update`` on
+    each segment's rows; the whole is filled from the chunk as it is (its checks
+    name rows by their index in the chunk, and run before any segment is
+    touched). Memory: (segments + 1) x one accumulator's state: for 10 binary
+    bins about 0.6 KiB of arrays a segment (about 1.4 KiB with the Python
+    objects around them, as pickled), and K x n_bins x 24 bytes more for K
+    classes (the class-wise state); bootstrap replicates (n_boot x n_bins x 32
+    bytes), ECCE buckets (2 MiB) or the smooth ECE grid take that much more per
+    segment. ``max_segments`` bounds it.
+
+    A segment numbers its rows in the order it is given them (its bootstrap
+    weights depend on that number): accumulators filled from separate chunks
+    and merged give the same point estimates as one update, but their
+    bootstrap replicates are not those of one update.
+
+    Merging (``a + b``, ``a += b``, ``sum``) adds the states of equal keys; a
+    key on one side only is kept (a copy). Any chunking and merge order give
+    the state of one update on all the rows, to float rounding. Instances pickle.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastcal.accumulators.segmented import SegmentedAccumulator
+    >>> acc = SegmentedAccumulator(n_bins=5)
+    >>> _ = acc.update([0, 1, 1, 0], [0.1, 0.8, 0.6, 0.3], by=["a", "b", "a", "b"])
+    >>> sorted(acc.keys()), acc.overall.n, acc["a"].n
+    (['a', 'b'], 4, 2)
+    """
+
+    def __init__(self, *, max_segments=MAX_SEGMENTS, **options):
+        self.max_segments = check_max_segments(max_segments)
+        self._options = options
+        self.overall = CalibrationAccumulator(**options)
+        self._segments = {}
+        self.n_columns = None  # key columns: 1, or k for tuples of k; None before any update
+
+    @classmethod
+    def of(cls, settings, *, max_segments=MAX_SEGMENTS):
+        """The segmented accumulator of ``settings`` (a
+        :class:`~fastcal.accumulators.settings.Settings`, as the driver makes)."""
+        out = cls.__new__(cls)
+        out.max_segments = check_max_segments(max_segments)
+        out._options = settings
+        out.overall = CalibrationAccumulator.of(settings)
+        out._segments = {}
+        out.n_columns = None
+        return out
+
+    def _fresh(self):
+        if isinstance(self._options, Settings):
+            return CalibrationAccumulator.of(self._options)
+        return CalibrationAccumulator(**self._options)
+
+    # -- filling -----------------------------------------------------------
+
+    def update(self, y_true, y_prob, *, by, sample_weight=None, start=None):
+        """Add one chunk; ``by`` holds a segment key per row (or a list of key
+        columns: the key is then a tuple). Returns self.
+
+        The whole's accumulator checks the chunk first (its message names the
+        row in the chunk); a ``by`` of another length, or keys that would make
+        more than ``max_segments`` segments, are refused before anything is
+        filled.
+        """
+        y, p = _host("y_true", y_true), _host("y_prob", y_prob)
+        w = _host("sample_weight", sample_weight)
+        n = p.shape[0] if p.shape else None  # the rows, for the length of by
+        codes, keys = factorize(by, n, max_segments=self.max_segments)
+        self.check_keys(keys)
+        self.overall.update(y, p, sample_weight=w, start=start)
+        order, bounds = slices(codes, len(keys))
+        for k, key in enumerate(keys):
+            rows = order[bounds[k]:bounds[k + 1]]
+            acc = self._segments.get(key)
+            if acc is None:
+                acc = self._segments[key] = self._fresh()
+            acc.update(y[rows], p[rows], sample_weight=_rows(w, rows))
+        return self
+
+    def check_keys(self, keys):
+        """Refuse keys that would make more than ``max_segments`` segments, or keys of
+        another number of columns than those already held (before any fill)."""
+        new = sum(1 for k in keys if k not in self._segments)
+        count = len(self._segments) + new
+        if count > self.max_segments:
+            raise TooManySegments(too_many(count, self.max_segments))
+        self._check_memory(count)
+        columns = _columns(keys[0]) if keys else None
+        if columns is not None and self.n_columns not in (None, columns):
+            msg = (f"by has {columns} key column(s); this accumulator holds keys of "
+                   f"{self.n_columns}")
+            raise ValueError(msg)
+        if columns is not None:
+            self.n_columns = columns
+
+    def _check_memory(self, count):
+        """Refuse segments whose states would take more than MAX_STATE_BYTES together."""
+        a = self.overall
+        if not hasattr(a, "n_bins"):  # soft labels: a few sums, no bins
+            return
+        parts = state_bytes(a.n_bins, a.n_classes, classwise=a.classwise, n_boot=a.n_boot,
+                            ace_buckets=a.ace_buckets, smooth=a.smooth, ecce=a.ecce)
+        each = sum(parts.values())
+        if (count + 1) * each > MAX_STATE_BYTES:
+            largest = max(parts, key=parts.get)
+            msg = (f"by has {count:,} segments of {each / 1024:,.1f} KiB of state each (mostly "
+                   f"{largest}): {(count + 1) * each / 2 ** 30:,.3g} GiB, more than the "
+                   f"{MAX_STATE_BYTES / 2 ** 30:g} GiB a state may take "
+                   "(fastcal.accumulators.settings.MAX_STATE_BYTES); use fewer segments, "
+                   "replicates or bins")
+            raise TooManySegments(msg)
+
+    # -- reading -----------------------------------------------------------
+
+    def __getitem__(self, key):
+        return self._segments[key]
+
+    def __contains__(self, key):
+        return key in self._segments
+
+    def __len__(self):
+        return len(self._segments)
+
+    def __iter__(self):
+        return iter(self._segments)
+
+    def keys(self):
+        return self._segments.keys()
+
+    def items(self):
+        return self._segments.items()
+
+    def report(self, *, observed="frac_pos", ci=None, correction="holm", alpha=0.05,
+               columns=None):
+        """The :class:`~fastcal.reports.segmented.SegmentedReport` of the state: each
+        segment's report (``accumulator.report``: no ACE, a streamed report) and
+        the whole's, with the segments' verdict after ``correction``."""
+        reports = {k: a.report(observed=observed, ci=ci) for k, a in self._segments.items()}
+        return SegmentedReport(reports, self.overall.report(observed=observed, ci=ci),
+                               correction=correction, alpha=alpha, columns=columns)
+
+    # -- merging -----------------------------------------------------------
+
+    def copy(self):
+        out = SegmentedAccumulator.__new__(SegmentedAccumulator)
+        out.max_segments = self.max_segments
+        out._options = self._options
+        out.overall = self.overall.copy()
+        out._segments = {k: a.copy() for k, a in self._segments.items()}
+        out.n_columns = self.n_columns
+        return out
+
+    def merge(self, other):
+        """Add ``other``'s state by key (in place); returns self."""
+        if not isinstance(other, SegmentedAccumulator):
+            msg = f"can only merge a SegmentedAccumulator; got {type(other).__name__}"
+            raise TypeError(msg)
+        self.check_keys(list(other.keys()))
+        self.overall += other.overall
+        for key, acc in other.items():
+            mine = self._segments.get(key)
+            if mine is None:
+                self._segments[key] = acc.copy()
+            else:
+                mine += acc
+        return self
+
+    def __iadd__(self, other):
+        return self.merge(other)
+
+    def __add__(self, other):
+        return self.copy().merge(other)
+
+    def __radd__(self, other):
+        if isinstance(other, int) and other == 0:  # sum() starts from 0
+            return self.copy()
+        return NotImplemented
+
+    def __repr__(self):
+        return f"SegmentedAccumulator(segments={len(self)}, n={self.overall.n})"
+
+
+def _columns(key):
+    return len(key) if isinstance(key, tuple) else 1
+
+
+__all__ = ["SegmentedAccumulator"]
