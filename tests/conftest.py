@@ -1,12 +1,16 @@
 """Suite-wide set-up: the subprocess tests start early (see tests/subsuites.py)."""
 
 import functools
+import os
 import signal
 import threading
 
 import pytest
 
 from tests import subsuites
+
+if os.environ.get("FASTCAL_COMPILE_PROFILE"):  # where the suite's compiling goes (its docstring)
+    from tests.compile_profile import pytest_runtest_call, pytest_sessionfinish  # noqa: F401
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
