@@ -15,20 +15,43 @@ if os.environ.get("FASTCAL_COMPILE_PROFILE"):  # where the suite's compiling goe
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+_AT_START = {}  # the signal handlers the session started with
+_FOUND_IGNORED = []  # (test, signal): ignored when that test started, though not at the start
+
+
+def pytest_sessionstart(session):
+    _AT_START.update((s, signal.getsignal(s)) for s in _SIGNALS)
+
+
 @pytest.fixture(autouse=True)
-def _signal_handlers_as_found():
+def _signal_handlers_as_found(request):
     """Each test leaves the process's signal handlers as it found them. A command run
     in this process as the console entry ends by ignoring signals until it exits (its
     status is known: fastcal.process.Stop.restore); in a test process that would make
-    every later Ctrl-C test, and every child started later, ignore SIGINT."""
+    every later Ctrl-C test, and every child started later, ignore SIGINT.
+
+    A signal found ignored when a test starts, which the session did not start with
+    ignored (changed outside any test's body), is put back to the session's handler
+    and named in the summary (``pytest_terminal_summary``), so that one leak fails no
+    unrelated test and is still seen."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    for s, h in _AT_START.items():
+        if h not in (None, signal.SIG_IGN) and signal.getsignal(s) is signal.SIG_IGN:
+            signal.signal(s, h)
+            _FOUND_IGNORED.append((request.node.nodeid, signal.Signals(s).name))
     before = {s: signal.getsignal(s) for s in _SIGNALS}
     yield
     for s, h in before.items():
         if h is not None and signal.getsignal(s) is not h:
             signal.signal(s, h)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for nodeid, name in _FOUND_IGNORED:
+        terminalreporter.write_line(f"signal handlers: {name} was found ignored when {nodeid} "
+                                    "started (set outside a test's body); put back")
 
 
 def pytest_configure(config):
