@@ -20,6 +20,14 @@ _FOUND_IGNORED = []  # (test, signal): ignored when that test started, though no
 
 
 def pytest_sessionstart(session):
+    # The suite tests what Ctrl-C does. A shell that starts it in the background without
+    # job control (``(make test &)``, a non-interactive script's ``&``) hands it SIGINT
+    # ignored, which every command it runs would then keep ignored (as under nohup, on
+    # purpose): the suite runs with Python's own handler instead, and says so.
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _FOUND_IGNORED.append(("the session", "SIGINT"))
     _AT_START.update((s, signal.getsignal(s)) for s in _SIGNALS)
 
 
@@ -51,7 +59,7 @@ def _signal_handlers_as_found(request):
 def pytest_terminal_summary(terminalreporter):
     for nodeid, name in _FOUND_IGNORED:
         terminalreporter.write_line(f"signal handlers: {name} was found ignored when {nodeid} "
-                                    "started (set outside a test's body); put back")
+                                    "started; Python's handler put back")
 
 
 def pytest_configure(config):
