@@ -35,9 +35,10 @@ def main(argv=None):
     ap.add_argument("--segments", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    import fastcal
-    import pandas as pd
     from mcgrad.metrics import MulticalibrationError
+    import pandas as pd
+
+    import fastcal
 
     n = int(args.rows)
     y, p = fastcal.simulate(n, sigma=0.5, seed=0)
