@@ -330,9 +330,10 @@ def write_results(bench, mach, path):
     first_call = HERE / "first_call.md"  # measured by hand (benchmarks/first_call.py, issue 26)
     if first_call.exists():
         lines += [first_call.read_text().strip(), ""]
-    torch_batch = HERE / "torch_batch.md"  # measured by hand (benchmarks/torch_batch_speed.py)
-    if torch_batch.exists():
-        lines += [torch_batch.read_text().strip(), ""]
+    for name in ("torch_batch.md", "segments.md"):  # measured by hand (their scripts)
+        page = HERE / name
+        if page.exists():
+            lines += [page.read_text().strip(), ""]
     shown = {"binary-float32", "binary-float64", "scaling-n", "scaling-bins", "scaling-threads",
              "startup"}
     rest = other_groups(groups, shown)
