@@ -10,7 +10,7 @@ import numpy as np
 from fastcal.inputs import validation as v
 from fastcal.reports import plot as _plot
 from fastcal.reports._json import clean, json_safe
-from fastcal.reports.report import table_cell
+from fastcal.reports.report import _pcell, _zcell, table_cell
 from fastcal.reports.stats import CONSISTENT, OVER, SIMULATE_BELOW_N, UNDER, check_alpha, verdict
 
 CORRECTIONS = ("holm", "bh")
@@ -241,12 +241,12 @@ class SegmentedReport:
         for i, key in enumerate(t["segment"]):
             verdict = t["verdict"][i] + (f" ({t['note'][i]})" if t["note"][i] else "")
             cells = [key_text(key), f"{t['n'][i]:,}", table_cell(t["ece"][i], digits),
-                     table_cell(t["ecd"][i], digits), _z(t["ecd_z"][i]), _p(t["p_value"][i]),
-                     _p(t["p_adjusted"][i]), verdict]
+                     table_cell(t["ecd"][i], digits), _zcell(t["ecd_z"][i]), _pcell(t["p_value"][i]),
+                     _pcell(t["p_adjusted"][i]), verdict]
             lines.append("| " + " | ".join(cells) + " |")
         o = self.overall
         lines.append(f"| (all) | {o.n:,} | {table_cell(o.ece, digits)} | "
-                     f"{table_cell(o.ecd, digits)} | {_z(o.ecd_z)} | {_p(o.ecd_p_two_sided)} |  |"
+                     f"{table_cell(o.ecd, digits)} | {_zcell(o.ecd_z)} | {_pcell(o.ecd_p_two_sided)} |  |"
                      f" {o.net_verdict} |")
         return "\n".join(lines) + f"\n\nVerdict: {self.verdict}"
 
@@ -290,20 +290,6 @@ class SegmentedReport:
             fig.tight_layout()
             _plot.save_atomic(fig, path)
         return fig
-
-
-def _z(z):
-    z = float(z)
-    return "" if math.isnan(z) else f"{z:+.2f}"
-
-
-def _p(p):
-    p = float(p)
-    if math.isnan(p):
-        return ""
-    if p == 0.0:
-        return "< 1e-300"
-    return f"{p:.3g}" if p >= 1e-4 else f"{p:.1e}"
 
 
 __all__ = ["CORRECTIONS", "SegmentedReport", "adjust_pvalues"]
