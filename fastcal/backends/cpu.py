@@ -361,7 +361,9 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
 
     Binary probabilities are ranked as they are; binary logits by their
     sigmoid; K-class rows by their confidence (max probability), the label
-    being 1 where the argmax is the true class. Invalid rows get NaN.
+    being 1 where the argmax is the true class. Invalid rows get NaN. The
+    arrays made here are read-only, as the gate's are (``kernel_view``), so
+    the passes that rank them use the kernels the binary ones compiled.
     """
     if raw or kind == "binary":
         return y, p
@@ -369,14 +371,15 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
         z = np.asarray(p, dtype=np.float64)
         e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
         x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-        return y, x
+        return y, v.kernel_view(x)
     n = p.shape[0]
     conf = np.empty(n, np.float64)
     correct = np.empty(n, np.uint8)
     _confidence(y, p, logits, renormalize, 0.0 if eps is None else eps, conf, correct)
     if column is not None:
-        return _column_pair(y, p, conf, column, above, logits, renormalize)
-    return correct, conf
+        return tuple(map(v.kernel_view,
+                         _column_pair(y, p, conf, column, above, logits, renormalize)))
+    return v.kernel_view(correct), v.kernel_view(conf)
 
 
 def _confidence(y, p, logits, renormalize, eps, conf, correct):

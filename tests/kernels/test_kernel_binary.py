@@ -18,6 +18,7 @@ from fastcal._kernels import equal_mass as kem
 from fastcal._kernels._config import FASTMATH_EXACT, FLUSH
 from fastcal._kernels.mathfn import log1m, log64, log_pair, search_sorted
 from fastcal.inputs.binning import uniform_edges
+from fastcal.inputs.validation import kernel_view
 from tests import naive
 
 
@@ -49,7 +50,10 @@ def reference_fill(p, y, edges, closed, eps):
 def run_kernel(p, y, n_bins, closed, eps, threads, edges=None, omit=False, fine=0):
     """The kernel's state; with ``fine`` value buckets (ACE's, filled in the
     same pass through the joint table) also checks those buckets against
-    ``equal_mass.bucket_stats``, a separate plain loop."""
+    ``equal_mass.bucket_stats``, a separate plain loop. The kernels read the
+    arrays as the gate hands them over (read-only views: the type a report
+    compiles; a writable array would compile each kernel once more)."""
+    p, y = kernel_view(p), kernel_view(y)
     if edges is None:
         kedges, uniform = uniform_edges(n_bins, p.dtype), True
     else:

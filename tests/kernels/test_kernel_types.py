@@ -77,3 +77,23 @@ def test_the_callers_arrays_keep_their_flags(data):
     fastcal.calibration_report(y, F)
     fastcal.calibration_report(yb, p)
     assert p.flags.writeable and F.flags.writeable and F.flags.f_contiguous
+
+
+@pytest.mark.parametrize("kind,options", [("logits", {}), ("multiclass", {}),
+                                          ("multiclass", {"column": 1, "above": 0.1})])
+def test_the_ranked_pairs_made_for_equal_mass_bins_are_of_the_gates_type(data, kind, options):
+    # logits, K-class rows and one class's column are ranked through arrays made on the way:
+    # read-only and C-contiguous like the gate's, ACE's passes over them use the kernels of
+    # a binary report (writable ones compiled each pass again, seconds each)
+    from fastcal.backends.cpu import ranking_pair
+    from fastcal.inputs.validation import as_class_labels, as_dtype, as_labels_1d
+
+    y, P, yb, p = data
+    if kind == "logits":
+        pair = ranking_pair(as_labels_1d(yb), as_dtype(np.log(p / (1 - p)), np.float64),
+                            kind=kind)
+    else:
+        pair = ranking_pair(as_class_labels(y, P.shape[0]), as_dtype(P, np.float64), kind=kind,
+                            **options)
+    assert [(a.dtype.str, a.flags.c_contiguous, a.flags.writeable) for a in pair] == [
+        ("|u1", True, False), ("<f8", True, False)]
