@@ -4,6 +4,7 @@ import functools
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -56,7 +57,16 @@ def _signal_handlers_as_found(request):
             signal.signal(s, h)
 
 
+_T0 = time.monotonic()  # the session's start, for the children's lines in the summary
+
+
 def pytest_terminal_summary(terminalreporter):
+    for name, start, end, cpu, slowest in subsuites.spans():
+        cpu = "" if cpu is None else f" ({cpu:.0f} s of CPU)"
+        terminalreporter.write_line(
+            f"child run: {name}: {end - start:.0f} s{cpu}, from {start - _T0:.0f} s to "
+            f"{end - _T0:.0f} s of the session; slowest: "
+            + ", ".join(f"{case} {t:.0f} s" for t, case in slowest))
     for nodeid, name in _FOUND_IGNORED:
         terminalreporter.write_line(f"signal handlers: {name} was found ignored when {nodeid} "
                                     "started; Python's handler put back")

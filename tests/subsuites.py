@@ -4,8 +4,8 @@ Some cases run in a child ``python -m pytest`` because isolation is their
 point (``NUMBA_ENABLE_CUDASIM`` binds the CUDA simulator for a whole process;
 the PTX compiles import numba's CUDA target). Each takes minutes, and the main
 process compiles kernels on one core while the other waits. So ``conftest.py``
-starts them at the end of collection on a background thread and moves the
-tests that wait for them to the end of the session. Targets with the same
+starts them at the end of collection, side by side on threads of their own,
+and moves the tests that wait for them to the end of the session. Targets with the same
 environment (all the simulator's) run in ONE child, so numba and the kernels
 load once. The child writes a JUnit XML file; each waiting test asserts on its
 own outcome there:
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -40,12 +41,14 @@ _lock = threading.Lock()
 
 
 class Result:
-    """A finished child run: ``proc`` (CompletedProcess) and ``cases``, the
-    JUnit outcome of each case by (module name, test name): (outcome, text)."""
+    """A finished child run: ``proc`` (CompletedProcess), ``cases``, the JUnit
+    outcome of each case by (module name, test name): (outcome, text, seconds),
+    and ``cpu``, the CPU seconds of the child and what it waited for."""
 
-    def __init__(self, proc, cases):
+    def __init__(self, proc, cases, cpu=0.0):
         self.proc = proc
         self.cases = cases
+        self.cpu = cpu
         self.returncode = proc.returncode
         self.stdout = proc.stdout
         self.stderr = proc.stderr
@@ -62,14 +65,22 @@ class _Run:
         self.done = threading.Event()
         self.result = None
         self.error = None
+        self.span = None  # (start, end) of the child, time.monotonic()
 
     def go(self):
+        t0 = time.monotonic()
         try:
             self.result = _pytest(self.targets, self.env, self.timeout)
         except BaseException as exc:  # handed to the waiting test, which raises it
             self.error = exc
         finally:
+            self.span = (t0, time.monotonic())
             self.done.set()
+
+    def name(self):
+        files = sorted({t.partition("::")[0] for t in self.targets})
+        more = f" and {len(files) - 1} more files" if len(files) > 1 else ""
+        return f"{len(self.targets)} targets of {files[0]}{more}"
 
     def wait(self):
         self.done.wait()
@@ -79,6 +90,7 @@ class _Run:
 
 
 def _junit_cases(path):
+    """{(module name, test name): (outcome, text, seconds)} of a JUnit XML file."""
     cases = {}
     for tc in ET.parse(path).getroot().iter("testcase"):
         outcome, text = "passed", ""
@@ -88,18 +100,35 @@ def _junit_cases(path):
                 outcome = kind
                 text = (node.get("message") or "") + "\n" + (node.text or "")
                 break
-        cases[(tc.get("classname", "").split(".")[-1], tc.get("name"))] = (outcome, text)
+        cases[(tc.get("classname", "").split(".")[-1], tc.get("name"))] = (
+            outcome, text, float(tc.get("time") or 0))
     return cases
 
 
 def _pytest(targets, env, timeout):
+    """Run ``targets`` in a child pytest; its CPU seconds (its own and those of the
+    processes it waited for) come from ``os.wait4``, for the summary."""
     with tempfile.TemporaryDirectory() as tmp:
         xml = os.path.join(tmp, "cases.xml")
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               f"--junitxml={xml}", *targets], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        out, err = (open(os.path.join(tmp, name), "w+") for name in ("out", "err"))
+        with out, err:
+            proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p",
+                                     "no:cacheprovider", f"--junitxml={xml}", *targets],
+                                    cwd=ROOT, env=env, stdout=out, stderr=err, text=True)
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+            finally:
+                timer.cancel()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if timer.finished.is_set() and proc.returncode < 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            out.seek(0)
+            err.seek(0)
+            done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
         cases = _junit_cases(xml) if os.path.exists(xml) else {}
-    return Result(proc, cases)
+    return Result(done, cases, usage.ru_utime + usage.ru_stime)
 
 
 def simulator_run():
@@ -126,6 +155,19 @@ def background_run():
     return env, 900
 
 
+def spans():
+    """(name, start, end, CPU seconds, its three slowest cases as (seconds, id)) of
+    each child run that finished, in the order they started (``time.monotonic()``):
+    the summary's lines of where the children's time went."""
+    with _lock:
+        runs = {id(r): r for r in _runs.values()}.values()
+    done = sorted((r for r in runs if r.span), key=lambda r: r.span[0])
+    return [(r.name(), *r.span, r.result.cpu if r.result else None,
+             sorted(((c[2], f"{mod}::{name}") for (mod, name), c in r.result.cases.items()),
+                    reverse=True)[:3] if r.result else [])
+            for r in done]
+
+
 def _key(target):
     """``target`` with its file relative to the repository (a test id already is)."""
     path, _, rest = target.partition("::")
@@ -134,9 +176,11 @@ def _key(target):
 
 
 def start(suites):
-    """Run ``suites`` ([(target, env, timeout)], a target a file or a test id)
-    on a daemon thread: the targets of one environment in one child, the
-    children one after another."""
+    """Run ``suites`` ([(target, env, timeout)], a target a file or a test id):
+    the targets of one environment in one child, each child on a daemon thread
+    of its own, all started now. Run one after another, the last (the PTX
+    compiles, minutes) still ran after the main process had finished its own
+    tests, one core idle; side by side, the two cores are busy until the end."""
     groups = {}
     with _lock:
         for target, env, timeout in suites:
@@ -152,10 +196,8 @@ def start(suites):
                 run.timeout += timeout
             run.targets.append(key)
             _runs[key] = run
-    if groups:
-        runs = list(groups.values())
-        threading.Thread(target=lambda: [r.go() for r in runs], daemon=True,
-                         name="subsuites").start()
+    for i, run in enumerate(groups.values()):
+        threading.Thread(target=run.go, daemon=True, name=f"subsuites-{i}").start()
 
 
 def _result(target, env, timeout):
@@ -185,10 +227,10 @@ def check_file(path, env, timeout):
     res = _result(path, env, timeout)
     module = os.path.splitext(os.path.basename(path))[0]
     mine = {name: oc for (mod, name), oc in res.cases.items() if mod == module}
-    bad = {name: text for name, (outcome, text) in mine.items()
+    bad = {name: text for name, (outcome, text, _) in mine.items()
            if outcome in ("failure", "error")}
     assert not bad, "\n".join(f"{name}: {text[-3000:]}" for name, text in bad.items())
-    assert any(outcome == "passed" for outcome, _ in mine.values()), res.tail()
+    assert any(outcome == "passed" for outcome, _, _ in mine.values()), res.tail()
 
 
 def check_case(item, env, timeout):
@@ -200,7 +242,7 @@ def check_case(item, env, timeout):
     outcome = res.cases.get((module, name))
     if outcome is None:
         pytest.fail(f"{item.nodeid} did not run in the child run:\n{res.tail()}")
-    kind, text = outcome
+    kind, text, _ = outcome
     if kind == "skipped":
         pytest.skip(text.strip().splitlines()[0] if text.strip() else "skipped in the child")
     if kind != "passed":

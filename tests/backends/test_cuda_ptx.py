@@ -39,7 +39,8 @@ def suite_run():
         return None
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(FASTCAL_PTX_CHILD="1", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    return env, 900
+    # about 300 s of CPU, run beside the suite's other children: a guard against a hang
+    return env, 1800
 
 
 def test_kernels_compile_in_subprocess():
