@@ -267,11 +267,25 @@ def float_dtype(name, p):
     return as_dtype(p, prob_dtype(name, p.dtype))
 
 
-def as_class_labels(y_true, n):
-    """Class indices as int64 (or float64 when float, so NaN can be seen)."""
+def as_class_labels(y_true, n, k=None):
+    """Class indices as int64, or float64 when float, so that NaN and labels such
+    as 1.5 are seen, and named, by the kernels' checks. Float labels that are all
+    class indices 0..k-1 (a pandas column, float16 targets) are read as int64:
+    the same values, and the kernels the integer labels compiled."""
     y = to_array("y_true", y_true)
     check_class_labels_shape(y.shape, n)
-    return as_dtype(y, class_label_dtype(y.dtype))
+    dtype = class_label_dtype(y.dtype)
+    if dtype.kind == "f" and k is not None and _whole_class_indices(y, k):
+        dtype = np.dtype(np.int64)
+    return as_dtype(y, dtype)
+
+
+def _whole_class_indices(y, k):
+    """Whether float labels are all whole numbers in [0, k) (NaN is not)."""
+    if y.size == 0:
+        return True
+    lo, hi = np.min(y), np.max(y)  # NaN anywhere makes both NaN, and the test False
+    return bool(lo >= 0 and hi < k and np.all(np.floor(y) == y))
 
 
 def check_class_labels_shape(shape, n):
@@ -298,7 +312,7 @@ def class_label_dtype(dtype):
 def check_class_pair(y_true, y_prob, logits):
     """Validated (labels, (n, K) probabilities or logits) of multi-class input."""
     p = as_prob_2d(y_prob, logits)
-    y = as_class_labels(y_true, p.shape[0])
+    y = as_class_labels(y_true, p.shape[0], p.shape[1])
     return y, p
 
 

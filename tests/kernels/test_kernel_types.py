@@ -1,7 +1,8 @@
 """Every layout of an input reaches the kernels as one array type, so no layout
 compiles them again: C or Fortran order, strided, reversed and read-only views
 (a scikit-learn ``predict_proba``, a DataFrame's values, a pyarrow column, a
-memory map) all use the kernels the first report compiled."""
+memory map), and class indices held as floats, all use the kernels the first
+report compiled."""
 
 import importlib
 import pkgutil
@@ -52,6 +53,9 @@ VARIANTS = {
     "reversed (n, K)": lambda y, P, yb, p: (y[::-1], P[::-1]),
     "columns of a wider array": lambda y, P, yb, p: (y, np.hstack([P, P])[:, 2:6]),
     "read-only (n, K)": lambda y, P, yb, p: (_read_only(y), _read_only(P)),
+    # whole-number float labels (a pandas column, float16 targets) are class indices
+    "float labels (n, K)": lambda y, P, yb, p: (y.astype(np.float64), P),
+    "float16 labels (n, K)": lambda y, P, yb, p: (y.astype(np.float16)[::-1], P[::-1]),
     "strided p": lambda y, P, yb, p: (yb[::2], p[::2]),
     "reversed p": lambda y, P, yb, p: (yb[::-1], p[::-1]),
     "a column of (n, K)": lambda y, P, yb, p: (yb, P[:, 1]),
