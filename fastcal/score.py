@@ -28,7 +28,7 @@ A source provides:
   ``format``, ``dask``).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -80,6 +80,10 @@ def _tace(source, acc, opts):
 def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
+    if acc.kind == "soft":
+        msg = (f"{source.prefix}metrics 'ecce' takes hard labels (0/1, or a class per row); "
+               "soft labels (a label distribution per row) have no ECCE: drop 'ecce'")
+        raise ValueError(msg)
     parts = source.parts(_pair(acc))
     if getattr(source, "weighted", False):
         if not hasattr(source, "weights"):
@@ -277,6 +281,11 @@ def score(source, opts):
     >>> rep.n, rep.passes, rep.pass_steps
     (2000, 2, [('fill', 1), ('ACE', 1)])
     """
+    return _scored(source, opts)[0]
+
+
+def _scored(source, opts):
+    """``score``'s report and the accumulator it was read from."""
     if getattr(source, "weighted", False):
         check_weighted(opts)
     acc, n_rows = source.fill(opts)
@@ -293,7 +302,7 @@ def score(source, opts):
     rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
                                 pass_steps=[(what, k) for what, k in steps if k],
                                 **source.provenance)
-    return rep
+    return rep, acc
 
 
 def check_weighted(opts):
@@ -449,9 +458,11 @@ def _n_rows(x):
 def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm", alpha=0.05,
              max_segments=MAX_SEGMENTS):
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of arrays in memory:
-    ``score`` of the whole, then ``score`` of each segment's rows (in their order),
-    so that each segment's report is that of its rows alone, every option included
-    (ACE, ECCE, intervals). ``by`` of another length than the rows, or of more
+    ``score`` of the whole, then ``score`` of each segment's rows (in their order:
+    contiguous slices of the rows sorted by segment once), so that each segment's
+    report is that of its rows alone, every option included (ACE, intervals). The
+    segments' ECCE (``metrics=("ecce",)``) is read off one segmented state of all
+    of them (:func:`_ecce_by`). ``by`` of another length than the rows, or of more
     distinct keys than ``max_segments``, is refused before anything is filled.
 
     A segment whose rows are all omitted (NaN under nan_policy='omit'), or whose
@@ -460,22 +471,55 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     """
     codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
-    overall = score(source, opts)
+    overall, acc = _scored(source, opts)
+    with_ecce = "ecce" in opts.metrics
+    if with_ecce:  # each segment's from one state of all of them, below
+        opts = Options(**{**_fields(opts), "metrics": tuple(m for m in opts.metrics
+                                                             if m != "ecce")})
     y, p = source.batch.host()
     w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
     order, bounds = slices(codes, len(keys))
+    y, p = y[order], p[order]  # each segment's rows are one slice
+    w = None if w is None else w[order]
     reports = {}
     for k, key in enumerate(keys):
-        rows = order[bounds[k]:bounds[k + 1]]
+        rows = slice(int(bounds[k]), int(bounds[k + 1]))
         part = ArraySource(y[rows], p[rows], sample_weight=None if w is None else w[rows],
                            soft=source.soft)
         try:
             reports[key] = score(part, opts)
         except ValueError:  # no rows left, or no weight: an empty report, not a dropped key
-            acc = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
-            acc.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
-            reports[key] = acc.report(observed=opts.observed)
+            empty = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
+            empty.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
+            reports[key] = empty.report(observed=opts.observed)
+    if with_ecce:
+        sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
+        values = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,
+                          sorted_codes, len(keys), acc.threads)
+        for k, key in enumerate(keys):
+            _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3])
     return SegmentedReport(reports, overall, correction=correction, alpha=alpha)
+
+
+def _ecce_by(pair, w, codes, n_segments, threads):
+    """(ecce, ecce_sigma, ecce_pvalue, passes) of every segment: arrays of
+    ``n_segments`` values read off one segmented state of ECCE's value buckets
+    (:func:`fastcal.accumulators.ecce.segment_state`: one pass over the ranked
+    ``pair`` with a segment code per row, fastest with the rows grouped by
+    segment) and the exact passes that find every segment's extremes together."""
+    rows = ecce_.RowParts(em.ArrayParts(*pair, v.check_threads(threads)), w, codes)
+    state = ecce_.segment_state(rows, n_segments, ecce_.segment_buckets(n_segments))
+    return ecce_.exact(*state, rows)
+
+
+def _with_ecce(rep, value, scaled, pvalue, passes):
+    rep.with_measures({"ecce": float(value), "ecce_sigma": float(scaled),
+                       "ecce_pvalue": float(pvalue)})
+    prov = rep.provenance
+    if not passes:
+        return
+    rep.provenance = replace(prov, passes=(prov.passes or 0) + passes,
+                             pass_steps=[*prov.pass_steps, ("ecce", passes)])
 
 
 def _fields(opts):

@@ -1,7 +1,12 @@
 """One accumulator per segment, plus the whole: exactly mergeable by key."""
 
+import numpy as np
+
+from fastcal._kernels import segments as ks
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
+from fastcal.backends.cpu import PARALLEL_MIN_ROWS
+from fastcal.backends.layout import EDGE_DTYPES
 from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
@@ -11,6 +16,7 @@ from fastcal.inputs.segments import (
     slices,
     too_many,
 )
+from fastcal.inputs.validation import check_threads
 from fastcal.reports.segmented import SegmentedReport
 
 
@@ -87,6 +93,8 @@ class SegmentedAccumulator:
         out.n_columns = None
         return out
 
+    _pending = None  # the dense state of the segments not yet added (see _settle)
+
     def _fresh(self):
         if isinstance(self._options, Settings):
             return CalibrationAccumulator.of(self._options)
@@ -109,14 +117,64 @@ class SegmentedAccumulator:
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
         self.overall.update(y, p, sample_weight=w, start=start)
+        for key in keys:
+            if key not in self._segments:
+                self._segments[key] = self._fresh()
+        if self._dense(y, p, w):
+            self._fill_dense(y, p, codes, keys)
+            return self
+        self._settle()
         order, bounds = slices(codes, len(keys))
+        y, p, w = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
         for k, key in enumerate(keys):
-            rows = order[bounds[k]:bounds[k + 1]]
-            acc = self._segments.get(key)
-            if acc is None:
-                acc = self._segments[key] = self._fresh()
-            acc.update(y[rows], p[rows], sample_weight=_rows(w, rows))
+            rows = slice(int(bounds[k]), int(bounds[k + 1]))
+            self._segments[key].update(y[rows], p[rows], sample_weight=_rows(w, rows))
         return self
+
+    def _dense(self, y, p, w):
+        """True if the chunk's segments are filled by one pass into a state of all
+        of them (:func:`fastcal._kernels.segments.fill_binary_segments`): binary
+        probabilities of a float dtype and numeric labels, without weights, in a
+        state that keeps no part beyond the bins (replicates, value buckets, grids)."""
+        a = self.overall
+        return (a.kind == "binary" and w is None and not a.weighted and a.n_boot == 0
+                and not a.smooth and not a.ecce and a.ace_buckets == 0
+                and isinstance(p, np.ndarray) and p.ndim == 1
+                and p.dtype in (np.float32, np.float64) and isinstance(y, np.ndarray)
+                and y.ndim == 1 and y.dtype.kind in "biuf")
+
+    def _fill_dense(self, y, p, codes, keys):
+        """Add a checked chunk to the dense state of every segment (added to each
+        segment's accumulator when it is read: :meth:`_settle`)."""
+        if self._pending is None:
+            self._pending = _Dense(self.overall.counts.shape, self.overall.totals.shape[0])
+        dense = self._pending
+        rowmap = dense.rows_of(keys)
+        a = self.overall
+        edges, uniform = a.kernel_edges(p.dtype)
+        # threads where the rows outnumber the cells each thread's own state adds
+        big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * dense.counts.size)
+        ks.fill_segments_threads(p, y, codes, rowmap, edges, uniform, a.closed == "right",
+                                 float(a.eps or 0.0), a.with_logs, dense.counts, dense.sums,
+                                 dense.totals, check_threads(a.threads) if big else 1)
+        dense.width = a.edge_dtype
+
+    def _settle(self):
+        """Add the dense state of the segments (if any) to their accumulators."""
+        dense, self._pending = self._pending, None
+        if dense is None:
+            return
+        width = np.zeros(len(EDGE_DTYPES), np.int64)
+        if dense.width is not None:
+            width[EDGE_DTYPES.index(dense.width)] = 1
+        rows = dense.counts[:, :, 0].sum(axis=1)
+        omitted = dense.counts[:, -1, 0]  # the trash row's
+        for key, r in dense.index.items():
+            if rows[r]:
+                self._segments[key].add_arrays({
+                    "counts": dense.counts[r], "sums": dense.sums[r],
+                    "totals": dense.totals[r], "n_rows": np.array(rows[r], np.int64),
+                    "n_omitted": np.array(omitted[r], np.int64), "edge_dtype": width})
 
     def check_keys(self, keys):
         """Refuse keys that would make more than ``max_segments`` segments, or keys of
@@ -154,6 +212,7 @@ class SegmentedAccumulator:
     # -- reading -----------------------------------------------------------
 
     def __getitem__(self, key):
+        self._settle()
         return self._segments[key]
 
     def __contains__(self, key):
@@ -169,6 +228,7 @@ class SegmentedAccumulator:
         return self._segments.keys()
 
     def items(self):
+        self._settle()
         return self._segments.items()
 
     def report(self, *, observed="frac_pos", ci=None, correction="holm", alpha=0.05,
@@ -176,6 +236,7 @@ class SegmentedAccumulator:
         """The :class:`~fastcal.reports.segmented.SegmentedReport` of the state: each
         segment's report (``accumulator.report``: no ACE, a streamed report) and
         the whole's, with the segments' verdict after ``correction``."""
+        self._settle()
         reports = {k: a.report(observed=observed, ci=ci) for k, a in self._segments.items()}
         return SegmentedReport(reports, self.overall.report(observed=observed, ci=ci),
                                correction=correction, alpha=alpha, columns=columns)
@@ -183,6 +244,7 @@ class SegmentedAccumulator:
     # -- merging -----------------------------------------------------------
 
     def copy(self):
+        self._settle()
         out = SegmentedAccumulator.__new__(SegmentedAccumulator)
         out.max_segments = self.max_segments
         out._options = self._options
@@ -197,6 +259,7 @@ class SegmentedAccumulator:
             msg = f"can only merge a SegmentedAccumulator; got {type(other).__name__}"
             raise TypeError(msg)
         self.check_keys(list(other.keys()))
+        self._settle()
         self.overall += other.overall
         for key, acc in other.items():
             mine = self._segments.get(key)
@@ -217,8 +280,46 @@ class SegmentedAccumulator:
             return self.copy()
         return NotImplemented
 
+    def __getstate__(self):
+        self._settle()
+        return self.__dict__
+
     def __repr__(self):
         return f"SegmentedAccumulator(segments={len(self)}, n={self.overall.n})"
+
+
+class _Dense:
+    """The binary per-bin state of many segments, one row each: counts (S, nb + 1, 3),
+    sums (S, nb + 1, 3) and totals (S, T), the omitted rows in the trash row nb;
+    ``index`` maps a key to its row, ``width`` the float width of the data (the
+    edges' rounding)."""
+
+    def __init__(self, bins_shape, n_totals):
+        self.bins_shape, self.n_totals = tuple(bins_shape), n_totals
+        self.index = {}
+        self.width = None
+        self._grow(0)
+
+    def _grow(self, n):
+        old = getattr(self, "counts", None)
+        fresh = dict(counts=np.zeros((n, *self.bins_shape), np.int64),
+                     sums=np.zeros((n, *self.bins_shape), np.float64),
+                     totals=np.zeros((n, self.n_totals), np.float64))
+        for name, x in fresh.items():
+            if old is not None:
+                x[: old.shape[0]] = getattr(self, name)
+            setattr(self, name, x)
+
+    def rows_of(self, keys):
+        """The rows of ``keys`` (int64), new keys getting new rows."""
+        new = [k for k in keys if k not in self.index]
+        if new:
+            size = len(self.index) + len(new)
+            if size > self.counts.shape[0]:
+                self._grow(max(size, 2 * self.counts.shape[0]))
+            for k in new:
+                self.index[k] = len(self.index)
+        return np.array([self.index[k] for k in keys], np.int64)
 
 
 def _columns(key):

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from fastcal._kernels import segments as ks
 from fastcal.messages import show
 
 #: The most segments a segmented score makes unless ``max_segments`` says otherwise
@@ -70,11 +71,8 @@ def _factorize_column(arr):
         lo, hi = int(arr.min()), int(arr.max())
         if hi - lo <= 2 * arr.shape[0] and -2 ** 62 < lo and hi < 2 ** 62:
             # a dense range: a table of the values, no sort
-            at = arr.astype(np.int64) - lo
-            present = np.zeros(hi - lo + 1, np.bool_)
-            present[at] = True
-            remap = np.cumsum(present, dtype=np.int64) - 1
-            return remap[at], (np.flatnonzero(present) + lo).tolist()
+            codes, present = ks.dense_codes(arr.astype(np.int64, copy=False), lo, hi - lo + 1)
+            return codes, (np.flatnonzero(present) + lo).tolist()
     if kind in "biuUS":
         uniq, codes = np.unique(arr, return_inverse=True)
         return codes.reshape(-1).astype(np.int64, copy=False), uniq.tolist()
@@ -193,12 +191,8 @@ def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
 
 def slices(codes, n_keys):
     """(order, bounds): the rows of segment k are ``order[bounds[k]:bounds[k + 1]]``,
-    in their order (a stable sort of the codes)."""
-    small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes  # numpy's radix sort
-    order = np.argsort(small, kind="stable")
-    bounds = np.zeros(n_keys + 1, np.int64)
-    np.cumsum(np.bincount(codes, minlength=n_keys), out=bounds[1:])
-    return order, bounds
+    in their order (a stable counting sort of the codes, one pass over them)."""
+    return ks.stable_order(np.ascontiguousarray(codes, np.int64), int(n_keys))
 
 
 __all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "slices"]
