@@ -28,6 +28,7 @@ A source provides:
   ``format``, ``dask``).
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -39,6 +40,7 @@ from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.segmented import SegmentedAccumulator
 from fastcal.accumulators.settings import Settings
+from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.convert import to_numpy
@@ -80,10 +82,6 @@ def _tace(source, acc, opts):
 def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
-    if acc.kind == "soft":
-        msg = (f"{source.prefix}metrics 'ecce' takes hard labels (0/1, or a class per row); "
-               "soft labels (a label distribution per row) have no ECCE: drop 'ecce'")
-        raise ValueError(msg)
     parts = source.parts(_pair(acc))
     if getattr(source, "weighted", False):
         if not hasattr(source, "weights"):
@@ -481,17 +479,26 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     order, bounds = slices(codes, len(keys))
     y, p = y[order], p[order]  # each segment's rows are one slice
     w = None if w is None else w[order]
-    reports = {}
-    for k, key in enumerate(keys):
+
+    def one(k):
         rows = slice(int(bounds[k]), int(bounds[k + 1]))
         part = ArraySource(y[rows], p[rows], sample_weight=None if w is None else w[rows],
                            soft=source.soft)
         try:
-            reports[key] = score(part, opts)
+            return score(part, opts)
         except ValueError:  # no rows left, or no weight: an empty report, not a dropped key
             empty = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
             empty.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
-            reports[key] = empty.report(observed=opts.observed)
+            return empty.report(observed=opts.observed)
+
+    # the segments in threads (their kernels release the GIL); each report is its own
+    n_threads = min(v.check_threads(opts.threads), len(keys))
+    if n_threads > 1 and y.shape[0] >= PARALLEL_MIN_ROWS:
+        with ThreadPoolExecutor(n_threads) as pool:
+            done = list(pool.map(one, range(len(keys))))
+    else:
+        done = [one(k) for k in range(len(keys))]
+    reports = dict(zip(keys, done))
     if with_ecce:
         sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
         values = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,

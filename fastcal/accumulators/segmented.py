@@ -44,13 +44,20 @@ class SegmentedAccumulator:
 
     Notes
     -----
-    ``update`` factorizes the chunk's keys, sorts the codes (stable, so each
-    segment's rows keep their order) and calls the accumulator's ``update`` on
-    each segment's rows; the whole is filled from the chunk as it is (its checks
-    name rows by their index in the chunk, and run before any segment is
-    touched). Memory: (segments + 1) x one accumulator's state: for 10 binary
-    bins about 0.6 KiB of arrays a segment (about 1.4 KiB with the Python
-    objects around them, as pickled), and K x n_bins x 24 bytes more for K
+    ``update`` factorizes the chunk's keys and fills the whole from the chunk as
+    it is (its checks name rows by their index in the chunk, and run before any
+    segment is touched). Binary probabilities without weights, in a state that
+    keeps only its bins (no replicates, value buckets or grids), then fill every
+    segment in one pass over the chunk: a state of segments x bins, one row per
+    segment (:func:`fastcal._kernels.segments.fill_binary_segments`, in threads
+    for large chunks), added to each segment's accumulator when the segments are
+    read (``acc[key]``, ``items``, ``report``, ``copy``, a merge, a pickle).
+    Other chunks are grouped by segment (a stable counting sort, so each
+    segment's rows keep their order) and each segment's accumulator's
+    ``update`` fills its rows. Memory: (segments + 1) x one accumulator's
+    state: for 10 binary bins about 0.6 KiB of arrays a segment (about 1.4 KiB
+    with the Python objects around them, as pickled; the one-pass state takes
+    0.6 KiB more until it is read), and K x n_bins x 24 bytes more for K
     classes (the class-wise state); bootstrap replicates (n_boot x n_bins x 32
     bytes), ECCE buckets (2 MiB) or the smooth ECE grid take that much more per
     segment. ``max_segments`` bounds it.
@@ -116,12 +123,13 @@ class SegmentedAccumulator:
         n = p.shape[0] if p.shape else None  # the rows, for the length of by
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
-        self.overall.update(y, p, sample_weight=w, start=start)
+        batch = self.overall.resolve(y, p, sample_weight=w, start=start)
+        self.overall.update_batch(batch, start=start)
         for key in keys:
             if key not in self._segments:
                 self._segments[key] = self._fresh()
-        if self._dense(y, p, w):
-            self._fill_dense(y, p, codes, keys)
+        if self._dense(batch):
+            self._fill_dense(*batch.host(), codes, keys)
             return self
         self._settle()
         order, bounds = slices(codes, len(keys))
@@ -131,17 +139,15 @@ class SegmentedAccumulator:
             self._segments[key].update(y[rows], p[rows], sample_weight=_rows(w, rows))
         return self
 
-    def _dense(self, y, p, w):
+    def _dense(self, batch):
         """True if the chunk's segments are filled by one pass into a state of all
         of them (:func:`fastcal._kernels.segments.fill_binary_segments`): binary
-        probabilities of a float dtype and numeric labels, without weights, in a
-        state that keeps no part beyond the bins (replicates, value buckets, grids)."""
+        probabilities (the gate's float32 or float64) without weights, in a state
+        that keeps no part beyond the bins (replicates, value buckets, grids)."""
         a = self.overall
-        return (a.kind == "binary" and w is None and not a.weighted and a.n_boot == 0
-                and not a.smooth and not a.ecce and a.ace_buckets == 0
-                and isinstance(p, np.ndarray) and p.ndim == 1
-                and p.dtype in (np.float32, np.float64) and isinstance(y, np.ndarray)
-                and y.ndim == 1 and y.dtype.kind in "biuf")
+        return (batch.kind == "binary" and batch.w is None and a.kind == "binary"
+                and not a.weighted and a.n_boot == 0 and not a.smooth and not a.ecce
+                and a.ace_buckets == 0)
 
     def _fill_dense(self, y, p, codes, keys):
         """Add a checked chunk to the dense state of every segment (added to each
