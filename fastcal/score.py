@@ -44,7 +44,7 @@ from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.convert import to_numpy
-from fastcal.inputs.segments import MAX_SEGMENTS, factorize, slices
+from fastcal.inputs.segments import MAX_SEGMENTS, factorize, grouped
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.segmented import SegmentedReport
@@ -457,7 +457,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
              max_segments=MAX_SEGMENTS):
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of arrays in memory:
     ``score`` of the whole, then ``score`` of each segment's rows (in their order:
-    contiguous slices of the rows sorted by segment once), so that each segment's
+    contiguous slices of the rows grouped by segment once), so that each segment's
     report is that of its rows alone, every option included (ACE, intervals). The
     segments' ECCE (``metrics=("ecce",)``) is read off one segmented state of all
     of them (:func:`_ecce_by`). ``by`` of another length than the rows, or of more
@@ -476,9 +476,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
                                                              if m != "ecce")})
     y, p = source.batch.host()
     w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
-    order, bounds = slices(codes, len(keys))
-    y, p = y[order], p[order]  # each segment's rows are one slice
-    w = None if w is None else w[order]
+    (y, p, w), bounds = grouped((y, p, w), codes, len(keys))  # a segment's rows: one slice
 
     def one(k):
         rows = slice(int(bounds[k]), int(bounds[k + 1]))

@@ -53,6 +53,18 @@ def stable_order(codes, n_keys):
     return order, bounds
 
 
+@njit(nogil=True, error_model="numpy", cache=True)
+def group_rows(x, codes, bounds, out):
+    """``out`` = the rows of ``x`` grouped by code, each code's in their order: the
+    rows of code k at out[bounds[k]:bounds[k + 1]] (a counting sort's second pass:
+    sequential reads, one write stream per code)."""
+    at = bounds[:-1].copy()
+    for i in range(x.shape[0]):
+        c = codes[i]
+        out[at[c]] = x[i]
+        at[c] += 1
+
+
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right, eps, with_logs,
                          counts, sums, totals):
@@ -155,4 +167,5 @@ def fill_segments_threads(p, y, codes, rowmap, edges, uniform, right, eps, with_
         totals += t
 
 
-__all__ = ["dense_codes", "fill_binary_segments", "fill_segments_threads", "stable_order"]
+__all__ = ["dense_codes", "fill_binary_segments", "fill_segments_threads", "group_rows",
+           "stable_order"]

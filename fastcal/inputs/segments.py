@@ -195,4 +195,31 @@ def slices(codes, n_keys):
     return ks.stable_order(np.ascontiguousarray(codes, np.int64), int(n_keys))
 
 
-__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "slices"]
+_GROUPED = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def grouped(arrays, codes, n_keys):
+    """(arrays, bounds): each array's rows grouped by segment (None stays None), those
+    of segment k at [bounds[k], bounds[k + 1]), in their order. 1-D arrays of the
+    gate's dtypes (uint8 labels, float32 or float64) are moved by a counting sort's
+    pass, others by the order of :func:`slices`."""
+    codes = np.ascontiguousarray(codes, np.int64)
+    bounds = np.zeros(n_keys + 1, np.int64)
+    np.cumsum(np.bincount(codes, minlength=n_keys), out=bounds[1:])
+    order = None
+    out = []
+    for x in arrays:
+        if x is None:
+            out.append(None)
+        elif x.ndim == 1 and x.dtype in _GROUPED:
+            dst = np.empty(x.shape, x.dtype)
+            ks.group_rows(x, codes, bounds, dst)
+            out.append(dst)
+        else:
+            if order is None:
+                order = slices(codes, n_keys)[0]
+            out.append(np.asarray(x)[order])
+    return out, bounds
+
+
+__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "grouped", "slices"]
