@@ -83,7 +83,7 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
     (1, 0, 1), sum of p 0.5), so a segment's rows are its counts' and its
     omitted rows the trash row's. ``with_logs`` False keeps the counts and the
     sums of p only, as the fill does. Sums are added in row order (the fill adds
-    them in blocks: the same sums to rounding).
+    them in blocks: the same sums to rounding). Returns the rows not valid.
     """
     nb = edges.shape[0] - 1
     n_seg = counts.shape[0]
@@ -94,6 +94,7 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
     lpv = np.empty(BLOCK, np.float64)
     lqv = np.empty(BLOCK, np.float64)
     acc = np.zeros((n_seg * (nb + 1), 6), np.float64)
+    bad = 0
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
         pb = p[bstart:bstart + m]
@@ -113,6 +114,7 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
             good = (pj >= 0.0) & (pj <= 1.0) & ((yj == 0.0) | (yj == 1.0))
             ps = pj if good else 0.5
             ys = yj if good else 0.0
+            bad += np.int64(not good)
             k = c * (nb + 1) + (bi[j] if good else nb)
             pos = np.float64(ys == 1.0)
             acc[k, 0] += 1.0
@@ -142,29 +144,32 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
             sums[c, b, 0] += acc[k, 3]
             sums[c, b, 1] += acc[k, 4]
             sums[c, b, 2] += acc[k, 5]
+    return bad
 
 
 def fill_segments_threads(p, y, codes, rowmap, edges, uniform, right, eps, with_logs, counts,
                           sums, totals, n_threads):
     """``fill_binary_segments`` of every row: one contiguous range per thread, each
-    into its own arrays, added to ``counts``, ``sums`` and ``totals`` in thread order."""
+    into its own arrays, added to ``counts``, ``sums`` and ``totals`` in thread order.
+    Returns the rows not valid."""
     n = p.shape[0]
     args = (edges, uniform, right, eps, with_logs)
     if n_threads == 1:
-        fill_binary_segments(p, y, codes, rowmap, 0, n, *args, counts, sums, totals)
-        return
+        return fill_binary_segments(p, y, codes, rowmap, 0, n, *args, counts, sums, totals)
     parts = [(np.zeros_like(counts), np.zeros_like(sums), np.zeros_like(totals))
              for _ in range(n_threads)]
+    bad = [0] * n_threads
 
     def run(t):
         start, stop = thread_range(t, n, n_threads)
-        fill_binary_segments(p, y, codes, rowmap, start, stop, *args, *parts[t])
+        bad[t] = fill_binary_segments(p, y, codes, rowmap, start, stop, *args, *parts[t])
 
     run_threads(n_threads, run)
     for c, s, t in parts:
         counts += c
         sums += s
         totals += t
+    return sum(bad)
 
 
 __all__ = ["dense_codes", "fill_binary_segments", "fill_segments_threads", "group_rows",

@@ -44,16 +44,18 @@ class SegmentedAccumulator:
 
     Notes
     -----
-    ``update`` factorizes the chunk's keys and fills the whole from the chunk as
-    it is (its checks name rows by their index in the chunk, and run before any
-    segment is touched). Binary probabilities without weights, in a state that
-    keeps only its bins (no replicates, value buckets or grids), then fill every
-    segment in one pass over the chunk: a state of segments x bins, one row per
-    segment (:func:`fastcal._kernels.segments.fill_binary_segments`, in threads
-    for large chunks), added to each segment's accumulator when the segments are
-    read (``acc[key]``, ``items``, ``report``, ``copy``, a merge, a pickle).
-    Other chunks are grouped by segment (a stable counting sort, so each
-    segment's rows keep their order) and each segment's accumulator's
+    ``update`` factorizes the chunk's keys. Binary probabilities without
+    weights, in a state that keeps only its bins (no replicates, value buckets
+    or grids), fill every segment in one pass over the chunk: a state of
+    segments x bins, one row per segment
+    (:func:`fastcal._kernels.segments.fill_binary_segments`, in threads for
+    large chunks), added to each segment's accumulator when the segments are
+    read (``acc[key]``, ``items``, ``report``, ``copy``, a merge, a pickle);
+    the whole gets the sum of the chunk's segments when every row is valid, and
+    is filled from the chunk as it is otherwise, so that its checks name a bad
+    row by its index in the chunk before any segment is touched. Other chunks
+    fill the whole first, then are grouped by segment (a stable counting sort,
+    so each segment's rows keep their order) and each segment's accumulator's
     ``update`` fills its rows. Memory: (segments + 1) x one accumulator's
     state: for 10 binary bins about 0.6 KiB of arrays a segment (about 1.4 KiB
     with the Python objects around them, as pickled; the one-pass state takes
@@ -124,13 +126,11 @@ class SegmentedAccumulator:
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
         batch = self.overall.resolve(y, p, sample_weight=w, start=start)
-        self.overall.update_batch(batch, start=start)
-        for key in keys:
-            if key not in self._segments:
-                self._segments[key] = self._fresh()
         if self._dense(batch):
-            self._fill_dense(*batch.host(), codes, keys)
+            self._fill_dense(batch, codes, keys, start)
             return self
+        self.overall.update_batch(batch, start=start)
+        self._new_keys(keys)
         self._settle()
         order, bounds = slices(codes, len(keys))
         y, p, w = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
@@ -149,20 +149,50 @@ class SegmentedAccumulator:
                 and not a.weighted and a.n_boot == 0 and not a.smooth and not a.ecce
                 and a.ace_buckets == 0)
 
-    def _fill_dense(self, y, p, codes, keys):
-        """Add a checked chunk to the dense state of every segment (added to each
-        segment's accumulator when it is read: :meth:`_settle`)."""
-        if self._pending is None:
-            self._pending = _Dense(self.overall.counts.shape, self.overall.totals.shape[0])
-        dense = self._pending
-        rowmap = dense.rows_of(keys)
+    def _new_keys(self, keys):
+        for key in keys:
+            if key not in self._segments:
+                self._segments[key] = self._fresh()
+
+    def _fill_dense(self, batch, codes, keys, start):
+        """Fill the chunk's segments in one pass, then the whole: the sum of the
+        segments' states when every row is valid (the same state as its own fill,
+        to rounding; its float width checked first), else its own fill, whose
+        checks refuse the chunk (before any segment is touched) or omit its NaN
+        rows. The segments' states are added to their accumulators when read
+        (:meth:`_settle`)."""
         a = self.overall
+        y, p = batch.host()
         edges, uniform = a.kernel_edges(p.dtype)
+        n_keys = len(keys)
+        counts = np.zeros((n_keys, *a.counts.shape), np.int64)
+        sums = np.zeros((n_keys, *a.sums.shape), np.float64)
+        totals = np.zeros((n_keys, a.totals.shape[0]), np.float64)
         # threads where the rows outnumber the cells each thread's own state adds
-        big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * dense.counts.size)
-        ks.fill_segments_threads(p, y, codes, rowmap, edges, uniform, a.closed == "right",
-                                 float(a.eps or 0.0), a.with_logs, dense.counts, dense.sums,
-                                 dense.totals, check_threads(a.threads) if big else 1)
+        big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * counts.size)
+        bad = ks.fill_segments_threads(p, y, codes, np.arange(n_keys, dtype=np.int64), edges,
+                                       uniform, a.closed == "right", float(a.eps or 0.0),
+                                       a.with_logs, counts, sums, totals,
+                                       check_threads(a.threads) if big else 1)
+        width = None if a.edges is not None else p.dtype.name
+        if bad or p.shape[0] == 0 or a.edge_dtype not in (None, width):
+            a.update_batch(batch, start=start)  # its checks, in its words
+        else:
+            one_hot = np.zeros(len(EDGE_DTYPES), np.int64)
+            if width is not None:
+                one_hot[EDGE_DTYPES.index(width)] = 1
+            a.add_arrays({"counts": counts.sum(axis=0), "sums": sums.sum(axis=0),
+                          "totals": totals.sum(axis=0),
+                          "n_rows": np.array(p.shape[0], np.int64),
+                          "n_omitted": np.array(0, np.int64), "edge_dtype": one_hot})
+        self._new_keys(keys)
+        if self._pending is None:
+            self._pending = _Dense(a.counts.shape, a.totals.shape[0])
+        dense = self._pending
+        rows = dense.rows_of(keys)
+        dense.counts[rows] += counts
+        dense.sums[rows] += sums
+        dense.totals[rows] += totals
         dense.width = a.edge_dtype
 
     def _settle(self):

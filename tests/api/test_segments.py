@@ -243,6 +243,19 @@ def test_one_pass_fills_every_segment_as_its_own_accumulator(data):
             ref = fastcal.CalibrationAccumulator(nan_policy="omit", **opts)
             _same_arrays(acc[key].to_arrays(), ref.update(y[rows], p[rows]).to_arrays())
     assert acc["gone"].n == 0 and acc["gone"].n_omitted == 3 and acc["one"].n == 1
+    # the whole is the sum of the segments where every row is valid, else its own fill,
+    # whose checks refuse a chunk (in its words) before anything is filled
+    acc = SegmentedAccumulator().update(y[:1000], data["p"][:1000], by=g[:1000])
+    ref = fastcal.CalibrationAccumulator().update(y[:1000], data["p"][:1000])
+    _same_arrays(acc.overall.to_arrays(), ref.to_arrays())
+    it = acc["IT"].n
+    for bad, message in ((p, r"^y_prob contains 43 NaN values \(first at index 1001\)"),
+                         (data["p"].astype(np.float32), r"^y_prob is float32 but this "
+                                                        r"accumulator holds float64 data")):
+        with pytest.raises(ValueError, match=message):
+            acc.update(y, bad, by=g)
+        _same_arrays(acc.overall.to_arrays(), ref.to_arrays())
+        assert acc["IT"].n == it
 
 
 def test_large_inputs_fill_segments_in_threads_as_in_one(data):
