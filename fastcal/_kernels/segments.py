@@ -133,9 +133,18 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
                 totals[c, 4] += nll * nll
                 totals[c, 5] += pj * pj
                 totals[c, 6] += pj * yj
-    for c in range(n_seg):
-        for b in range(nb + 1):
-            k = c * (nb + 1) + b
+    _flush_segments(acc, counts, sums)
+    return bad
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def _flush_segments(acc, counts, sums):
+    """Add the packed scratch (a row per segment and bin: rows, positives, correct
+    labels as float64, then the three sums) to the state's counts and sums."""
+    nb1 = counts.shape[1]
+    for c in range(counts.shape[0]):
+        for b in range(nb1):
+            k = c * nb1 + b
             if acc[k, 0] == 0.0:
                 continue
             counts[c, b, 0] += np.int64(acc[k, 0])
@@ -144,7 +153,6 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
             sums[c, b, 0] += acc[k, 3]
             sums[c, b, 1] += acc[k, 4]
             sums[c, b, 2] += acc[k, 5]
-    return bad
 
 
 def fill_segments_threads(p, y, codes, rowmap, edges, uniform, right, eps, with_logs, counts,
