@@ -28,7 +28,8 @@ A source provides:
   ``format``, ``dask``).
 """
 
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -39,10 +40,11 @@ from fastcal.accumulators import tace as tc
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.segmented import SegmentedAccumulator
 from fastcal.accumulators.settings import Settings
+from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.convert import to_numpy
-from fastcal.inputs.segments import MAX_SEGMENTS, factorize, slices
+from fastcal.inputs.segments import MAX_SEGMENTS, factorize, grouped
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.segmented import SegmentedReport
@@ -277,6 +279,11 @@ def score(source, opts):
     >>> rep.n, rep.passes, rep.pass_steps
     (2000, 2, [('fill', 1), ('ACE', 1)])
     """
+    return _scored(source, opts)[0]
+
+
+def _scored(source, opts):
+    """``score``'s report and the accumulator it was read from."""
     if getattr(source, "weighted", False):
         check_weighted(opts)
     acc, n_rows = source.fill(opts)
@@ -293,7 +300,7 @@ def score(source, opts):
     rep.provenance = Provenance(n_rows=n_rows, passes=sum(k for _, k in steps),
                                 pass_steps=[(what, k) for what, k in steps if k],
                                 **source.provenance)
-    return rep
+    return rep, acc
 
 
 def check_weighted(opts):
@@ -449,9 +456,11 @@ def _n_rows(x):
 def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm", alpha=0.05,
              max_segments=MAX_SEGMENTS):
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of arrays in memory:
-    ``score`` of the whole, then ``score`` of each segment's rows (in their order),
-    so that each segment's report is that of its rows alone, every option included
-    (ACE, ECCE, intervals). ``by`` of another length than the rows, or of more
+    ``score`` of the whole, then ``score`` of each segment's rows (in their order:
+    contiguous slices of the rows grouped by segment once), so that each segment's
+    report is that of its rows alone, every option included (ACE, intervals). The
+    segments' ECCE (``metrics=("ecce",)``) is read off one segmented state of all
+    of them (:func:`_ecce_by`). ``by`` of another length than the rows, or of more
     distinct keys than ``max_segments``, is refused before anything is filled.
 
     A segment whose rows are all omitted (NaN under nan_policy='omit'), or whose
@@ -460,22 +469,62 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     """
     codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
-    overall = score(source, opts)
+    overall, acc = _scored(source, opts)
+    with_ecce = "ecce" in opts.metrics
+    if with_ecce:  # each segment's from one state of all of them, below
+        opts = Options(**{**_fields(opts), "metrics": tuple(m for m in opts.metrics
+                                                             if m != "ecce")})
     y, p = source.batch.host()
     w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
-    order, bounds = slices(codes, len(keys))
-    reports = {}
-    for k, key in enumerate(keys):
-        rows = order[bounds[k]:bounds[k + 1]]
+    (y, p, w), bounds = grouped((y, p, w), codes, len(keys))  # a segment's rows: one slice
+
+    def one(k):
+        rows = slice(int(bounds[k]), int(bounds[k + 1]))
         part = ArraySource(y[rows], p[rows], sample_weight=None if w is None else w[rows],
                            soft=source.soft)
         try:
-            reports[key] = score(part, opts)
+            return score(part, opts)
         except ValueError:  # no rows left, or no weight: an empty report, not a dropped key
-            acc = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
-            acc.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
-            reports[key] = acc.report(observed=opts.observed)
+            empty = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
+            empty.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
+            return empty.report(observed=opts.observed)
+
+    # the segments in threads (their kernels release the GIL); each report is its own
+    n_threads = min(v.check_threads(opts.threads), len(keys))
+    if n_threads > 1 and y.shape[0] >= PARALLEL_MIN_ROWS:
+        with ThreadPoolExecutor(n_threads) as pool:
+            done = list(pool.map(one, range(len(keys))))
+    else:
+        done = [one(k) for k in range(len(keys))]
+    reports = dict(zip(keys, done))
+    if with_ecce:
+        sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
+        values = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,
+                          sorted_codes, len(keys), acc.threads)
+        for k, key in enumerate(keys):
+            _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3])
     return SegmentedReport(reports, overall, correction=correction, alpha=alpha)
+
+
+def _ecce_by(pair, w, codes, n_segments, threads):
+    """(ecce, ecce_sigma, ecce_pvalue, passes) of every segment: arrays of
+    ``n_segments`` values read off one segmented state of ECCE's value buckets
+    (:func:`fastcal.accumulators.ecce.segment_state`: one pass over the ranked
+    ``pair`` with a segment code per row, fastest with the rows grouped by
+    segment) and the exact passes that find every segment's extremes together."""
+    rows = ecce_.RowParts(em.ArrayParts(*pair, v.check_threads(threads)), w, codes)
+    state = ecce_.segment_state(rows, n_segments, ecce_.segment_buckets(n_segments))
+    return ecce_.exact(*state, rows)
+
+
+def _with_ecce(rep, value, scaled, pvalue, passes):
+    rep.with_measures({"ecce": float(value), "ecce_sigma": float(scaled),
+                       "ecce_pvalue": float(pvalue)})
+    prov = rep.provenance
+    if not passes:
+        return
+    rep.provenance = replace(prov, passes=(prov.passes or 0) + passes,
+                             pass_steps=[*prov.pass_steps, ("ecce", passes)])
 
 
 def _fields(opts):

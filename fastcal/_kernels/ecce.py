@@ -84,24 +84,68 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
 def segment_sums_range(x, y, w, g, start, stop, counts, sums, totals):
     """``bucket_sums_range`` per segment: row i is added to segment g[i]
     (counts (S, B + 1), sums (S, B + 1, 3), totals (S, 2)); a negative code
-    puts it in none."""
+    puts it in none.
+
+    The rows of one segment are summed in a packed scratch of one segment's
+    buckets (one cache line a row, as in ``bucket_sums_range``), added to the
+    state when the code changes: rows grouped by segment (sorted by code) are
+    read once, each segment's sums staying in cache. Only the buckets a run of
+    rows touched are added and cleared, so rows in any order cost the same
+    per row.
+    """
     nb = counts.shape[1] - 1
     scale = np.float64(nb)
     top = nb - 1
+    acc = np.zeros((nb, 4), np.float64)
+    touched = np.empty(nb, np.int64)
+    n_touched = 0
+    tw = 0.0
+    tv = 0.0
+    cur = np.int64(-1)
     for i in range(start, stop):
         xv = np.float64(x[i])
         yv = np.float64(y[i])
         c = np.int64(g[i])
         if not ((xv >= 0.0) & (xv <= 1.0) & ((yv == 0.0) | (yv == 1.0))) or c < 0:
             continue
+        if c != cur:
+            if cur >= 0:
+                _flush_segment(acc, touched, n_touched, tw, tv, counts[cur], sums[cur],
+                               totals[cur])
+            n_touched = 0
+            tw = 0.0
+            tv = 0.0
+            cur = c
         wv = _weight(w, i)
         b = min(np.int64(xv * scale), top)
-        counts[c, b] += 1
-        sums[c, b, 0] += wv * yv * (1.0 - xv)
-        sums[c, b, 1] += wv * (1.0 - yv) * xv
-        sums[c, b, 2] += wv * (yv - xv)
-        totals[c, 0] += wv
-        totals[c, 1] += wv * wv * (xv * (1.0 - xv))
+        if acc[b, 0] == 0.0:
+            touched[n_touched] = b
+            n_touched += 1
+        acc[b, 0] += 1.0
+        acc[b, 1] += wv * yv * (1.0 - xv)
+        acc[b, 2] += wv * (1.0 - yv) * xv
+        acc[b, 3] += wv * (yv - xv)
+        tw += wv
+        tv += wv * wv * (xv * (1.0 - xv))
+    if cur >= 0:
+        _flush_segment(acc, touched, n_touched, tw, tv, counts[cur], sums[cur], totals[cur])
+
+
+@njit(inline="always", cache=True)
+def _flush_segment(acc, touched, n_touched, tw, tv, counts, sums, totals):
+    """Add the touched buckets of the scratch to one segment's state and clear them."""
+    for t in range(n_touched):
+        b = touched[t]
+        counts[b] += np.int64(acc[b, 0])
+        sums[b, 0] += acc[b, 1]
+        sums[b, 1] += acc[b, 2]
+        sums[b, 2] += acc[b, 3]
+        acc[b, 0] = 0.0
+        acc[b, 1] = 0.0
+        acc[b, 2] = 0.0
+        acc[b, 3] = 0.0
+    totals[0] += tw
+    totals[1] += tv
 
 
 def bucket_sums(x, y, w, n_threads, counts, sums, totals):
@@ -254,3 +298,26 @@ def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
                 weights[j] = np.float64(w[i])
             fill[s] = j + 1
     return count, keys, labels, weights, key_start, cells, cell_sums, cell_start
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def gathered_extremes(keys, d, starts, stops, ranges, c0, seg, top, bottom):
+    """Raise ``top`` / lower ``bottom`` (per segment, in place) to the extremes of the
+    running sums over gathered ranges: the rows of range ``ranges[j]`` are
+    [starts[j], stops[j]), ranked by their key (float64 bits), ``d`` their terms
+    w (y - x); C = c0[r] + the running sum of d, taken at the end of each run of
+    equal keys (the sums of ``numpy.cumsum``, added to c0 as the vectorised code did)."""
+    for j in range(ranges.shape[0]):
+        r = ranges[j]
+        a = starts[j]
+        b = stops[j]
+        s = seg[r]
+        run = 0.0
+        for i in range(a, b):
+            run += d[i]
+            if i == b - 1 or keys[i + 1] != keys[i]:
+                c = c0[r] + run
+                if c > top[s]:
+                    top[s] = c
+                if c < bottom[s]:
+                    bottom[s] = c

@@ -230,11 +230,17 @@ class CalibrationAccumulator(Mergeable):
             Multi-class: negative probabilities, rows not summing to 1,
             labels outside [0, K) (value and row), K differing between updates.
         """
-        batch = backends.resolve(y_true, y_prob, logits=self._options.logits,
-                                 multiclass=self._state.kind == "multiclass", device=device,
-                                 sample_weight=sample_weight,
-                                 first_row=self.n_rows if start is None else check_start(start))
-        return self.update_batch(batch, start=start)
+        return self.update_batch(self.resolve(y_true, y_prob, start=start, device=device,
+                                              sample_weight=sample_weight), start=start)
+
+    def resolve(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
+        """The gate's batch of a chunk for this state (:func:`fastcal.backends.resolve`
+        with this state's options), as ``update`` fills it: checked for shapes and
+        types, not yet for values (``update_batch`` checks those as it fills)."""
+        return backends.resolve(y_true, y_prob, logits=self._options.logits,
+                                multiclass=self._state.kind == "multiclass", device=device,
+                                sample_weight=sample_weight,
+                                first_row=self.n_rows if start is None else check_start(start))
 
     def update_batch(self, batch, *, start=None):
         """``update`` with a batch already resolved by :func:`fastcal.backends.resolve`."""

@@ -34,8 +34,9 @@ rows (17 bytes each) or ``SPLIT_CELLS`` cells a pass. Passes: the fill, and
 usually one more (more only for buckets of many rows near the extremes).
 
 Segments: a segmented state holds the same sums per segment (S x B buckets,
-``SEGMENT_BUCKETS`` = 1,024 each by default: 32 KiB a segment), filled from a
-segment code per row (:func:`segment_state`); :func:`exact` then finds every
+``SEGMENT_BUCKETS`` = 1,024 each, fewer when there are more than 2,048
+segments: :func:`segment_buckets`; 32 KiB a segment), filled from a segment
+code per row (:func:`segment_state`); :func:`exact` then finds every
 segment's extremes in the same passes (a range is a key range of one
 segment's bucket). Fewer buckets only mean more rows gathered, never a
 different value. :func:`fastcal.reports.stats.multicalibration_error` reads
@@ -54,6 +55,7 @@ GATHER_BUDGET = 1 << 22   # rows gathered in one pass, all ranges together
 SPLIT_CELLS = 1 << 20     # cells of the ranges cut in one pass, all together
 MAX_SPLIT_BITS = 12
 SEGMENT_BUCKETS = 1 << 10  # value buckets of each segment of a segmented state (32 KiB)
+SEGMENT_CELLS = 1 << 21  # value buckets of all segments together, at most (64 MiB)
 _NO_WEIGHTS = np.zeros(0, np.float64)
 _NO_CODES = np.zeros(0, np.int64)
 
@@ -109,6 +111,15 @@ def _segment_part(y, x, n_segments, n_buckets, w=None, g=None):
     totals = np.zeros((n_segments, 2), np.float64)
     kec.segment_sums_range(x, y, _weights(w), g, 0, x.shape[0], counts, sums, totals)
     return counts, sums, totals
+
+
+def segment_buckets(n_segments):
+    """The value buckets of each of ``n_segments`` segments: ``SEGMENT_BUCKETS``,
+    fewer (a power of two, at least 16) where the segments' buckets would take
+    more than ``SEGMENT_CELLS`` together (fewer buckets only mean more rows
+    gathered at the extremes, never another value)."""
+    cells = max(SEGMENT_CELLS // max(int(n_segments), 1), 16)
+    return min(SEGMENT_BUCKETS, 1 << (cells.bit_length() - 1))
 
 
 def segment_state(parts, n_segments, n_buckets=SEGMENT_BUCKETS):
@@ -232,17 +243,7 @@ def _gathered(ranges, seg, c0, gathered, top, bottom):
         d = np.where(one, 1.0 - x, -x)
     start = np.searchsorted(rid, ranges, side="left")
     stop = np.searchsorted(rid, ranges, side="right")
-    for r, a, b in zip(ranges, start, stop):
-        if a == b:
-            continue
-        k = keys[a:b]
-        cum = c0[r] + np.cumsum(d[a:b])
-        last = np.ones(b - a, bool)
-        np.not_equal(k[1:], k[:-1], out=last[:-1])
-        ends = cum[last]
-        c = seg[r]
-        top[c] = max(top[c], float(ends.max()))
-        bottom[c] = min(bottom[c], float(ends.min()))
+    kec.gathered_extremes(keys, d, start, stop, ranges, c0, seg, top, bottom)
 
 
 def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
@@ -272,4 +273,4 @@ def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
     return [np.concatenate(lst) if lst else np.zeros(0, dt) for lst, dt in zip(out, dtypes)]
 
 
-__all__ = ["BUCKETS", "RowParts", "bucket_state", "exact", "segment_state"]
+__all__ = ["BUCKETS", "RowParts", "bucket_state", "exact", "segment_buckets", "segment_state"]

@@ -1,7 +1,12 @@
 """One accumulator per segment, plus the whole: exactly mergeable by key."""
 
+import numpy as np
+
+from fastcal._kernels import segments as ks
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
+from fastcal.backends.cpu import PARALLEL_MIN_ROWS
+from fastcal.backends.layout import EDGE_DTYPES
 from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
@@ -11,6 +16,7 @@ from fastcal.inputs.segments import (
     slices,
     too_many,
 )
+from fastcal.inputs.validation import check_threads
 from fastcal.reports.segmented import SegmentedReport
 
 
@@ -38,13 +44,22 @@ class SegmentedAccumulator:
 
     Notes
     -----
-    ``update`` factorizes the chunk's keys, sorts the codes (stable, so each
-    segment's rows keep their order) and calls the accumulator's ``update`` on
-    each segment's rows; the whole is filled from the chunk as it is (its checks
-    name rows by their index in the chunk, and run before any segment is
-    touched). Memory: (segments + 1) x one accumulator's state: for 10 binary
-    bins about 0.6 KiB of arrays a segment (about 1.4 KiB with the Python
-    objects around them, as pickled), and K x n_bins x 24 bytes more for K
+    ``update`` factorizes the chunk's keys. Binary probabilities without
+    weights, in a state that keeps only its bins (no replicates, value buckets
+    or grids), fill every segment in one pass over the chunk: a state of
+    segments x bins, one row per segment
+    (:func:`fastcal._kernels.segments.fill_binary_segments`, in threads for
+    large chunks), added to each segment's accumulator when the segments are
+    read (``acc[key]``, ``items``, ``report``, ``copy``, a merge, a pickle);
+    the whole gets the sum of the chunk's segments when every row is valid, and
+    is filled from the chunk as it is otherwise, so that its checks name a bad
+    row by its index in the chunk before any segment is touched. Other chunks
+    fill the whole first, then are grouped by segment (a stable counting sort,
+    so each segment's rows keep their order) and each segment's accumulator's
+    ``update`` fills its rows. Memory: (segments + 1) x one accumulator's
+    state: for 10 binary bins about 0.6 KiB of arrays a segment (about 1.4 KiB
+    with the Python objects around them, as pickled; the one-pass state takes
+    0.6 KiB more until it is read), and K x n_bins x 24 bytes more for K
     classes (the class-wise state); bootstrap replicates (n_boot x n_bins x 32
     bytes), ECCE buckets (2 MiB) or the smooth ECE grid take that much more per
     segment. ``max_segments`` bounds it.
@@ -87,6 +102,8 @@ class SegmentedAccumulator:
         out.n_columns = None
         return out
 
+    _pending = None  # the dense state of the segments not yet added (see _settle)
+
     def _fresh(self):
         if isinstance(self._options, Settings):
             return CalibrationAccumulator.of(self._options)
@@ -108,15 +125,92 @@ class SegmentedAccumulator:
         n = p.shape[0] if p.shape else None  # the rows, for the length of by
         codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
-        self.overall.update(y, p, sample_weight=w, start=start)
+        batch = self.overall.resolve(y, p, sample_weight=w, start=start)
+        if self._dense(batch):
+            self._fill_dense(batch, codes, keys, start)
+            return self
+        self.overall.update_batch(batch, start=start)
+        self._new_keys(keys)
+        self._settle()
         order, bounds = slices(codes, len(keys))
+        y, p, w = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
         for k, key in enumerate(keys):
-            rows = order[bounds[k]:bounds[k + 1]]
-            acc = self._segments.get(key)
-            if acc is None:
-                acc = self._segments[key] = self._fresh()
-            acc.update(y[rows], p[rows], sample_weight=_rows(w, rows))
+            rows = slice(int(bounds[k]), int(bounds[k + 1]))
+            self._segments[key].update(y[rows], p[rows], sample_weight=_rows(w, rows))
         return self
+
+    def _dense(self, batch):
+        """True if the chunk's segments are filled by one pass into a state of all
+        of them (:func:`fastcal._kernels.segments.fill_binary_segments`): binary
+        probabilities (the gate's float32 or float64) without weights, in a state
+        that keeps no part beyond the bins (replicates, value buckets, grids)."""
+        a = self.overall
+        return (batch.kind == "binary" and batch.w is None and a.kind == "binary"
+                and not a.weighted and a.n_boot == 0 and not a.smooth and not a.ecce
+                and a.ace_buckets == 0)
+
+    def _new_keys(self, keys):
+        for key in keys:
+            if key not in self._segments:
+                self._segments[key] = self._fresh()
+
+    def _fill_dense(self, batch, codes, keys, start):
+        """Fill the chunk's segments in one pass, then the whole: the sum of the
+        segments' states when every row is valid (the same state as its own fill,
+        to rounding; its float width checked first), else its own fill, whose
+        checks refuse the chunk (before any segment is touched) or omit its NaN
+        rows. The segments' states are added to their accumulators when read
+        (:meth:`_settle`)."""
+        a = self.overall
+        y, p = batch.host()
+        edges, uniform = a.kernel_edges(p.dtype)
+        n_keys = len(keys)
+        counts = np.zeros((n_keys, *a.counts.shape), np.int64)
+        sums = np.zeros((n_keys, *a.sums.shape), np.float64)
+        totals = np.zeros((n_keys, a.totals.shape[0]), np.float64)
+        # threads where the rows outnumber the cells each thread's own state adds
+        big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * counts.size)
+        bad = ks.fill_segments_threads(p, y, codes, np.arange(n_keys, dtype=np.int64), edges,
+                                       uniform, a.closed == "right", float(a.eps or 0.0),
+                                       a.with_logs, counts, sums, totals,
+                                       check_threads(a.threads) if big else 1)
+        width = None if a.edges is not None else p.dtype.name
+        if bad or p.shape[0] == 0 or a.edge_dtype not in (None, width):
+            a.update_batch(batch, start=start)  # its checks, in its words
+        else:
+            one_hot = np.zeros(len(EDGE_DTYPES), np.int64)
+            if width is not None:
+                one_hot[EDGE_DTYPES.index(width)] = 1
+            a.add_arrays({"counts": counts.sum(axis=0), "sums": sums.sum(axis=0),
+                          "totals": totals.sum(axis=0),
+                          "n_rows": np.array(p.shape[0], np.int64),
+                          "n_omitted": np.array(0, np.int64), "edge_dtype": one_hot})
+        self._new_keys(keys)
+        if self._pending is None:
+            self._pending = _Dense(a.counts.shape, a.totals.shape[0])
+        dense = self._pending
+        rows = dense.rows_of(keys)
+        dense.counts[rows] += counts
+        dense.sums[rows] += sums
+        dense.totals[rows] += totals
+        dense.width = a.edge_dtype
+
+    def _settle(self):
+        """Add the dense state of the segments (if any) to their accumulators."""
+        dense, self._pending = self._pending, None
+        if dense is None:
+            return
+        width = np.zeros(len(EDGE_DTYPES), np.int64)
+        if dense.width is not None:
+            width[EDGE_DTYPES.index(dense.width)] = 1
+        rows = dense.counts[:, :, 0].sum(axis=1)
+        omitted = dense.counts[:, -1, 0]  # the trash row's
+        for key, r in dense.index.items():
+            if rows[r]:
+                self._segments[key].add_arrays({
+                    "counts": dense.counts[r], "sums": dense.sums[r],
+                    "totals": dense.totals[r], "n_rows": np.array(rows[r], np.int64),
+                    "n_omitted": np.array(omitted[r], np.int64), "edge_dtype": width})
 
     def check_keys(self, keys):
         """Refuse keys that would make more than ``max_segments`` segments, or keys of
@@ -154,6 +248,7 @@ class SegmentedAccumulator:
     # -- reading -----------------------------------------------------------
 
     def __getitem__(self, key):
+        self._settle()
         return self._segments[key]
 
     def __contains__(self, key):
@@ -169,6 +264,7 @@ class SegmentedAccumulator:
         return self._segments.keys()
 
     def items(self):
+        self._settle()
         return self._segments.items()
 
     def report(self, *, observed="frac_pos", ci=None, correction="holm", alpha=0.05,
@@ -176,6 +272,7 @@ class SegmentedAccumulator:
         """The :class:`~fastcal.reports.segmented.SegmentedReport` of the state: each
         segment's report (``accumulator.report``: no ACE, a streamed report) and
         the whole's, with the segments' verdict after ``correction``."""
+        self._settle()
         reports = {k: a.report(observed=observed, ci=ci) for k, a in self._segments.items()}
         return SegmentedReport(reports, self.overall.report(observed=observed, ci=ci),
                                correction=correction, alpha=alpha, columns=columns)
@@ -183,6 +280,7 @@ class SegmentedAccumulator:
     # -- merging -----------------------------------------------------------
 
     def copy(self):
+        self._settle()
         out = SegmentedAccumulator.__new__(SegmentedAccumulator)
         out.max_segments = self.max_segments
         out._options = self._options
@@ -197,6 +295,7 @@ class SegmentedAccumulator:
             msg = f"can only merge a SegmentedAccumulator; got {type(other).__name__}"
             raise TypeError(msg)
         self.check_keys(list(other.keys()))
+        self._settle()
         self.overall += other.overall
         for key, acc in other.items():
             mine = self._segments.get(key)
@@ -217,8 +316,46 @@ class SegmentedAccumulator:
             return self.copy()
         return NotImplemented
 
+    def __getstate__(self):
+        self._settle()
+        return self.__dict__
+
     def __repr__(self):
         return f"SegmentedAccumulator(segments={len(self)}, n={self.overall.n})"
+
+
+class _Dense:
+    """The binary per-bin state of many segments, one row each: counts (S, nb + 1, 3),
+    sums (S, nb + 1, 3) and totals (S, T), the omitted rows in the trash row nb;
+    ``index`` maps a key to its row, ``width`` the float width of the data (the
+    edges' rounding)."""
+
+    def __init__(self, bins_shape, n_totals):
+        self.bins_shape, self.n_totals = tuple(bins_shape), n_totals
+        self.index = {}
+        self.width = None
+        self._grow(0)
+
+    def _grow(self, n):
+        old = getattr(self, "counts", None)
+        fresh = dict(counts=np.zeros((n, *self.bins_shape), np.int64),
+                     sums=np.zeros((n, *self.bins_shape), np.float64),
+                     totals=np.zeros((n, self.n_totals), np.float64))
+        for name, x in fresh.items():
+            if old is not None:
+                x[: old.shape[0]] = getattr(self, name)
+            setattr(self, name, x)
+
+    def rows_of(self, keys):
+        """The rows of ``keys`` (int64), new keys getting new rows."""
+        new = [k for k in keys if k not in self.index]
+        if new:
+            size = len(self.index) + len(new)
+            if size > self.counts.shape[0]:
+                self._grow(max(size, 2 * self.counts.shape[0]))
+            for k in new:
+                self.index[k] = len(self.index)
+        return np.array([self.index[k] for k in keys], np.int64)
 
 
 def _columns(key):

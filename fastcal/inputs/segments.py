@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from fastcal._kernels import segments as ks
 from fastcal.messages import show
 
 #: The most segments a segmented score makes unless ``max_segments`` says otherwise
@@ -70,11 +71,8 @@ def _factorize_column(arr):
         lo, hi = int(arr.min()), int(arr.max())
         if hi - lo <= 2 * arr.shape[0] and -2 ** 62 < lo and hi < 2 ** 62:
             # a dense range: a table of the values, no sort
-            at = arr.astype(np.int64) - lo
-            present = np.zeros(hi - lo + 1, np.bool_)
-            present[at] = True
-            remap = np.cumsum(present, dtype=np.int64) - 1
-            return remap[at], (np.flatnonzero(present) + lo).tolist()
+            codes, present = ks.dense_codes(arr.astype(np.int64, copy=False), lo, hi - lo + 1)
+            return codes, (np.flatnonzero(present) + lo).tolist()
     if kind in "biuUS":
         uniq, codes = np.unique(arr, return_inverse=True)
         return codes.reshape(-1).astype(np.int64, copy=False), uniq.tolist()
@@ -193,12 +191,35 @@ def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
 
 def slices(codes, n_keys):
     """(order, bounds): the rows of segment k are ``order[bounds[k]:bounds[k + 1]]``,
-    in their order (a stable sort of the codes)."""
-    small = codes.astype(np.uint16) if n_keys <= 1 << 16 else codes  # numpy's radix sort
-    order = np.argsort(small, kind="stable")
+    in their order (a stable counting sort of the codes, one pass over them)."""
+    return ks.stable_order(np.ascontiguousarray(codes, np.int64), int(n_keys))
+
+
+_GROUPED = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def grouped(arrays, codes, n_keys):
+    """(arrays, bounds): each array's rows grouped by segment (None stays None), those
+    of segment k at [bounds[k], bounds[k + 1]), in their order. 1-D arrays of the
+    gate's dtypes (uint8 labels, float32 or float64) are moved by a counting sort's
+    pass, others by the order of :func:`slices`."""
+    codes = np.ascontiguousarray(codes, np.int64)
     bounds = np.zeros(n_keys + 1, np.int64)
     np.cumsum(np.bincount(codes, minlength=n_keys), out=bounds[1:])
-    return order, bounds
+    order = None
+    out = []
+    for x in arrays:
+        if x is None:
+            out.append(None)
+        elif x.ndim == 1 and x.dtype in _GROUPED:
+            dst = np.empty(x.shape, x.dtype)
+            ks.group_rows(x, codes, bounds, dst)
+            out.append(dst)
+        else:
+            if order is None:
+                order = slices(codes, n_keys)[0]
+            out.append(np.asarray(x)[order])
+    return out, bounds
 
 
-__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "slices"]
+__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "grouped", "slices"]

@@ -265,6 +265,21 @@ def test_crowded_segments_are_cut_in_the_same_passes():
                                    rtol=1e-12)
 
 
+def test_many_segments_share_fewer_buckets_and_keep_their_values(monkeypatch):
+    # the segments' buckets together are bounded (SEGMENT_CELLS): more segments get
+    # fewer buckets each, so more rows are gathered, and the same values
+    monkeypatch.setattr(ec, "SEGMENT_CELLS", 64)
+    assert [ec.segment_buckets(s) for s in (1, 2, 4, 5, 10**6)] == [64, 32, 16, 16, 16]
+    y, p = _data(6_000, 17, 0.03)
+    g = np.random.default_rng(18).integers(0, 4, p.shape[0])
+    r = fastcal.calibration_report(y, p, by=g, metrics=("ecce",))
+    for k in range(4):
+        ref = fastcal.ecce(y[g == k], p[g == k])
+        np.testing.assert_allclose((r[k].ecce, r[k].ecce_sigma, r[k].ecce_pvalue), ref,
+                                   rtol=1e-12)
+        assert ("ecce", 1) in r[k].pass_steps
+
+
 def test_many_rows_at_few_values_keep_their_digits():
     # p on tenths: 10 (y - p) is an integer, so the running sums at the value ends are
     # exact in integers; the bucket sums of y - p keep ECCE to 1e-12 of them (here 4e-13;

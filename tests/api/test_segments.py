@@ -215,6 +215,75 @@ def test_chunked_accumulators_merged_in_any_order_equal_one_update(data, case):
     _close(one["IT"], ref, SCALARS[:3] + SCALARS[4:])
 
 
+def _same_arrays(got, ref):
+    assert set(got) == set(ref)
+    for name, x in ref.items():
+        if x.dtype.kind == "i":
+            np.testing.assert_array_equal(got[name], x, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], x, rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+def test_one_pass_fills_every_segment_as_its_own_accumulator(data):
+    # the state of all segments, filled in one pass and added to each segment's
+    # accumulator when read, is the segment's own fill: counts exactly (the omitted
+    # rows and the trash row too), sums to rounding
+    y, p = data["y"], data["p"].copy()
+    g = data["g"].astype(object)
+    g[0], g[1:4] = "one", "gone"  # a segment of one row, one of rows all omitted
+    p[1:4] = np.nan
+    p[np.random.default_rng(4).integers(4, N, 40)] = np.nan
+    cases = ({}, {"edges": [0, 0.2, 0.5, 1], "closed": "right", "eps": 1e-3},
+             {"with_logs": False})
+    for opts in cases:
+        acc = SegmentedAccumulator(nan_policy="omit", **opts)
+        acc.update(y[:1000], p[:1000], by=g[:1000]).update(y[1000:], p[1000:], by=g[1000:])
+        for key in set(g):
+            rows = g == key
+            ref = fastcal.CalibrationAccumulator(nan_policy="omit", **opts)
+            _same_arrays(acc[key].to_arrays(), ref.update(y[rows], p[rows]).to_arrays())
+    assert acc["gone"].n == 0 and acc["gone"].n_omitted == 3 and acc["one"].n == 1
+    # the whole is the sum of the segments where every row is valid, else its own fill,
+    # whose checks refuse a chunk (in its words) before anything is filled
+    acc = SegmentedAccumulator().update(y[:1000], data["p"][:1000], by=g[:1000])
+    ref = fastcal.CalibrationAccumulator().update(y[:1000], data["p"][:1000])
+    _same_arrays(acc.overall.to_arrays(), ref.to_arrays())
+    it = acc["IT"].n
+    for bad, message in ((p, r"^y_prob contains 43 NaN values \(first at index 1001\)"),
+                         (data["p"].astype(np.float32), r"^y_prob is float32 but this "
+                                                        r"accumulator holds float64 data")):
+        with pytest.raises(ValueError, match=message):
+            acc.update(y, bad, by=g)
+        _same_arrays(acc.overall.to_arrays(), ref.to_arrays())
+        assert acc["IT"].n == it
+
+
+def test_large_inputs_fill_segments_in_threads_as_in_one(data):
+    rng = np.random.default_rng(5)
+    p = rng.random(200_000)
+    y = (rng.random(p.shape[0]) < p).astype(np.int64)
+    g = rng.integers(0, 3, p.shape[0])
+    one = SegmentedAccumulator(threads=1).update(y, p, by=g)
+    two = SegmentedAccumulator(threads=2).update(y, p, by=g)
+    r = fastcal.calibration_report(y, p, by=g, threads=2)
+    for k in range(3):
+        _same_arrays(two[k].to_arrays(), one[k].to_arrays())
+        _close(r[k], fastcal.calibration_report(y[g == k], p[g == k]))
+
+
+def test_rows_are_grouped_by_segment_in_their_order():
+    from fastcal.inputs.segments import factorize, slices
+
+    rng = np.random.default_rng(6)
+    ints = rng.integers(-3, 40, 500) * 2  # gaps and negative values
+    codes, keys = factorize(ints)
+    uniq, inverse = np.unique(ints, return_inverse=True)
+    assert keys == uniq.tolist() and np.array_equal(codes, inverse)
+    order, bounds = slices(codes, len(keys) + 2)  # two codes without rows
+    np.testing.assert_array_equal(order, np.argsort(codes, kind="stable"))
+    np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(np.bincount(codes, minlength=len(keys) + 2))])
+
+
 def test_a_key_on_one_side_is_kept_and_pickles(data):
     y, p, g = data["y"], data["p"], data["g"]
     a = SegmentedAccumulator().update(y[:100], p[:100], by=np.full(100, "only-a"))
