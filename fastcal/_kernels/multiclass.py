@@ -100,6 +100,8 @@ def load_row(P, i, K, logits, renorm, tol, eps, qv, lv, with_logs=True):
         for k in range(K):
             lv[k] = log64(qv[k])
     return -1, am
+
+
 @njit(inline="always", cache=True)
 def near_edges(edges, uniform, f32):
     """True when ``rows.bin_near_edge`` reproduces every stored edge (uniform

@@ -42,7 +42,7 @@ import numpy as np
 from ._cache import njit
 from .mathfn import KEY_HIGH, KEY_LOW, exp64, floor64, from_key, order_key, search_sorted
 
-_SELECT_K = 32  # row_argmax: a branch-free select below this many classes, else a scan
+_SELECT_K = 32  # row_argmax: a branch-free select below this many classes, else a min-reduction
 
 
 # -- invalid rows ------------------------------------------------------------------
