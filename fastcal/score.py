@@ -44,7 +44,7 @@ from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.inputs import validation as v
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.convert import to_numpy
-from fastcal.inputs.segments import MAX_SEGMENTS, factorize, grouped
+from fastcal.inputs.segments import MAX_SEGMENTS, check_hard_labels, factorize, grouped
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.segmented import SegmentedReport
@@ -380,6 +380,10 @@ def _soft_report(source, acc, opts):
         msg = (f"{source.prefix}smooth ECE takes hard labels (0/1, or a class per row); soft "
                "labels (a label distribution per row) have no smooth ECE grid")
         raise ValueError(msg)
+    if "ecce" in opts.metrics:
+        msg = (f"{source.prefix}ECCE takes hard labels (0/1, or a class per row); soft labels "
+               "(a label distribution per row) have no cumulative differences of y - p")
+        raise ValueError(msg)
     return acc.report(), [("fill", 1)]
 
 
@@ -467,6 +471,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     weights are all 0, keeps an empty report (NaN figures, no test): it is never
     dropped.
     """
+    check_hard_labels(y_true)
     codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
     overall, acc = _scored(source, opts)

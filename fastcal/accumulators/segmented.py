@@ -11,6 +11,7 @@ from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
     TooManySegments,
+    check_hard_labels,
     check_max_segments,
     factorize,
     slices,
@@ -120,6 +121,7 @@ class SegmentedAccumulator:
         more than ``max_segments`` segments, are refused before anything is
         filled.
         """
+        check_hard_labels(y_true)
         y, p = _host("y_true", y_true), _host("y_prob", y_prob)
         w = _host("sample_weight", sample_weight)
         n = p.shape[0] if p.shape else None  # the rows, for the length of by

@@ -194,6 +194,14 @@ def test_bad_weights_get_one_line(w, message):
         fastcal.ecce(y, p, sample_weight=w(p.shape[0]))
 
 
+def test_soft_labels_are_refused_in_one_line():
+    # label distributions have no ECCE: the report used to come back without it, silently
+    with pytest.raises(ValueError, match=r"^ECCE takes hard labels \(0/1, or a class per "
+                                         r"row\); soft labels"):
+        fastcal.calibration_report(np.array([[0.2, 0.8], [1.0, 0.0]]),
+                                   np.array([[0.3, 0.7], [0.9, 0.1]]), metrics=("ecce",))
+
+
 def test_weights_of_the_rows_left_all_zero_get_one_line():
     p = np.array([0.2, np.nan, 0.7])
     with pytest.raises(ValueError, match=r"^sample_weight is 0 in all 2 rows left after "):

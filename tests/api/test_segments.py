@@ -320,6 +320,20 @@ def test_too_many_segments_are_refused_before_any_fill(data):
     assert big.overall.n == 0
 
 
+def test_soft_labels_with_by_are_refused_in_one_line_before_any_fill(data):
+    # label distributions have no ECD test, which the segments' verdict reads (it raised
+    # an AttributeError from deep in the segmented report)
+    rng = np.random.default_rng(5)
+    P, T = rng.dirichlet(np.ones(3), 50), rng.dirichlet(np.ones(3), 50)
+    with pytest.raises(ValueError, match=r"^by= needs 0/1 labels or class indices; y_true "
+                                         r"holds label distributions \(2-D\)"):
+        fastcal.calibration_report(T, P, by=np.arange(50) % 2)
+    acc = SegmentedAccumulator()
+    with pytest.raises(ValueError, match=r"^by= needs 0/1 labels or class indices"):
+        acc.update(T, P, by=np.arange(50) % 2)
+    assert acc.overall.n == 0 and len(acc) == 0
+
+
 def test_by_of_another_length_is_one_line(data):
     with pytest.raises(ValueError, match=r"^by has 2,999 keys; y_prob has 3,000 rows \(one "
                                          r"segment key per row\)$"):
