@@ -39,7 +39,7 @@ def suite_run():
         return None
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env.update(FASTCAL_PTX_CHILD="1", PYTHONPATH=ROOT + os.pathsep + env.get("PYTHONPATH", ""))
-    # about 300 s of CPU, run beside the suite's other children: a guard against a hang
+    # about 300 s of CPU after the other children: a guard against a hang
     return env, 1800
 
 
