@@ -80,7 +80,8 @@ class _Run:
     def name(self):
         files = sorted({t.partition("::")[0] for t in self.targets})
         more = f" and {len(files) - 1} more files" if len(files) > 1 else ""
-        return f"{len(self.targets)} targets of {files[0]}{more}"
+        n = len(self.targets)
+        return f"{n} target{'s' * (n != 1)} of {files[0]}{more}"
 
     def wait(self):
         self.done.wait()
