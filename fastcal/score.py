@@ -42,9 +42,10 @@ from fastcal.accumulators.segmented import SegmentedAccumulator
 from fastcal.accumulators.settings import Settings
 from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.inputs import validation as v
+from fastcal.inputs.batch import check_hard_labels
 from fastcal.inputs.binning import Bins
 from fastcal.inputs.convert import to_numpy
-from fastcal.inputs.segments import MAX_SEGMENTS, check_hard_labels, factorize, grouped
+from fastcal.inputs.segments import MAX_SEGMENTS, factorize, grouped
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.report import CalibrationReport, certain_wrong, smooth_measures
 from fastcal.reports.segmented import SegmentedReport

@@ -7,11 +7,11 @@ from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
 from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.backends.layout import EDGE_DTYPES
+from fastcal.inputs.batch import check_hard_labels
 from fastcal.inputs.convert import to_numpy
 from fastcal.inputs.segments import (
     MAX_SEGMENTS,
     TooManySegments,
-    check_hard_labels,
     check_max_segments,
     factorize,
     slices,

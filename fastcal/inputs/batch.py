@@ -232,6 +232,16 @@ def is_soft(y_true):
     return len(_shape_of("y_true", y_true)) == 2
 
 
+def check_hard_labels(y_true):
+    """Refuse label distributions (2-D ``y_true``): the segments' verdict tests each
+    segment's ECD, which soft labels do not have."""
+    if is_soft(y_true):
+        msg = ("by= needs 0/1 labels or class indices; y_true holds label distributions "
+               "(2-D), whose reports have no ECD test to name miscalibrated segments: score "
+               "each segment's rows with calibration_report instead")
+        raise ValueError(msg)
+
+
 def device_kind(y, p, *, logits=False, multiclass=False, soft=None):
     """(kind, labels dtype, probabilities dtype) of a pair filled on the GPU, from
     shapes and dtypes alone (anything with ``.shape`` and ``.dtype``): the same

@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from fastcal._kernels import segments as ks
-from fastcal.inputs.batch import is_soft
 from fastcal.messages import show
 
 #: The most segments a segmented score makes unless ``max_segments`` says otherwise
@@ -120,16 +119,6 @@ def is_columns(by):
     """True if ``by`` is a list/tuple of key columns (not one column given as a list)."""
     return isinstance(by, (list, tuple)) and len(by) > 0 and all(
         hasattr(c, "__len__") and not isinstance(c, (str, bytes)) for c in by)
-
-
-def check_hard_labels(y_true):
-    """Refuse label distributions (2-D ``y_true``): the segments' verdict tests each
-    segment's ECD, which soft labels do not have."""
-    if is_soft(y_true):
-        msg = ("by= needs 0/1 labels or class indices; y_true holds label distributions "
-               "(2-D), whose reports have no ECD test to name miscalibrated segments: score "
-               "each segment's rows with calibration_report instead")
-        raise ValueError(msg)
 
 
 def check_max_segments(max_segments):
