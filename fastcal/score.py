@@ -83,14 +83,17 @@ def _tace(source, acc, opts):
 def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
-    parts = source.parts(_pair(acc))
-    if getattr(source, "weighted", False):
-        if not hasattr(source, "weights"):
+    weighted = getattr(source, "weighted", False)
+    if getattr(source, "segment_parts", False):  # parts that carry each row's weight
+        parts = source.parts(_pair(acc), weights=weighted)
+    else:
+        parts = source.parts(_pair(acc))
+        if weighted and not hasattr(source, "weights"):
             msg = (f"{source.prefix}metrics 'ecce' with weighted rows is computed from arrays "
-                   "in memory (fastcal.ecce or calibration_report with sample_weight=); "
-                   "leave 'ecce' out here")
+                   "in memory or files (fastcal.ecce, calibration_report or score_file with "
+                   "weights); leave 'ecce' out here")
             raise ValueError(msg)
-        w = source.weights()
+        w = source.weights() if weighted else None
         if w is not None:
             parts = ecce_.RowParts(parts.host, w)
     ecce, sigma, pvalue, passes = ecce_.exact(*acc.ecce_state(), parts)
@@ -242,8 +245,12 @@ class Options:
 
     def segmented(self, max_segments=MAX_SEGMENTS):
         """A fresh :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` for
-        these options (a state per segment key, filled in one pass)."""
-        return SegmentedAccumulator.of(self.settings(), max_segments=max_segments)
+        these options (a state per segment key, filled in one pass)
+        (ECCE, in ``metrics``: the segments' value buckets, kept once for all of
+        them, not by each segment's accumulator)."""
+        with_ecce = "ecce" in self.metrics
+        return SegmentedAccumulator.of(replace(self.settings(), ecce=False),
+                                       max_segments=max_segments, ecce=with_ecce)
 
     def settings(self, n_rows=None):
         """The accumulators' :class:`~fastcal.accumulators.settings.Settings` of these options."""
@@ -538,15 +545,17 @@ def _fields(opts):
             if opts.__dataclass_fields__[name].init}
 
 
-def check_segmented(opts, prefix=""):
+def check_segmented(opts, prefix="", ecce=False):
     """Refuse, in one line, what a streamed segment state cannot give: the measures
-    that take more passes over each segment's rows."""
+    that take more passes over each segment's rows (ECCE too where the source's
+    parts cannot name each row's segment: ``ecce=False``)."""
     refused = []
     if opts.strategy == "quantile":
         refused.append("strategy='quantile'")
     if opts.ace:
         refused.append("ace=True")
-    refused += [f"metrics {m!r}" for m in opts.metrics if m != "smece"]
+    kept = ("smece", "ecce") if ecce else ("smece",)
+    refused += [f"metrics {m!r}" for m in opts.metrics if m not in kept]
     if refused:
         msg = (f"{prefix}by= scores each segment in one pass over the file: {refused[0]} needs "
                "more passes over each segment's rows; leave it out (or score the segments' "
@@ -559,7 +568,7 @@ def score_segments(source, opts, *, correction="holm", alpha=0.05, max_segments=
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of a source that fills a
     :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` in one pass
     (``source.fill_segments``): each segment's report is read off its state."""
-    check_segmented(opts, source.prefix)
+    check_segmented(opts, source.prefix, ecce=getattr(source, "segment_parts", False))
     if getattr(source, "weighted", False):
         check_weighted(opts)
     acc, n_rows = source.fill_segments(opts, max_segments)
@@ -572,7 +581,23 @@ def score_segments(source, opts, *, correction="holm", alpha=0.05, max_segments=
                      columns=columns)
     rep.overall.provenance = Provenance(n_rows=n_rows, passes=1, pass_steps=[("fill", 1)],
                                         **source.provenance)
+    if "ecce" in opts.metrics:
+        _segments_ecce(source, acc, rep)
     return rep
+
+
+def _segments_ecce(source, acc, rep):
+    """Every segment's ECCE and the whole's, from the segments' value buckets of the
+    fill: the passes of :func:`fastcal.accumulators.ecce.exact` over the source's
+    parts, each row with its weight and its segment."""
+    parts = source.parts(acc.ranking_options(), weights=getattr(source, "weighted", False),
+                         codes=acc.ecce_codes)
+    segments, whole = acc.ecce_state()
+    values = ecce_.exact(*segments, parts)
+    for k, key in enumerate(acc.keys()):
+        _with_ecce(rep[key], *(v[k] for v in values[:3]), 0)
+    *mine, passes = ecce_.exact(*whole, parts)
+    _with_ecce(rep.overall, *mine, values[3] + passes)
 
 
 __all__ = ["Options", "score", "score_by", "score_segments"]

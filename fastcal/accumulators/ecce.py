@@ -129,6 +129,112 @@ def segment_state(parts, n_segments, n_buckets=SEGMENT_BUCKETS):
     return parts.map(_segment_part, (n_segments, n_buckets), combine=_add)
 
 
+class SegmentBuckets:
+    """The ECCE value buckets of every segment key, filled chunk by chunk and merged
+    by key (a :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` keeps
+    one when asked for ECCE): counts (S, B + 1), sums (S, B + 1, 3) and totals
+    (S, 2) in the layout of :func:`segment_state`, ``index`` a key's row.
+
+    B is :func:`segment_buckets` of the keys held: ``SEGMENT_BUCKETS`` up to
+    2,048 keys, then halved as keys come (two neighbouring buckets summed: the
+    bucket of x at B / 2 is that at B halved, exactly, B a power of two), so
+    that the state stays within ``SEGMENT_CELLS`` cells.
+    """
+
+    def __init__(self):
+        self.index = {}
+        self.n_buckets = SEGMENT_BUCKETS
+        self._alloc(0)
+
+    def _alloc(self, rows):
+        nb = self.n_buckets
+        self.counts = np.zeros((rows, nb + 1), np.int64)
+        self.sums = np.zeros((rows, nb + 1, 3), np.float64)
+        self.totals = np.zeros((rows, 2), np.float64)
+
+    def _fold(self, n_buckets):
+        """Sum neighbouring buckets down to ``n_buckets`` (a smaller power of two)."""
+        s, nb = self.counts.shape[0], self.n_buckets
+        f = nb // n_buckets
+        counts = np.zeros((s, n_buckets + 1), np.int64)
+        sums = np.zeros((s, n_buckets + 1, 3), np.float64)
+        counts[:, :n_buckets] = self.counts[:, :nb].reshape(s, n_buckets, f).sum(axis=2)
+        sums[:, :n_buckets] = self.sums[:, :nb].reshape(s, n_buckets, f, 3).sum(axis=2)
+        counts[:, n_buckets] = self.counts[:, nb]
+        sums[:, n_buckets] = self.sums[:, nb]
+        self.counts, self.sums, self.n_buckets = counts, sums, n_buckets
+
+    def rows_of(self, keys):
+        """The rows of ``keys`` (int64), new keys getting new rows."""
+        new = [k for k in keys if k not in self.index]
+        if new:
+            size = len(self.index) + len(new)
+            nb = segment_buckets(size)
+            if nb < self.n_buckets:
+                self._fold(nb)
+            if size > self.counts.shape[0]:
+                old = (self.counts, self.sums, self.totals)
+                self._alloc(max(size, 2 * old[0].shape[0]))
+                for mine, x in zip((self.counts, self.sums, self.totals), old):
+                    mine[: x.shape[0]] = x
+            for k in new:
+                self.index[k] = len(self.index)
+        return np.array([self.index[k] for k in keys], np.int64)
+
+    def codes(self, codes, keys):
+        """The rows of a chunk's segment ``codes`` (indices into its ``keys``) in
+        this state, for the passes after the fill; a key it does not hold is an
+        error (the data changed between passes)."""
+        missing = [k for k in keys if k not in self.index]
+        if missing:
+            msg = (f"the data changed between passes: segment {missing[0]!r} was not there in "
+                   "the first pass")
+            raise ValueError(msg)
+        rows = np.array([self.index[k] for k in keys], np.int64)
+        return rows[codes] if rows.size else np.zeros(codes.shape[0], np.int64)
+
+    def fill(self, y, x, w, codes, keys):
+        """Add a chunk's rows (labels ``y``, ranked values ``x``, weights ``w`` or
+        None) to their segments' buckets (``codes`` index ``keys``)."""
+        rows = self.rows_of(keys)
+        g = rows[codes] if rows.size else codes
+        kec.segment_sums_range(x, y, _weights(w), g, 0, x.shape[0], self.counts, self.sums,
+                               self.totals)
+
+    def merge(self, other):
+        """Add ``other``'s buckets by key (in place)."""
+        rows = self.rows_of(list(other.index))
+        theirs = other
+        if other.n_buckets != self.n_buckets:
+            theirs = other.copy()
+            if theirs.n_buckets > self.n_buckets:
+                theirs._fold(self.n_buckets)
+            else:
+                self._fold(theirs.n_buckets)
+        n = len(theirs.index)
+        self.counts[rows] += theirs.counts[:n]  # rows of distinct keys: no repeats
+        self.sums[rows] += theirs.sums[:n]
+        self.totals[rows] += theirs.totals[:n]
+        return self
+
+    def copy(self):
+        out = SegmentBuckets.__new__(SegmentBuckets)
+        out.index = dict(self.index)
+        out.n_buckets = self.n_buckets
+        n = len(self.index)
+        out.counts, out.sums, out.totals = (self.counts[:n].copy(), self.sums[:n].copy(),
+                                            self.totals[:n].copy())
+        return out
+
+    def state(self, keys):
+        """(counts, sums, totals) of ``keys``, in their order (the layout of
+        :func:`segment_state`), and of the whole (their sum over every key)."""
+        n = len(self.index)
+        rows = np.array([self.index[k] for k in keys], np.int64)
+        whole = tuple(a[:n].sum(axis=0) for a in (self.counts, self.sums, self.totals))
+        return (self.counts[rows], self.sums[rows], self.totals[rows]), whole
+
+
 def _probe(y, x, segmented, n_buckets, first, lo, hi, shift, modes, sizes, w=None, g=None):
     codes = g if segmented and g is not None else _NO_CODES  # the whole: codes not used
     return kec.probe_ranges(x, y, _weights(w), codes, n_buckets, first, lo, hi, shift, modes,
@@ -273,4 +379,4 @@ def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
     return [np.concatenate(lst) if lst else np.zeros(0, dt) for lst, dt in zip(out, dtypes)]
 
 
-__all__ = ["BUCKETS", "RowParts", "bucket_state", "exact", "segment_buckets", "segment_state"]
+__all__ = ["BUCKETS", "RowParts", "SegmentBuckets", "bucket_state", "exact", "segment_buckets", "segment_state"]

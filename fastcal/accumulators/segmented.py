@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from fastcal import backends
 from fastcal._kernels import segments as ks
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.ecce import SegmentBuckets
 from fastcal.accumulators.settings import MAX_STATE_BYTES, Settings, state_bytes
 from fastcal.backends.cpu import PARALLEL_MIN_ROWS
 from fastcal.backends.layout import EDGE_DTYPES
@@ -39,6 +41,14 @@ class SegmentedAccumulator:
     max_segments : int, default 100,000
         More distinct keys than this (over all updates and merges) are refused
         in one line before the chunk that brings them is filled.
+    ecce : bool, default False
+        Keep every segment's ECCE value buckets (an
+        :class:`~fastcal.accumulators.ecce.SegmentBuckets`: 1,024 a segment, 32
+        KiB, fewer each past 2,048 segments, 64 MiB together at most), read by
+        :meth:`ecce_state`; the segments' and the whole's ECCE take one more pass
+        over the rows (:func:`fastcal.accumulators.ecce.exact`), which
+        ``fastcal.score_file(..., by=..., metrics=("ecce",))`` makes. The
+        segments' accumulators keep no ECCE buckets of their own.
     **options
         The options of :class:`~fastcal.CalibrationAccumulator` (``n_bins``,
         ``edges``, ``nan_policy``, ``n_boot``, ...), the same for every segment.
@@ -84,15 +94,16 @@ class SegmentedAccumulator:
     (['a', 'b'], 4, 2)
     """
 
-    def __init__(self, *, max_segments=MAX_SEGMENTS, **options):
+    def __init__(self, *, max_segments=MAX_SEGMENTS, ecce=False, **options):
         self.max_segments = check_max_segments(max_segments)
         self._options = options
         self.overall = CalibrationAccumulator(**options)
         self._segments = {}
         self.n_columns = None  # key columns: 1, or k for tuples of k; None before any update
+        self._ecce = SegmentBuckets() if ecce else None
 
     @classmethod
-    def of(cls, settings, *, max_segments=MAX_SEGMENTS):
+    def of(cls, settings, *, max_segments=MAX_SEGMENTS, ecce=False):
         """The segmented accumulator of ``settings`` (a
         :class:`~fastcal.accumulators.settings.Settings`, as the driver makes)."""
         out = cls.__new__(cls)
@@ -101,9 +112,11 @@ class SegmentedAccumulator:
         out.overall = CalibrationAccumulator.of(settings)
         out._segments = {}
         out.n_columns = None
+        out._ecce = SegmentBuckets() if ecce else None
         return out
 
     _pending = None  # the dense state of the segments not yet added (see _settle)
+    _ecce = None  # the segments' ECCE buckets (ecce=True)
 
     def _fresh(self):
         if isinstance(self._options, Settings):
@@ -130,16 +143,37 @@ class SegmentedAccumulator:
         batch = self.overall.resolve(y, p, sample_weight=w, start=start)
         if self._dense(batch):
             self._fill_dense(batch, codes, keys, start)
-            return self
-        self.overall.update_batch(batch, start=start)
-        self._new_keys(keys)
-        self._settle()
-        order, bounds = slices(codes, len(keys))
-        y, p, w = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
-        for k, key in enumerate(keys):
-            rows = slice(int(bounds[k]), int(bounds[k + 1]))
-            self._segments[key].update(y[rows], p[rows], sample_weight=_rows(w, rows))
+        else:
+            self.overall.update_batch(batch, start=start)
+            self._new_keys(keys)
+            self._settle()
+            order, bounds = slices(codes, len(keys))
+            ys, ps, ws = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
+            for k, key in enumerate(keys):
+                rows = slice(int(bounds[k]), int(bounds[k + 1]))
+                self._segments[key].update(ys[rows], ps[rows], sample_weight=_rows(ws, rows))
+        if self._ecce is not None:  # after the fills, which refuse a bad chunk
+            yr, xr = backends.of(batch).ranked(batch, self.ranking_options())
+            self._ecce.fill(yr, xr, batch.w, codes, keys)
         return self
+
+    def ranking_options(self):
+        """The options of the ranked pair (``backends.of(batch).ranked``) whose
+        values the ECCE buckets hold."""
+        a = self.overall
+        return dict(logits=a.logits, renormalize=a.renormalize, eps=a.eps)
+
+    def ecce_state(self):
+        """((counts, sums, totals) of the segments in the order of ``keys()``, the
+        same of the whole), the ECCE value buckets kept with ``ecce=True``
+        (:func:`fastcal.accumulators.ecce.exact` reads them); None without."""
+        return None if self._ecce is None else self._ecce.state(list(self._segments))
+
+    def ecce_codes(self, by, n):
+        """The rows of the ECCE state of a chunk's keys ``by`` (``n`` rows), for the
+        passes after the fill."""
+        codes, keys = factorize(by, n, max_segments=self.max_segments)
+        return self._ecce.codes(codes, keys)
 
     def _dense(self, batch):
         """True if the chunk's segments are filled by one pass into a state of all
@@ -289,6 +323,7 @@ class SegmentedAccumulator:
         out.overall = self.overall.copy()
         out._segments = {k: a.copy() for k, a in self._segments.items()}
         out.n_columns = self.n_columns
+        out._ecce = None if self._ecce is None else self._ecce.copy()
         return out
 
     def merge(self, other):
@@ -297,7 +332,12 @@ class SegmentedAccumulator:
             msg = f"can only merge a SegmentedAccumulator; got {type(other).__name__}"
             raise TypeError(msg)
         self.check_keys(list(other.keys()))
+        if (self._ecce is None) != (other._ecce is None):
+            msg = "can only merge segmented accumulators that both keep ECCE buckets or neither"
+            raise ValueError(msg)
         self._settle()
+        if self._ecce is not None:
+            self._ecce.merge(other._ecce)
         self.overall += other.overall
         for key, acc in other.items():
             mine = self._segments.get(key)

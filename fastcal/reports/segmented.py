@@ -18,6 +18,8 @@ _NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 # the verdict names at most this many segments of each kind, then says how many more
 MAX_NAMED = 10
 TABLE_COLUMNS = ("segment", "n", "ece", "ecd", "ecd_z", "p_value", "p_adjusted", "verdict", "note")
+# the table's columns when the reports have ECCE (metrics=("ecce",))
+ECCE_COLUMNS = ("ecce", "ecce_sigma", "ecce_pvalue")
 
 
 def adjust_pvalues(p, method="holm"):
@@ -168,9 +170,13 @@ class SegmentedReport:
         """One row per segment, surest miscalibration first (adjusted p ascending):
         a dict of columns ``segment`` (keys), ``n`` (rows), ``ece``, ``ecd``,
         ``ecd_z``, ``p_value`` (two-sided ECD test), ``p_adjusted``, ``verdict``
-        and ``note`` (a caution for small segments), each a list or an array."""
+        and ``note`` (a caution for small segments), each a list or an array;
+        with ECCE (``metrics=("ecce",)``) also ``ecce``, ``ecce_sigma`` and
+        ``ecce_pvalue``."""
         keys = self._sorted()
         reps = [self._reports[k] for k in keys]
+        ecce = {c: np.array([getattr(r, c) for r in reps], np.float64)
+                for c in ECCE_COLUMNS} if self.has_ecce else {}
         return {
             "segment": keys,
             "n": np.array([r.n for r in reps], np.int64),
@@ -181,7 +187,13 @@ class SegmentedReport:
             "p_adjusted": np.array([self._p_of[k][1] for k in keys], np.float64),
             "verdict": [self.segment_verdict(k) for k in keys],
             "note": [self._note(k) for k in keys],
+            **ecce,
         }
+
+    @property
+    def has_ecce(self):
+        """True when the reports carry ECCE (made with ``metrics=("ecce",)``)."""
+        return not np.isnan(self.overall.ecce)
 
     @property
     def verdict(self):
@@ -212,9 +224,11 @@ class SegmentedReport:
     def to_dict(self):
         """The table as a list of rows, the whole's figures, the verdict (JSON-safe)."""
         t = self.table()
+        columns = TABLE_COLUMNS + (ECCE_COLUMNS if self.has_ecce else ())
         rows = [{c: clean(t[c][i]) if c != "segment" else json_safe(t[c][i])
-                 for c in TABLE_COLUMNS} for i in range(len(t["segment"]))]
+                 for c in columns} for i in range(len(t["segment"]))]
         o = self.overall
+        ecce = {c: clean(getattr(o, c)) for c in ECCE_COLUMNS} if self.has_ecce else {}
         return {
             "correction": self.correction,
             "alpha": self.alpha,
@@ -224,7 +238,7 @@ class SegmentedReport:
             "miscalibrated": json_safe(self.miscalibrated),
             "overall": {"n": o.n, "ece": clean(o.ece), "ecd": clean(o.ecd),
                         "ecd_z": clean(o.ecd_z), "p_value": clean(o.ecd_p_two_sided),
-                        "verdict": o.verdict},
+                        "verdict": o.verdict, **ecce},
             "segments": rows,
         }
 
@@ -237,17 +251,26 @@ class SegmentedReport:
         t = self.table()
         name = ", ".join(self.columns) if self.columns else "segment"
         head = [name, "n", "ECE", "ECD", "z", "p", "p adj.", "verdict"]
+        if self.has_ecce:  # ECCE in standard deviations and its p-value
+            head[-1:-1] = ["ECCE sigma", "ECCE p"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+        def ecce(sigma, p):
+            return [table_cell(sigma, 2), _pcell(p)] if self.has_ecce else []
+
         for i, key in enumerate(t["segment"]):
             verdict = t["verdict"][i] + (f" ({t['note'][i]})" if t["note"][i] else "")
             cells = [key_text(key), f"{t['n'][i]:,}", table_cell(t["ece"][i], digits),
                      table_cell(t["ecd"][i], digits), _zcell(t["ecd_z"][i]), _pcell(t["p_value"][i]),
-                     _pcell(t["p_adjusted"][i]), verdict]
+                     _pcell(t["p_adjusted"][i]),
+                     *(ecce(t["ecce_sigma"][i], t["ecce_pvalue"][i]) if self.has_ecce else []),
+                     verdict]
             lines.append("| " + " | ".join(cells) + " |")
         o = self.overall
-        lines.append(f"| (all) | {o.n:,} | {table_cell(o.ece, digits)} | "
-                     f"{table_cell(o.ecd, digits)} | {_zcell(o.ecd_z)} | {_pcell(o.ecd_p_two_sided)} |  |"
-                     f" {o.net_verdict} |")
+        cells = ["(all)", f"{o.n:,}", table_cell(o.ece, digits), table_cell(o.ecd, digits),
+                 _zcell(o.ecd_z), _pcell(o.ecd_p_two_sided), "", *ecce(o.ecce_sigma, o.ecce_pvalue),
+                 o.net_verdict]
+        lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines) + f"\n\nVerdict: {self.verdict}"
 
     def __str__(self):

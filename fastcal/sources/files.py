@@ -88,12 +88,15 @@ class _FileParts:
     every pass reads the file again (with the reader thread), in the same chunks;
     ``pair``: the options of the backend's ``ranked``."""
 
-    def __init__(self, source, pair):
+    def __init__(self, source, pair, weights=False, codes=None):
         self.source = source
         self.pair = pair
         self.n_parts = source.n_chunks  # None: parts read before any fill
         self.passes = 1
         self.gather = None  # the passes map over the parts
+        # with weights or codes: each part's weights (float64, empty when every row
+        # weighs 1) and segment rows (``codes(keys, n)``, empty without) come last
+        self.weights, self.codes = weights, codes
 
     def map(self, fn, common, per_part=None, combine=None):
         src = self.source
@@ -106,13 +109,15 @@ class _FileParts:
         k = 0
         try:
             for chunk in chunks:
-                p, y, _ = src._arrays(chunk)
+                p, y, w = src._arrays(chunk)
                 if src.transform is not None:
                     p = src.transform(p)
                 # the gate checks the chunk as the first pass did; the passes rank hard labels
-                batch = backends.resolve(y, p, logits=self.pair["logits"], soft=False)
+                batch = backends.resolve(y, p, logits=self.pair["logits"], soft=False,
+                                         sample_weight=w if self.weights else None)
                 y, x = backends.of(batch).ranked(batch, self.pair)
-                r = fn(y, x, *common, *(per_part[k] if per_part else ()))
+                r = fn(y, x, *common, *(per_part[k] if per_part else ()),
+                       *self._rows_extra(batch, chunk))
                 if combine is None:
                     results.append(r)
                 else:
@@ -127,6 +132,19 @@ class _FileParts:
             raise ValueError(msg)
         self.n_parts = k
         return results if combine is None else acc
+
+
+    def _rows_extra(self, batch, chunk):
+        if not self.weights and self.codes is None:
+            return ()
+        w = _NONE if batch.w is None else batch.w
+        g = _NONE_CODES if self.codes is None else self.codes(self.source._keys(chunk),
+                                                             batch.n)
+        return w, g
+
+
+_NONE = np.zeros(0, np.float64)
+_NONE_CODES = np.zeros(0, np.int64)
 
 
 def stack_columns(arrays):
@@ -320,5 +338,11 @@ class FileSource:
             return -1
         return None
 
-    def parts(self, pair):
-        return _FileParts(self, pair)
+    # the parts name each row's weight and segment (fastcal.score._segments_ecce)
+    segment_parts = True
+
+    def parts(self, pair, *, weights=False, codes=None):
+        """The chunks again as :class:`_FileParts`; with ``weights`` each part's
+        weights and with ``codes`` (``codes(keys, n)``: a chunk's segment keys to
+        rows of a state) its segment rows follow its ranked pair."""
+        return _FileParts(self, pair, weights=weights, codes=codes)

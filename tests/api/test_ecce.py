@@ -138,6 +138,11 @@ def test_the_same_from_chunks_files_and_dask(tmp_path):
     for rep in got:
         _close((rep.ecce, rep.ecce_sigma, rep.ecce_pvalue), ref)
         assert rep.to_dict()["ecce"] == rep.ecce
+    # a weight column: each pass reads it with the rows
+    w = np.random.default_rng(12).uniform(0.0, 3.0, p.shape[0])
+    pq.write_table(pa.table({"p": p, "y": y, "w": w}), path, row_group_size=7_000)
+    rep = fastcal.score_file(path, weight="w", metrics=("ecce",), chunk_rows=4_321)
+    _close((rep.ecce, rep.ecce_sigma, rep.ecce_pvalue), fastcal.ecce(y, p, sample_weight=w))
     cuts = [0, 1, 9_999, 25_000, 40_000]
     parts = [CalibrationAccumulator(ecce=True).update(y[a:b], p[a:b]) for a, b in
              zip(cuts, cuts[1:])]
@@ -286,6 +291,42 @@ def test_many_segments_share_fewer_buckets_and_keep_their_values(monkeypatch):
         np.testing.assert_allclose((r[k].ecce, r[k].ecce_sigma, r[k].ecce_pvalue), ref,
                                    rtol=1e-12)
         assert ("ecce", 1) in r[k].pass_steps
+
+
+def test_segment_buckets_fold_and_merge_by_key(monkeypatch):
+    # a segmented accumulator's ECCE buckets: filled chunk by chunk, merged by key in
+    # any order, halved as keys come past SEGMENT_CELLS, equal to one state of all rows
+    from fastcal.accumulators.equal_mass import ArrayParts
+    from fastcal.accumulators.segmented import SegmentedAccumulator
+
+    monkeypatch.setattr(ec, "SEGMENT_CELLS", 256)
+    monkeypatch.setattr(ec, "SEGMENT_BUCKETS", 64)
+    y, p = _data(9_000, 19, 0.02)
+    g = np.random.default_rng(20).integers(0, 12, p.shape[0])
+    g[:3_000] %= 3  # the first chunk brings 3 keys (64 buckets), the rest 12 (16)
+    cuts = [0, 3_000, 6_000, 9_000]
+    accs = [SegmentedAccumulator(ecce=True).update(y[a:b], p[a:b], by=g[a:b])
+            for a, b in zip(cuts, cuts[1:])]
+    assert [a._ecce.n_buckets for a in accs] == [64, 16, 16]
+    merged = accs[0] + accs[2] + accs[1]
+    (counts, sums, totals), whole = merged.ecce_state()
+    keys = list(merged.keys())
+    assert merged._ecce.n_buckets == 16 and sorted(keys) == list(range(12))
+    ref = ec.segment_state(ec.RowParts(ArrayParts(y, p, 1), None, g), 12, 16)
+    order = np.array(keys)
+    np.testing.assert_array_equal(counts, ref[0][order])
+    np.testing.assert_allclose(sums, ref[1][order], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(totals, ref[2][order], rtol=1e-12)
+    np.testing.assert_array_equal(whole[0], ref[0].sum(axis=0))
+    values = ec.exact(counts, sums, totals, ec.RowParts(ArrayParts(y, p, 1), None,
+                                                        merged.ecce_codes(g, g.shape[0])))
+    for k, key in enumerate(keys):
+        np.testing.assert_allclose(values[1][k], _reference(y[g == key], p[g == key])[1],
+                                   rtol=1e-12)
+    with pytest.raises(ValueError, match=r"^the data changed between passes: segment 99 "):
+        merged.ecce_codes(np.array([3, 99]), 2)
+    with pytest.raises(ValueError, match=r"^can only merge segmented accumulators that both "):
+        merged + SegmentedAccumulator().update(y[:5], p[:5], by=g[:5])
 
 
 def test_many_rows_at_few_values_keep_their_digits():

@@ -420,12 +420,27 @@ def test_score_file_by_equals_the_arrays(data, parquet):
         _close(got[key], ref[key], SCALARS[:3] + SCALARS[4:])
     _close(got.overall, ref.overall, SCALARS[:3] + SCALARS[4:])
     assert got.overall.n_rows == N and got.overall.passes == 1 and got.columns == ["country"]
+    # ECCE of every segment and of the whole, weighted, from the fill and its passes
     got = fastcal.score_file(path, by=["country", "h"], weight="w", chunk_rows=1_000,
-                             correction="bh")
-    ref = fastcal.calibration_report(y, p, by=[g, h], sample_weight=w, correction="bh")
+                             correction="bh", metrics=("ecce",))
+    ref = fastcal.calibration_report(y, p, by=[g, h], sample_weight=w, correction="bh",
+                                     metrics=("ecce",))
     assert list(got.keys()) == list(ref.keys()) and len(got) == 2 * len(KEYS) + 2
+    ecce = ("ecce", "ecce_sigma", "ecce_pvalue")
     for key in ref:
-        _close(got[key], ref[key], SCALARS[:3] + SCALARS[4:])
+        _close(got[key], ref[key], SCALARS[:3] + SCALARS[4:] + ecce)
+    _close(got.overall, ref.overall, ecce)
+    assert got.overall.pass_steps[0] == ("fill", 1) and got.overall.pass_steps[1][0] == "ecce"
+    t, d = got.table(), json.loads(got.to_json())
+    first = t["segment"][0]
+    assert t["ecce_sigma"][0] == got[first].ecce_sigma and t["ecce_pvalue"][0] == got[first].ecce_pvalue
+    assert d["segments"][0]["ecce_sigma"] == got[first].ecce_sigma
+    assert d["overall"]["ecce"] == got.overall.ecce
+    head, _, row = got.to_markdown().splitlines()[:3]
+    assert head.endswith("| p adj. | ECCE sigma | ECCE p | verdict |")
+    assert f"| {got[first].ecce_sigma:.2f} | " in row
+    plain = fastcal.score_file(path, by="country", chunk_rows=700)
+    assert "ecce" not in plain.table() and "ECCE" not in plain.to_markdown()
     np.testing.assert_allclose(got.table()["p_adjusted"], ref.table()["p_adjusted"],
                                rtol=1e-12)
 
