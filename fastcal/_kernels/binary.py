@@ -198,6 +198,21 @@ def _bins_logs_uniform(p, nb, right, lo, hi, bi, lp, lq):
         lp[j], lq[j] = log_pair(_clip_valid(pj, lo, hi))
 
 
+@njit(inline="always", cache=True)
+def bins_and_logs(pb, edges, nb, uniform, right, lo, hi, with_logs, bi, lpv, lqv):
+    """A block's stage 1: each row's bin into ``bi`` and, ``with_logs``, log q and
+    log(1 - q) of q = p clipped to [lo, hi] into ``lpv`` and ``lqv`` (one loop for
+    uniform edges, vectorised)."""
+    if uniform and with_logs:
+        _bins_logs_uniform(pb, nb, right, lo, hi, bi, lpv, lqv)
+    elif uniform:
+        _bins_uniform(pb, edges, nb, right, bi)
+    else:
+        _bins_search(pb, edges, nb, right, bi)
+        if with_logs:
+            _logs(pb, lo, hi, lpv, lqv)
+
+
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(p, y, start, stop, edges, uniform, right, omit, eps, with_logs,
                counts, sums, totals, checks):
@@ -248,14 +263,7 @@ def fill_range_fine(p, y, start, stop, edges, uniform, right, omit, eps, with_lo
         # Stage 1: bins and logarithms (vectorised for uniform edges).
         pb = p[bstart:bstart + m]
         yb = y[bstart:bstart + m]
-        if uniform and with_logs:
-            _bins_logs_uniform(pb, nb, right, lo, hi, bi, lpv, lqv)
-        elif uniform:
-            _bins_uniform(pb, edges, nb, right, bi)
-        else:
-            _bins_search(pb, edges, nb, right, bi)
-            if with_logs:
-                _logs(pb, lo, hi, lpv, lqv)
+        bins_and_logs(pb, edges, nb, uniform, right, lo, hi, with_logs, bi, lpv, lqv)
         # Stage 2: validity, per-sample terms, global sums (vectorised).
         n_good = _terms(pb, yb, nb, lo, hi, with_logs, bi, lpv, lqv, inc, pv, ev, vv, totals)
         if n_good < m:

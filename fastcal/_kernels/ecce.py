@@ -40,6 +40,17 @@ def _weight(w, i):
     return 1.0 if w.shape[0] == 0 else np.float64(w[i])
 
 
+@njit(inline="always", cache=True)
+def _add_row(acc, b, xv, yv, wv):
+    """Add a row (value xv, label yv, weight wv) to bucket b of a scratch of
+    (rows, rise, fall, sum of w (y - x)); returns its variance term w**2 x (1 - x)."""
+    acc[b, 0] += 1.0
+    acc[b, 1] += wv * yv * (1.0 - xv)
+    acc[b, 2] += wv * (1.0 - yv) * xv
+    acc[b, 3] += wv * (yv - xv)
+    return wv * wv * (xv * (1.0 - xv))
+
+
 @njit(nogil=True, error_model="numpy", cache=True)
 def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
     """Add rows [start, stop) to ``counts`` (B + 1,), ``sums`` (B + 1, 3): the
@@ -64,13 +75,8 @@ def bucket_sums_range(x, y, w, start, stop, counts, sums, totals):
         if not ((xv >= 0.0) & (xv <= 1.0) & ((yv == 0.0) | (yv == 1.0))):
             continue
         wv = _weight(w, i)
-        b = min(np.int64(xv * scale), top)
-        acc[b, 0] += 1.0
-        acc[b, 1] += wv * yv * (1.0 - xv)
-        acc[b, 2] += wv * (1.0 - yv) * xv
-        acc[b, 3] += wv * (yv - xv)
         tw += wv
-        tv += wv * wv * (xv * (1.0 - xv))
+        tv += _add_row(acc, min(np.int64(xv * scale), top), xv, yv, wv)
     for b in range(nb):
         counts[b] += np.int64(acc[b, 0])
         sums[b, 0] += acc[b, 1]
@@ -121,12 +127,8 @@ def segment_sums_range(x, y, w, g, start, stop, counts, sums, totals):
         if acc[b, 0] == 0.0:
             touched[n_touched] = b
             n_touched += 1
-        acc[b, 0] += 1.0
-        acc[b, 1] += wv * yv * (1.0 - xv)
-        acc[b, 2] += wv * (1.0 - yv) * xv
-        acc[b, 3] += wv * (yv - xv)
         tw += wv
-        tv += wv * wv * (xv * (1.0 - xv))
+        tv += _add_row(acc, b, xv, yv, wv)
     if cur >= 0:
         _flush_segment(acc, touched, n_touched, tw, tv, counts[cur], sums[cur], totals[cur])
 

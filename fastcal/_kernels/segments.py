@@ -10,7 +10,7 @@ import numpy as np
 from ._cache import njit
 from ._config import BLOCK, FASTMATH
 from ._threads import run_threads, thread_range
-from .binary import _bins_logs_uniform, _bins_search, _bins_uniform, _logs, _uniform_ok
+from .binary import _uniform_ok, bins_and_logs
 from .rows import binary_terms
 
 
@@ -98,14 +98,7 @@ def fill_binary_segments(p, y, codes, rowmap, start, stop, edges, uniform, right
     for bstart in range(start, stop, BLOCK):
         m = min(BLOCK, stop - bstart)
         pb = p[bstart:bstart + m]
-        if uniform and with_logs:
-            _bins_logs_uniform(pb, nb, right, lo, hi, bi, lpv, lqv)
-        elif uniform:
-            _bins_uniform(pb, edges, nb, right, bi)
-        else:
-            _bins_search(pb, edges, nb, right, bi)
-            if with_logs:
-                _logs(pb, lo, hi, lpv, lqv)
+        bins_and_logs(pb, edges, nb, uniform, right, lo, hi, with_logs, bi, lpv, lqv)
         for j in range(m):
             i = bstart + j
             c = rowmap[codes[i]]
