@@ -538,9 +538,9 @@ def _fields(opts):
             if opts.__dataclass_fields__[name].init}
 
 
-def check_segmented(opts, prefix=""):
+def check_segmented(opts, prefix="", over="the file"):
     """Refuse, in one line, what a streamed segment state cannot give: the measures
-    that take more passes over each segment's rows."""
+    that take more passes over each segment's rows (``over``: what the one pass reads)."""
     refused = []
     if opts.strategy == "quantile":
         refused.append("strategy='quantile'")
@@ -548,7 +548,7 @@ def check_segmented(opts, prefix=""):
         refused.append("ace=True")
     refused += [f"metrics {m!r}" for m in opts.metrics if m != "smece"]
     if refused:
-        msg = (f"{prefix}by= scores each segment in one pass over the file: {refused[0]} needs "
+        msg = (f"{prefix}by= scores each segment in one pass over {over}: {refused[0]} needs "
                "more passes over each segment's rows; leave it out (or score the segments' "
                "rows in memory with fastcal.calibration_report(..., by=...))")
         raise ValueError(msg)
@@ -559,7 +559,7 @@ def score_segments(source, opts, *, correction="holm", alpha=0.05, max_segments=
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of a source that fills a
     :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` in one pass
     (``source.fill_segments``): each segment's report is read off its state."""
-    check_segmented(opts, source.prefix)
+    check_segmented(opts, source.prefix, getattr(source, "over", "the file"))
     if getattr(source, "weighted", False):
         check_weighted(opts)
     acc, n_rows = source.fill_segments(opts, max_segments)
