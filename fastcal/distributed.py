@@ -17,9 +17,14 @@ see :func:`score_dask` (Notes) for the method.
 
 import os
 
+from fastcal.inputs import validation as v
+from fastcal.inputs.segments import MAX_SEGMENTS, check_max_segments
 from fastcal.inputs.validation import show
-from fastcal.score import Options, score
+from fastcal.reports.segmented import CORRECTIONS
+from fastcal.reports.stats import check_alpha
+from fastcal.score import Options, score, score_segments
 from fastcal.sources.dask import ROWS_PER_PARTITION, DaskSource, _array_source, _dataset_source, _frame_source
+from fastcal.sources.files import by_names
 from fastcal.sources.readers import where as where_
 
 # ---------------------------------------------------------------------------
@@ -230,16 +235,30 @@ def _driver_options(arguments):
     return {k: arguments[k] for k in _DRIVER_KEYWORDS}
 
 
-def _run(source, connection, options, provenance=None):
+def _segments(arguments, columns=None):
+    """``score_segments``' keywords out of an entry point's ``locals()``, checked
+    before any cluster is started: ``correction``, ``alpha``, ``max_segments`` and
+    the key ``columns`` (None for arrays)."""
+    v.check_choice("correction", arguments["correction"], CORRECTIONS)
+    return {"correction": arguments["correction"], "alpha": check_alpha(arguments["alpha"]),
+            "max_segments": check_max_segments(arguments["max_segments"]), "columns": columns}
+
+
+def _run(source, connection, options, provenance=None, segments=None):
     """Score ``source`` on the cluster that ``connection`` (client, scheduler, workers,
-    timeout) names, with the driver's ``options``."""
+    timeout) names, with the driver's ``options``; by segment (``score_segments``
+    with the keywords ``segments``) when the source has keys."""
     with _Runner(*connection) as runner:
-        return _score(source, runner=runner, provenance=provenance, **options)
+        return _score(source, runner=runner, provenance=provenance, segments=segments,
+                      **options)
 
 
-def _score(source, *, runner, split_every, provenance=None, **options):
+def _score(source, *, runner, split_every, provenance=None, segments=None, **options):
     provenance = {"dask": runner.description, **(provenance or {})}
-    return score(DaskSource(source, runner, split_every, provenance), Options(**options))
+    dask_source = DaskSource(source, runner, split_every, provenance)
+    if source.by is not None:
+        return score_segments(dask_source, Options(**options), **segments)
+    return score(dask_source, Options(**options))
 
 
 _COLUMNS_DOC = """
@@ -290,13 +309,27 @@ _OPTIONS_DOC = """
         process, otherwise the local threaded scheduler).
 """
 
+_SEGMENTS_DOC = """
+    correction, alpha, max_segments
+        With ``by``: as in :func:`fastcal.score_file` ("holm" or "bh"; the
+        verdict's level; more distinct keys than ``max_segments`` over all the
+        partitions are refused in one line, checked in each partition and at
+        each merge of the tree).
+"""
+
+_SEGMENTED_RETURN = """With ``by``, a :class:`~fastcal.reports.segmented.SegmentedReport` (as
+        :func:`fastcal.score_file` with ``by=``): each segment's report equal
+        to that of its rows alone, whatever the partitioning; its ``overall``
+        holds ``n_rows`` and ``passes``."""
+
 
 def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy="uniform",
                observed="frac_pos", nan_policy="raise", eps=None, ace=False, threads=1,
                split_every=8, client=None, scheduler=None, workers=None, timeout=10.0,
                logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                transform=None, smooth=False, metrics=(), sweep=None,
-               tace_threshold=None, sample_weight=None):
+               tace_threshold=None, sample_weight=None, by=None, correction="holm",
+               alpha=0.05, max_segments=MAX_SEGMENTS):
     """Calibration report of dask arrays, one accumulator per chunk.
 
     Parameters
@@ -310,6 +343,14 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     sample_weight : dask.array.Array of shape (n,), optional
         A weight per row, as in :func:`fastcal.calibration_report` (rechunked
         as ``y_prob``).
+    by : dask.array.Array or array-like of shape (n,), or a list of them, optional
+        A segment key per row (any type; nulls are one segment, key ``None``),
+        as ``by`` of :func:`fastcal.calibration_report`; several columns give
+        tuple keys (their intersections). Rechunked as ``y_prob``; an array in
+        memory is cut into ``y_prob``'s chunks. Each chunk fills a state per
+        key in the same one pass (so without ACE, equal-mass bins or the
+        ``metrics`` that take more passes: those are refused).
+    {segments}
     {options}
     Returns
     -------
@@ -317,6 +358,7 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
         Equal to ``fastcal.calibration_report`` on the computed arrays, to
         about 1e-12 relative, whatever the chunking. Also holds ``n_rows``
         (rows read, omitted ones included) and ``passes`` (over the data).
+        {segmented}
 
     Raises
     ------
@@ -352,8 +394,9 @@ def score_dask(y_true, y_prob, *, n_bins=10, edges=None, closed="left", strategy
     (True, 10000)
     """
     options = _driver_options(locals())
-    source = _array_source(y_true, y_prob, sample_weight)
-    return _run(source, (client, scheduler, workers, timeout), options)
+    segments = _segments(locals())
+    source = _array_source(y_true, y_prob, sample_weight, by)
+    return _run(source, (client, scheduler, workers, timeout), options, segments=segments)
 
 
 def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="left",
@@ -361,7 +404,8 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
                     ace=False, threads=1, split_every=8, client=None, scheduler=None,
                     workers=None, timeout=10.0, logits=False, renormalize=False, ci=None,
                     n_boot=200, seed=0, device=None, transform=None, smooth=False,
-                    metrics=(), sweep=None, tace_threshold=None, weight=None):
+                    metrics=(), sweep=None, tace_threshold=None, weight=None, by=None,
+                    correction="holm", alpha=0.05, max_segments=MAX_SEGMENTS):
     """Calibration report of two columns of a dask dataframe, one accumulator per partition.
 
     Parameters
@@ -372,6 +416,11 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     weight : str, optional
         The column of the rows' weights, as ``sample_weight`` of
         :func:`fastcal.calibration_report`.
+    by : str or list of str, optional
+        The column(s) of the rows' segment keys, as in
+        :func:`fastcal.score_file` (nulls are one segment, key ``None``;
+        several columns give tuple keys), read with the partitions.
+    {segments}
     {options}
     Returns
     -------
@@ -379,6 +428,7 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
         Equal to ``fastcal.calibration_report`` on the two columns of
         ``df.compute()``, to about 1e-12 relative. Also holds ``n_rows`` and
         ``passes`` as :func:`score_dask`.
+        {segmented}
 
     Raises
     ------
@@ -405,8 +455,10 @@ def score_dataframe(df, *, prob="p", label="y", n_bins=10, edges=None, closed="l
     1000
     """
     options = _driver_options(locals())
-    source = _frame_source(df, label, prob, weight)
-    return _run(source, (client, scheduler, workers, timeout), options)
+    columns = by_names(by)
+    segments = _segments(locals(), columns)
+    source = _frame_source(df, label, prob, weight, columns)
+    return _run(source, (client, scheduler, workers, timeout), options, segments=segments)
 
 
 def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
@@ -415,7 +467,8 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
                   workers=None, timeout=10.0, rows_per_partition=ROWS_PER_PARTITION,
                   logits=False, renormalize=False, ci=None, n_boot=200, seed=0, device=None,
                   verify_checksums=True, transform=None, smooth=False,
-                  metrics=(), sweep=None, tace_threshold=None, where=None, weight=None):
+                  metrics=(), sweep=None, tace_threshold=None, where=None, weight=None,
+                  by=None, correction="holm", alpha=0.05, max_segments=MAX_SEGMENTS):
     """Calibration report of a Parquet file or dataset directory, scored with Dask.
 
     Parameters
@@ -439,7 +492,11 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         a Hive-partitioned dataset; the other files are not read.
     weight : str, optional
         The column of the rows' weights, as in :func:`fastcal.score_file`.
-
+    by : str or list of str, optional
+        The column(s) of the rows' segment keys, as in
+        :func:`fastcal.score_file` (any type; nulls are one segment, key
+        ``None``; several columns give tuple keys), read with the row groups.
+    {segments}
     Returns
     -------
     CalibrationReport
@@ -447,6 +504,7 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
         concatenated in that order, to about 1e-12 relative. Also holds
         ``source``, ``format``, ``n_rows`` and ``passes``, like the report of
         :func:`fastcal.score_file`.
+        {segmented}
 
     Raises
     ------
@@ -473,11 +531,14 @@ def score_dataset(path, *, prob="p", label="y", n_bins=10, edges=None,
             or rows_per_partition < 1):
         msg = f"rows_per_partition must be a positive integer; got {show(rows_per_partition)}"
         raise ValueError(msg)
+    columns = by_names(by)
+    segments = _segments(locals(), columns)
     path = where_.local(os.fspath(path))  # a file:// URL is its local path
     source = _dataset_source(path, label, prob, rows_per_partition, verify_checksums, where,
-                             weight)
+                             weight, columns)
     return _run(source, (client, scheduler, workers, timeout), options,
-                provenance={"source": where_.shown(path), "format": "parquet"})
+                provenance={"source": where_.shown(path), "format": "parquet"},
+                segments=segments)
 
 
 def _describe(client, scheduler, workers):
@@ -492,7 +553,9 @@ def _describe(client, scheduler, workers):
 
 for _f in (score_dask, score_dataframe, score_dataset):
     _f.__doc__ = _f.__doc__.format(options=_OPTIONS_DOC.strip() + "\n",
-                                   columns=_COLUMNS_DOC.strip())
+                                   columns=_COLUMNS_DOC.strip(),
+                                   segments=_SEGMENTS_DOC.strip() + "\n",
+                                   segmented=_SEGMENTED_RETURN)
 del _f
 
 __all__ = ["connect", "score_dask", "score_dataframe", "score_dataset"]

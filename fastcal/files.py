@@ -6,7 +6,7 @@ from fastcal.inputs import validation as v
 from fastcal.inputs.segments import MAX_SEGMENTS
 from fastcal.inputs.validation import show
 from fastcal.score import Options, score, score_segments
-from fastcal.sources.files import FileSource
+from fastcal.sources.files import FileSource, by_names
 from fastcal.sources.io import DEFAULT_CHUNK_ROWS
 
 
@@ -159,10 +159,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
                       renormalize=renormalize, device=device, transform=transform,
                       smooth=smooth, metrics=metrics, sweep=sweep,
                       tace_threshold=tace_threshold).checked()
-    if by is not None and not _names(by):
-        msg = f"by must be a column name or a list of column names; got {by!r}"
-        raise ValueError(msg)
-    columns = [by] if isinstance(by, str) else list(by or ())
+    columns = by_names(by)
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums,
                         where=where, weight=weight, by=columns)

@@ -545,10 +545,11 @@ def _fields(opts):
             if opts.__dataclass_fields__[name].init}
 
 
-def check_segmented(opts, prefix="", ecce=False):
+def check_segmented(opts, prefix="", over="the file", ecce=False):
     """Refuse, in one line, what a streamed segment state cannot give: the measures
-    that take more passes over each segment's rows (ECCE too where the source's
-    parts cannot name each row's segment: ``ecce=False``)."""
+    that take more passes over each segment's rows (``over``: what the one pass
+    reads; ECCE too where the source's parts cannot name each row's segment:
+    ``ecce=False``)."""
     refused = []
     if opts.strategy == "quantile":
         refused.append("strategy='quantile'")
@@ -557,7 +558,7 @@ def check_segmented(opts, prefix="", ecce=False):
     kept = ("smece", "ecce") if ecce else ("smece",)
     refused += [f"metrics {m!r}" for m in opts.metrics if m not in kept]
     if refused:
-        msg = (f"{prefix}by= scores each segment in one pass over the file: {refused[0]} needs "
+        msg = (f"{prefix}by= scores each segment in one pass over {over}: {refused[0]} needs "
                "more passes over each segment's rows; leave it out (or score the segments' "
                "rows in memory with fastcal.calibration_report(..., by=...))")
         raise ValueError(msg)
@@ -568,7 +569,8 @@ def score_segments(source, opts, *, correction="holm", alpha=0.05, max_segments=
     """The :class:`~fastcal.reports.segmented.SegmentedReport` of a source that fills a
     :class:`~fastcal.accumulators.segmented.SegmentedAccumulator` in one pass
     (``source.fill_segments``): each segment's report is read off its state."""
-    check_segmented(opts, source.prefix, ecce=getattr(source, "segment_parts", False))
+    check_segmented(opts, source.prefix, getattr(source, "over", "the file"),
+                    ecce=getattr(source, "segment_parts", False))
     if getattr(source, "weighted", False):
         check_weighted(opts)
     acc, n_rows = source.fill_segments(opts, max_segments)

@@ -17,6 +17,7 @@ from fastcal.inputs.segments import (
     check_max_segments,
     factorize,
     slices,
+    sorted_keys,
     too_many,
 )
 from fastcal.inputs.validation import check_threads
@@ -307,9 +308,12 @@ class SegmentedAccumulator:
                columns=None):
         """The :class:`~fastcal.reports.segmented.SegmentedReport` of the state: each
         segment's report (``accumulator.report``: no ACE, a streamed report) and
-        the whole's, with the segments' verdict after ``correction``."""
+        the whole's, with the segments' verdict after ``correction``. The segments
+        come in the order of :func:`fastcal.calibration_report` with ``by``
+        (sorted keys, nulls last), whatever order the chunks brought them in."""
         self._settle()
-        reports = {k: a.report(observed=observed, ci=ci) for k, a in self._segments.items()}
+        reports = {k: self._segments[k].report(observed=observed, ci=ci)
+                   for k in sorted_keys(self._segments)}
         return SegmentedReport(reports, self.overall.report(observed=observed, ci=ci),
                                correction=correction, alpha=alpha, columns=columns)
 

@@ -51,16 +51,21 @@ def _as_numpy(col):
     return np.asarray(col)
 
 
-def _column(name, col, n):
-    """One column of keys as a 1-D numpy array of n rows (pyarrow and pandas too)."""
-    arr = col if isinstance(col, np.ndarray) else _as_numpy(col)
-    if arr.ndim != 1:
-        msg = (f"{name} must be 1-D with one segment key per row; got shape {arr.shape} (for "
+def check_key_shape(name, shape, n):
+    """Refuse a column of keys that is not 1-D, or not of ``n`` rows (None: any)."""
+    if len(shape) != 1:
+        msg = (f"{name} must be 1-D with one segment key per row; got shape {shape} (for "
                "several key columns pass a list of 1-D columns)")
         raise ValueError(msg)
-    if n is not None and arr.shape[0] != n:
-        msg = f"{name} has {arr.shape[0]:,} keys; y_prob has {n:,} rows (one segment key per row)"
+    if n is not None and shape[0] != n:
+        msg = f"{name} has {shape[0]:,} keys; y_prob has {n:,} rows (one segment key per row)"
         raise ValueError(msg)
+
+
+def key_column(name, col, n):
+    """One column of keys as a 1-D numpy array of n rows (pyarrow and pandas too)."""
+    arr = col if isinstance(col, np.ndarray) else _as_numpy(col)
+    check_key_shape(name, arr.shape, n)
     return arr
 
 
@@ -105,14 +110,36 @@ def _factorize_column(arr):
     return codes, keys
 
 
+def _rank(key):
+    """A key's place: its values in order, a null (None) after every other value (in
+    each column of a tuple key)."""
+    return tuple((x is None, x) for x in (key if isinstance(key, tuple) else (key,)))
+
+
 def _sorted_order(keys):
     """The order that sorts ``keys`` (None last), or None when they do not compare."""
-    present = [k for k, x in enumerate(keys) if x is not None]
+    order = list(range(len(keys)))
     try:
-        present.sort(key=keys.__getitem__)
+        order.sort(key=lambda k: _rank(keys[k]))
     except TypeError:
         return None
-    return present + [k for k, x in enumerate(keys) if x is None]
+    return order
+
+
+def sorted_keys(keys):
+    """``keys`` in the order :func:`factorize` gives them (sorted where they compare,
+    nulls last in each column; as given where they do not), whatever order they were
+    met in: the segments of chunks merged come in the order of one update.
+
+    Examples
+    --------
+    >>> from fastcal.inputs.segments import sorted_keys
+    >>> sorted_keys([None, "b", "a"]), sorted_keys([("b", None), ("b", 1), ("a", 2)])
+    (['a', 'b', None], [('a', 2), ('b', 1), ('b', None)])
+    """
+    keys = list(keys)
+    order = _sorted_order(keys)
+    return keys if order is None else [keys[k] for k in order]
 
 
 def is_columns(by):
@@ -154,7 +181,7 @@ def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
     max_segments = check_max_segments(max_segments)
     columns = list(by) if is_columns(by) else [by]
     several = is_columns(by)
-    arrays = [_column(name, c, n) for c in columns]
+    arrays = [key_column(name, c, n) for c in columns]
     if n is None:
         n = arrays[0].shape[0]
         for a in arrays[1:]:
@@ -222,4 +249,5 @@ def grouped(arrays, codes, n_keys):
     return out, bounds
 
 
-__all__ = ["MAX_SEGMENTS", "TooManySegments", "factorize", "grouped", "slices"]
+__all__ = ["MAX_SEGMENTS", "TooManySegments", "check_key_shape", "factorize", "grouped", "key_column",
+           "slices", "sorted_keys"]

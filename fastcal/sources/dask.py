@@ -9,11 +9,20 @@ import numpy as np
 
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
-from fastcal.inputs.batch import lazy_kind
+from fastcal.inputs.batch import check_hard_labels, lazy_kind
+from fastcal.inputs.segments import TooManySegments, check_key_shape, is_columns, key_column
 from fastcal.inputs.validation import show
-from fastcal.sources.files import _reword, resolve_columns, stack_columns
+from fastcal.sources.files import _reword, check_by, key_columns, resolve_columns, stack_columns
 from fastcal.sources.readers import where as where_
-from fastcal.sources.readers.base import Chunk, _arrow_to_numpy, _check_unique, _fail, _one_line, _widen
+from fastcal.sources.readers.base import (
+    Chunk,
+    _arrow_to_any,
+    _arrow_to_numpy,
+    _check_unique,
+    _fail,
+    _one_line,
+    _widen,
+)
 from fastcal.sources.readers.parquet import _REMOTE_BUFFER, ParquetReader
 
 ROWS_PER_PARTITION = 1 << 22
@@ -24,7 +33,9 @@ class _Source:
     """The partitions of one input: loaders for tasks, and how to name a partition.
 
     ``parts[k]`` is a tuple ``(loader, *args)``; ``loader(*args)`` runs on a
-    worker and returns the numpy pair (y_true, y_prob) of partition k. Delayed
+    worker and returns the numpy arrays (y_true, y_prob, sample_weight or None,
+    segment keys or None) of partition k; the keys are one column, or a list of
+    them (tuple keys), as :meth:`SegmentedAccumulator.update` takes them. Delayed
     objects among the args are computed by Dask first. ``reword(k, text)``
     turns the single-process message about partition k into the final one.
     """
@@ -33,14 +44,20 @@ class _Source:
     reword: object
     offsets: object = None  # global row of each partition's first row, if known
     n_classes: int | None = None  # K of (N, K) arrays, known from their shape; None otherwise
-    weighted: bool = False  # the loaders return (y_true, y_prob, sample_weight)
+    weighted: bool = False  # the loaders return the rows' weights
+    by: str | None = None  # the keys' argument as messages name it ("by='country'"); None: no keys
 
 
-def _pair(y, p, w=None):
-    return (y, p) if w is None else (y, p, w)
+def _rows(y, p, w=None, *keys):
+    return y, p, w, key_columns(keys)
 
 
-def _frame_columns(frame, label_cols, prob_cols, weight=None):
+def _by_label(by):
+    """How messages name the key columns ``by``: ``by='country'``, ``by=['a', 'b']``."""
+    return f"by={by[0]!r}" if len(by) == 1 else f"by={list(by)!r}"
+
+
+def _frame_columns(frame, label_cols, prob_cols, weight=None, by=()):
     cols = list(frame.columns)
     for name in frame.columns.unique():
         # the partition holds the selected columns; a name the dataframe holds
@@ -53,23 +70,27 @@ def _frame_columns(frame, label_cols, prob_cols, weight=None):
 
     y = stack_columns([frame[c].to_numpy() for c in label_cols])
     p = stack_columns([frame[c].to_numpy() for c in prob_cols])
-    return (y, p) if weight is None else (y, p, frame[weight].to_numpy())
+    w = None if weight is None else frame[weight].to_numpy()
+    return y, p, w, key_columns(frame[c] for c in by)
 
 
 def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_checksums=True,
-                     constants=None, weight=None):
-    """Columns (labels, probabilities) of some row groups of one file (a local path,
-    or a URL that the worker opens with its own environment's credentials);
-    ``dtypes`` holds each column's dtype over the dataset (``ParquetReader.dtype``),
-    to which a narrower file is widened so that every partition is binned alike;
-    ``constants``: {name: Arrow scalar} of the file's partition columns; ``weight``:
-    the column of the rows' weights, returned third."""
+                     constants=None, weight=None, by=()):
+    """Columns (labels, probabilities, weights or None, keys or None) of some row
+    groups of one file (a local path, or a URL that the worker opens with its own
+    environment's credentials); ``dtypes`` holds each column's dtype over the
+    dataset (``ParquetReader.dtype``), to which a narrower file is widened so that
+    every partition is binned alike; ``constants``: {name: Arrow scalar} of the
+    file's partition columns; ``weight``: the column of the rows' weights; ``by``:
+    the columns of the segment keys, read as they are (as :func:`fastcal.score_file`
+    reads them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     constants = constants or {}
     weights = [] if weight is None else [weight]
-    names = [n for n in dict.fromkeys([*label_cols, *prob_cols, *weights]) if n not in constants]
+    names = [n for n in dict.fromkeys([*label_cols, *prob_cols, *weights, *by])
+             if n not in constants]
     remote = where_.is_url(path)
     src = where_.open_file(path) if remote else path
     try:
@@ -100,12 +121,33 @@ def _read_row_groups(path, row_groups, label_cols, prob_cols, dtypes, verify_che
     def columns(names):
         return stack_columns([_widen(_arrow_to_numpy(column(c)), dtypes[c]) for c in names])
 
-    if weight is not None:
-        return columns(label_cols), columns(prob_cols), columns([weight])
-    return columns(label_cols), columns(prob_cols)
+    w = None if weight is None else columns([weight])
+    return (columns(label_cols), columns(prob_cols), w,
+            key_columns(_arrow_to_any(column(c)) for c in by))
 
 
-def _array_source(y_true, y_prob, sample_weight=None):
+def _key_blocks(by, y_prob):
+    """The delayed blocks of each key column of ``by`` (a column, or a list of them;
+    dask arrays or in-memory arrays), chunked as the rows of ``y_prob``."""
+    import dask.array as da
+
+    n = int(y_prob.shape[0])
+    blocks = []
+    for col in (list(by) if is_columns(by) else [by]):
+        if not isinstance(col, da.Array):
+            col = da.from_array(key_column("by", col, n), chunks=(y_prob.chunks[0],))
+        elif col.ndim == 1 and any(np.isnan(c) for c in col.chunks[0]):
+            msg = ("by has unknown chunk sizes; call .compute_chunk_sizes() first so that its "
+                   "chunks can be aligned with y_prob's")
+            raise ValueError(msg)
+        else:
+            check_key_shape("by", col.shape, n)
+            col = col.rechunk({0: y_prob.chunks[0]})
+        blocks.append(col.to_delayed().ravel())
+    return blocks
+
+
+def _array_source(y_true, y_prob, sample_weight=None, by=None):
     import dask.array as da
 
     if not isinstance(y_true, da.Array) or not isinstance(y_prob, da.Array):
@@ -139,17 +181,26 @@ def _array_source(y_true, y_prob, sample_weight=None):
             raise ValueError(msg)
         wb = sample_weight.rechunk({0: y_prob.chunks[0]}).to_delayed().ravel()
     starts = np.concatenate([[0], np.cumsum(y_prob.chunks[0])]).astype(np.int64)
+    keys = []
+    if by is not None:
+        check_hard_labels(y_true)
+        keys = _key_blocks(by, y_prob)
 
     def reword(k, text):
         return f"{text} [in chunk {k} of {len(pb)}, rows {starts[k]}-{starts[k + 1] - 1}]"
 
-    parts = [(_pair, yb[k], pb[k]) if sample_weight is None else (_pair, yb[k], pb[k], wb[k])
-             for k in range(len(pb))]
+    parts = [(_rows, yb[k], pb[k], wb[k], *(kb[k] for kb in keys)) for k in range(len(pb))]
     return _Source(parts, reword, offsets=[int(a) for a in starts[:-1]], n_classes=n_classes,
-                   weighted=sample_weight is not None)
+                   weighted=sample_weight is not None, by=None if by is None else "by")
 
 
-def _frame_source(df, label, prob, weight=None):
+def _hard_labels(label_cols, by):
+    """Refuse K label-distribution columns (soft labels) with ``by``, on the client."""
+    if by and len(label_cols) > 1:
+        check_hard_labels(np.empty((0, len(label_cols))))
+
+
+def _frame_source(df, label, prob, weight=None, by=()):
     prob_cols, label_cols = resolve_columns("the dataframe", prob, label, list(df.columns))
     names = list(dict.fromkeys([*label_cols, *prob_cols, *([] if weight is None else [weight])]))
     missing = [c for c in names if c not in df.columns]
@@ -157,26 +208,37 @@ def _frame_source(df, label, prob, weight=None):
         msg = (f"the dataframe has no column {missing[0]!r}; its columns are "
                f"{list(df.columns)} (pass label= and prob= to name them)")
         raise ValueError(msg)
-    parts = df[names].to_delayed()
+    by = check_by("the dataframe", by, names)
+    missing = [c for c in by if c not in df.columns]
+    if missing:
+        msg = (f"{_by_label(by)} names no column {missing[0]!r} of the dataframe; its columns "
+               f"are {list(df.columns)}")
+        raise ValueError(msg)
+    _hard_labels(label_cols, by)
+    parts = df[[*names, *by]].to_delayed()
 
     def reword(k, text):
         return f"{text} [in partition {k} of {len(parts)}]"
 
-    return _Source([(_frame_columns, parts[k], label_cols, prob_cols, weight)
-                    for k in range(len(parts))], reword, weighted=weight is not None)
+    return _Source([(_frame_columns, parts[k], label_cols, prob_cols, weight, by)
+                    for k in range(len(parts))], reword, weighted=weight is not None,
+                   by=_by_label(by) if by else None)
 
 
 def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True, where=None,
-                    weight=None):
+                    weight=None, by=()):
     """Partitions of whole row groups. The client reads each file's footer; the
     files, their order, the column checks and the messages are those of
-    :func:`fastcal.score_file` (``where``: its filter on the partition columns)."""
+    :func:`fastcal.score_file` (``where``: its filter on the partition columns;
+    ``by``: the columns of the segment keys)."""
     import pyarrow as pa
 
     reader = ParquetReader(path, verify_checksums=verify_checksums, where=where)
     prob_cols, label_cols = resolve_columns(path, prob, label, reader.columns)
     weights = [] if weight is None else [weight]
-    reader.check([*prob_cols, *label_cols, *weights])
+    by = check_by(where_.shown(path), by, (*prob_cols, *label_cols, *weights))
+    reader.check([*prob_cols, *label_cols, *weights, *by], by)
+    _hard_labels(label_cols, by)
     # each column's widest dtype over the files: one rule for binning
     dtypes = {c: reader.dtype(c) for c in (*prob_cols, *label_cols, *weights)}
     parts, chunks = [], []
@@ -186,14 +248,14 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
         meta = reader.footers[i]  # the footer the reader read
         constants = {n: pa.scalar(keys.values[i][k], keys.types[k])
                      for k, n in enumerate(keys.names) if n in (*label_cols, *prob_cols,
-                                                                 *weights)}
+                                                                 *weights, *by)}
         group, rows, start = [], 0, 0
         for g in range(meta.num_row_groups):
             group.append(g)
             rows += meta.row_group(g).num_rows
             if rows >= rows_per_partition or g == meta.num_row_groups - 1:
                 parts.append((_read_row_groups, f, group, label_cols, prob_cols, dtypes,
-                              verify_checksums, constants, weight))
+                              verify_checksums, constants, weight, by))
                 chunks.append(Chunk((), f, first_row + start, start))
                 start += rows
                 group, rows = [], 0
@@ -202,7 +264,8 @@ def _dataset_source(path, label, prob, rows_per_partition, verify_checksums=True
     def reword(k, text):
         return _reword(ValueError(text), chunks[k], prob, label, weight)
 
-    return _Source(parts, reword, offsets=[c.start for c in chunks], weighted=weight is not None)
+    return _Source(parts, reword, offsets=[c.start for c in chunks], weighted=weight is not None,
+                   by=f"{where_.shown(path)}: {_by_label(by)}" if by else None)
 
 
 def _length(loader, *args):
@@ -217,20 +280,38 @@ def _length(loader, *args):
 class _Filled:
     """State of a contiguous run of partitions."""
 
-    acc: object        # CalibrationAccumulator, None once a partition failed
+    acc: object        # CalibrationAccumulator or SegmentedAccumulator, None once one failed
     n_rows: int        # rows of the run, bad and omitted rows included
     bad: int = -1      # first partition of the run whose update raised
     bad_offset: int = 0  # rows before that partition within the run
+    # too many segments: the message of partition ``bad``'s own keys, or (bad < 0) of a merge
+    refused: str | None = None
 
 
-def _fill_part(index, options, start, loader, *args):
-    y, p, *w = loader(*args)
+def _read(options, loader, *args):
+    """A partition's (y_true, y_prob, sample_weight, keys), ``options.transform`` applied."""
+    y, p, w, keys = loader(*args)
     if options.transform is not None:
         p = options.transform(p)
-    acc = options.accumulator()
-    n = int(np.shape(p)[0])
+    return y, p, w, keys
+
+
+def _filled(options, max_segments, start, device, y, p, w, keys):
+    """A partition's accumulator: ``options.accumulator()``, or with ``max_segments``
+    ``options.segmented(max_segments)`` keyed by the partition's keys; rows
+    numbered from ``start``."""
+    if max_segments is None:
+        return options.accumulator().update(y, p, start=start, device=device, sample_weight=w)
+    return options.segmented(max_segments).update(y, p, by=keys, start=start, sample_weight=w)
+
+
+def _fill_part(index, options, start, max_segments, loader, *args):
+    rows = _read(options, loader, *args)
+    n = int(np.shape(rows[1])[0])
     try:
-        acc.update(y, p, start=start, device=options.device, sample_weight=w[0] if w else None)
+        acc = _filled(options, max_segments, start, options.device, *rows)
+    except TooManySegments as exc:
+        return _Filled(None, n, bad=index, refused=str(exc))
     except ValueError:
         # Located and reported with its global row once all offsets are known.
         return _Filled(None, n, bad=index)
@@ -240,24 +321,26 @@ def _fill_part(index, options, start, loader, *args):
 def _merge_filled(*runs):
     out = runs[0]
     for r in runs[1:]:
+        n = out.n_rows + r.n_rows
         if out.bad >= 0:
-            out = _Filled(None, out.n_rows + r.n_rows, out.bad, out.bad_offset)
+            out = _Filled(None, n, out.bad, out.bad_offset, out.refused)
         elif r.bad >= 0:
-            out = _Filled(None, out.n_rows + r.n_rows, r.bad, out.n_rows + r.bad_offset)
+            out = _Filled(None, n, r.bad, out.n_rows + r.bad_offset, r.refused)
+        elif out.acc is None or r.acc is None:  # a merge refused too many segments
+            out = _Filled(None, n, refused=out.refused or r.refused)
         else:
-            out = _Filled(out.acc + r.acc, out.n_rows + r.n_rows)
+            try:
+                out = _Filled(out.acc + r.acc, n)
+            except TooManySegments as exc:
+                out = _Filled(None, n, refused=str(exc))
     return out
 
 
-def _message(options, offset, loader, *args):
+def _message(options, offset, max_segments, loader, *args):
     """Re-run the failing partition's update with its global offset: the message
     of the single-process path, rows counted from the first row of all data."""
-    y, p, *w = loader(*args)
-    if options.transform is not None:
-        p = options.transform(p)
-    acc = options.accumulator()
     try:
-        acc.update(y, p, start=offset, sample_weight=w[0] if w else None)
+        _filled(options, max_segments, offset, None, *_read(options, loader, *args))
     except ValueError as exc:
         return str(exc)
     return "the partition raised on its first read but not on the second"
@@ -335,6 +418,7 @@ class DaskSource:
 
     prefix = ""
     what = "y_prob"
+    over = "the partitions"  # what one pass reads (the messages of by=)
     empty = "y_true and y_prob are empty; need at least one sample"
 
     def __init__(self, source, runner, split_every, provenance=None):
@@ -350,9 +434,25 @@ class DaskSource:
         self.provenance = dict(provenance or {})  # the dataset and cluster, as the caller names them
 
     def fill(self, opts):
+        opts.accumulator()  # checks the options on the client
+        return self._fill(opts, None)
+
+    def fill_segments(self, opts, max_segments):
+        """One pass into a :class:`~fastcal.accumulators.segmented.SegmentedAccumulator`
+        per partition, keyed by its rows' keys, merged in the tree in partition
+        order. More than ``max_segments`` distinct keys are refused in one line,
+        raised here on the client: checked in each partition (its own keys,
+        before they are filled) and at every merge of the tree (the keys of the
+        partitions merged so far), so the count named is the first one past
+        ``max_segments``, not always the total. A partition that fails (a bad
+        value, or too many keys of its own) is reported before a merge's refusal;
+        of several, the first in partition order."""
+        opts.segmented(max_segments)  # checks the options on the client
+        return self._fill(opts, max_segments)
+
+    def _fill(self, opts, max_segments):
         import dask
 
-        opts.accumulator()  # checks the options on the client
         offsets = self.source.offsets
         if offsets is None and opts.ci is not None and opts.n_boot:
             # bootstrap weights hang on global rows: one light pass for the lengths
@@ -363,12 +463,18 @@ class DaskSource:
             offsets = [None] * len(self.source.parts)
         self.transform = opts.transform
         fill = dask.delayed(_fill_part, pure=True)
-        tasks = [fill(k, opts, offsets[k], *part) for k, part in enumerate(self.source.parts)]
+        tasks = [fill(k, opts, offsets[k], max_segments, *part)
+                 for k, part in enumerate(self.source.parts)]
         run = self.runner.compute(_tree(tasks, _merge_filled, self.split_every))
+        if run.refused is not None:
+            # the keys' argument named: "by has 7 distinct segments" -> "by='g' has ..."
+            text = run.refused
+            msg = self.source.by + text[2:] if text.startswith("by ") else text
+            raise ValueError(msg)
         if run.bad >= 0:
             offset = offsets[run.bad] if offsets[run.bad] is not None else run.bad_offset
             text = self.runner.compute(dask.delayed(_message, pure=True)(
-                opts, offset, *self.source.parts[run.bad]))
+                opts, offset, max_segments, *self.source.parts[run.bad]))
             msg = self.source.reword(run.bad, text)
             raise ValueError(msg)
         return run.acc, run.n_rows

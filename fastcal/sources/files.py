@@ -215,6 +215,41 @@ def resolve_columns(where, prob, label, available):
     return prob_cols, label_cols
 
 
+def by_names(by):
+    """The ``by=`` of a file, dataframe or dataset as a list of column names ([] for
+    None): a column name or a list of them."""
+    if by is None:
+        return []
+    if not (isinstance(by, str) or (isinstance(by, (list, tuple))
+                                    and all(isinstance(c, str) for c in by))):
+        msg = f"by must be a column name or a list of column names; got {by!r}"
+        raise ValueError(msg)
+    return [by] if isinstance(by, str) else list(by)
+
+
+def check_by(where, by, names):
+    """The key columns ``by`` (a tuple), none named twice nor among ``names`` (the
+    probability, label and weight columns); ``where`` starts the message."""
+    by = tuple(by)
+    clash = [c for c in by if c in names]
+    if clash or len(set(by)) != len(by):
+        msg = (f"{where}: by={list(by)!r} names "
+               f"{'a column twice' if not clash else repr(clash[0])}"
+               f"{'' if not clash else ', a probability, label or weight column'}; name "
+               "the columns of the segment keys")
+        raise ValueError(msg)
+    return by
+
+
+def key_columns(columns):
+    """The segment keys of a chunk from its key columns: the one column, or a list of
+    them (tuple keys, the intersections); None without key columns."""
+    columns = list(columns)
+    if not columns:
+        return None
+    return columns[0] if len(columns) == 1 else columns
+
+
 class FileSource:
     """A prediction file read in chunks with a reader thread (the driver's source)."""
 
@@ -239,14 +274,8 @@ class FileSource:
                 raise ValueError(msg)
             self.names = (*self.names, weight)
         self.n_label = len(label_cols)
-        self.by = tuple(by)  # the columns of the rows' segment keys (any type), or ()
-        clash = [c for c in self.by if c in self.names]
-        if clash or len(set(self.by)) != len(self.by):
-            msg = (f"{where_.shown(self.path)}: by={list(self.by)!r} names "
-                   f"{'a column twice' if not clash else repr(clash[0])}"
-                   f"{'' if not clash else ', a probability, label or weight column'}; name "
-                   "the columns of the segment keys")
-            raise ValueError(msg)
+        # the columns of the rows' segment keys (any type), or ()
+        self.by = check_by(where_.shown(self.path), by, self.names)
         self.names = (*self.names, *self.by)
         self.reader.check(self.names, self.by)
         self.chunk_rows = chunk_rows
@@ -273,8 +302,7 @@ class FileSource:
 
     def _keys(self, chunk):
         """The chunk's segment keys: the ``by`` column, or a list of them (tuple keys)."""
-        cols = list(chunk.columns[len(chunk.columns) - len(self.by):])
-        return cols[0] if len(cols) == 1 else cols
+        return key_columns(chunk.columns[len(chunk.columns) - len(self.by):])
 
     def _chunks(self):
         return _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows, self.by))

@@ -473,3 +473,36 @@ def test_cli_workers_take_class_and_soft_label_columns(class_columns, capsys):
 
     soft_ref = soft_label_report(whole[["t0", "t1", "t2"]].to_numpy(), p)
     np.testing.assert_allclose(json.loads(out)["entce"], soft_ref.entce, rtol=1e-12)
+
+
+def test_segments_of_a_dataset_on_the_cluster(client, tmp_path):
+    """by= on worker processes: the segments' states, pickled between processes and
+    merged in the tree, give score_file's segmented report; more keys over the
+    partitions than max_segments are refused at a merge, in one line naming the column
+    (tests/api/test_segments_dask.py holds the rest of by= on Dask)."""
+    rng = np.random.default_rng(3)
+    n = 2_000
+    y, p = fastcal.simulate(n, sigma=0.5, seed=11)
+    g = np.array(["DE", "FR", "IT"], dtype=object)[rng.integers(0, 3, n)]
+    g[::37] = None
+    frame = pd.DataFrame({"p": p, "y": y, "w": rng.random(n) * 3, "country": g,
+                          "block": np.arange(n) // 500})
+    root = tmp_path / "keys"
+    root.mkdir()
+    for i, rows in enumerate((slice(0, 1_300), slice(1_300, n))):
+        pq.write_table(pa.Table.from_pandas(frame.iloc[rows], preserve_index=False),
+                       root / f"part-{i}.parquet", row_group_size=250)
+    got = fd.score_dataset(root, by=["country", "block"], weight="w", client=client,
+                           rows_per_partition=250, split_every=2)
+    ref = score_file(root, by=["country", "block"], weight="w")
+    assert list(got.keys()) == list(ref.keys()) and len(ref) == 3 * 4 + 4
+    for key in ref:
+        assert_same(got[key], ref[key])
+    assert_same(got.overall, ref.overall)
+    assert got.verdict == ref.verdict
+    with pytest.raises(ValueError) as exc:  # at most 2 blocks in a partition, 4 in all
+        fd.score_dataset(root, by="block", client=client, rows_per_partition=250,
+                         max_segments=3)
+    assert str(exc.value).endswith(
+        "keys: by='block' has 4 distinct segments, more than max_segments=3; pass a larger "
+        "max_segments (each segment keeps a state of its own) or coarser keys")

@@ -502,3 +502,19 @@ def test_any_chunking_and_merge_order_give_one_update(cuts, order, n_keys, seed)
     assert set(merged.keys()) == set(one.keys())
     for key in one:
         _close(merged[key], one[key], ("ece", "esce", "mce", "ecd", "brier", "nll"))
+
+
+def test_segments_come_in_the_order_of_one_update_whatever_the_chunks_bring_first(data):
+    """A first chunk holding only the null key (and a later one a new key) gives the
+    order of calibration_report: sorted keys, nulls last in each column."""
+    y, p, h = data["y"], data["p"], data["h"]
+    g = data["g"].astype(object)
+    g[0] = None
+    acc = SegmentedAccumulator().update(y[:1], p[:1], by=g[:1])
+    acc = acc + SegmentedAccumulator().update(y[1:], p[1:], by=g[1:])
+    assert list(acc.report().keys()) == list(
+        fastcal.calibration_report(y, p, by=g, ace=False).keys()) == [*KEYS.tolist(), None]
+    two = SegmentedAccumulator().update(y[:1], p[:1], by=[g[:1], h[:1]])
+    two.update(y[1:], p[1:], by=[g[1:], h[1:]])
+    assert list(two.report().keys()) == list(
+        fastcal.calibration_report(y, p, by=[g, h], ace=False).keys())
