@@ -84,7 +84,7 @@ def _ecce(source, acc, opts):
     """ECCE from the fill's value buckets: one more pass over the buckets that can
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
     weighted = getattr(source, "weighted", False)
-    if getattr(source, "segment_parts", False):  # parts that carry each row's weight
+    if getattr(source, "row_weights", False):  # parts that carry each row's weight
         parts = source.parts(_pair(acc), weights=weighted)
     else:
         parts = source.parts(_pair(acc))
@@ -593,7 +593,7 @@ def _segments_ecce(source, acc, rep):
     fill: the passes of :func:`fastcal.accumulators.ecce.exact` over the source's
     parts, each row with its weight and its segment."""
     parts = source.parts(acc.ranking_options(), weights=getattr(source, "weighted", False),
-                         codes=acc.ecce_codes)
+                         codes=acc.ecce_rows())
     segments, whole = acc.ecce_state()
     values = ecce_.exact(*segments, parts)
     for k, key in enumerate(acc.keys()):

@@ -181,18 +181,6 @@ class SegmentBuckets:
                 self.index[k] = len(self.index)
         return np.array([self.index[k] for k in keys], np.int64)
 
-    def codes(self, codes, keys):
-        """The rows of a chunk's segment ``codes`` (indices into its ``keys``) in
-        this state, for the passes after the fill; a key it does not hold is an
-        error (the data changed between passes)."""
-        missing = [k for k in keys if k not in self.index]
-        if missing:
-            msg = (f"the data changed between passes: segment {missing[0]!r} was not there in "
-                   "the first pass")
-            raise ValueError(msg)
-        rows = np.array([self.index[k] for k in keys], np.int64)
-        return rows[codes] if rows.size else np.zeros(codes.shape[0], np.int64)
-
     def fill(self, y, x, w, codes, keys):
         """Add a chunk's rows (labels ``y``, ranked values ``x``, weights ``w`` or
         None) to their segments' buckets (``codes`` index ``keys``)."""

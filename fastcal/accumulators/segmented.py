@@ -170,11 +170,10 @@ class SegmentedAccumulator:
         (:func:`fastcal.accumulators.ecce.exact` reads them); None without."""
         return None if self._ecce is None else self._ecce.state(list(self._segments))
 
-    def ecce_codes(self, by, n):
-        """The rows of the ECCE state of a chunk's keys ``by`` (``n`` rows), for the
-        passes after the fill."""
-        codes, keys = factorize(by, n, max_segments=self.max_segments)
-        return self._ecce.codes(codes, keys)
+    def ecce_rows(self):
+        """A :class:`KeyRows` of the ECCE state: a chunk's keys to their rows there,
+        for the passes after the fill (picklable and small: the keys, not the state)."""
+        return KeyRows(self._ecce.index, self.max_segments)
 
     def _dense(self, batch):
         """True if the chunk's segments are filled by one pass into a state of all
@@ -368,6 +367,26 @@ class SegmentedAccumulator:
 
     def __repr__(self):
         return f"SegmentedAccumulator(segments={len(self)}, n={self.overall.n})"
+
+
+class KeyRows:
+    """``rows(by, n)``: the rows of a chunk's segment keys ``by`` (``n`` rows) in a
+    state whose ``index`` maps each key to its row; a key it does not hold is an
+    error (the data changed between passes)."""
+
+    def __init__(self, index, max_segments):
+        self.index = dict(index)
+        self.max_segments = max_segments
+
+    def __call__(self, by, n):
+        codes, keys = factorize(by, n, max_segments=self.max_segments)
+        missing = [k for k in keys if k not in self.index]
+        if missing:
+            msg = (f"the data changed between passes: segment {missing[0]!r} was not there in "
+                   "the first pass")
+            raise ValueError(msg)
+        rows = np.array([self.index[k] for k in keys], np.int64)
+        return rows[codes] if rows.size else np.zeros(codes.shape[0], np.int64)
 
 
 class _Dense:

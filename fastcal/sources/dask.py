@@ -365,8 +365,12 @@ class _DaskParts:
     """Every pass of fastcal.accumulators.equal_mass is one task per partition, results in
     partition order (the tie counters of equal values need that order)."""
 
-    def __init__(self, source, runner, pair, transform=None):
+    def __init__(self, source, runner, pair, transform=None, weights=False, codes=None):
         self.transform = transform
+        # with weights or codes: each part's weights (float64, empty when every row
+        # weighs 1) and segment rows (``codes(keys, n)``, sent to the workers; empty
+        # without) follow its ranked pair
+        self.rows = (weights, codes)
         self.source = source
         self.weighted = source.weighted  # rows with weights (fastcal.score.check_weighted)
         self.runner = runner
@@ -380,7 +384,7 @@ class _DaskParts:
 
         task = dask.delayed(_on_part, pure=True)
         tasks = [task(fn, common, per_part[k] if per_part else (), self.pair, self.transform,
-                      *part)
+                      self.rows, *part)
                  for k, part in enumerate(self.source.parts)]
         self.passes += 1
         client = getattr(self.runner, "client", None)
@@ -403,13 +407,22 @@ class _DaskParts:
         return acc
 
 
-def _on_part(fn, common, extra, pair, transform, loader, *args):
-    y, p = loader(*args)[:2]
+def _on_part(fn, common, extra, pair, transform, rows, loader, *args):
+    y, p, w, keys = loader(*args)
     if transform is not None:
         p = transform(p)
-    batch = backends.resolve(y, p, logits=pair["logits"], soft=False)  # passes rank hard labels
+    weights, codes = rows
+    batch = backends.resolve(y, p, logits=pair["logits"], soft=False,  # passes rank hard labels
+                             sample_weight=w if weights else None)
     y, x = backends.of(batch).ranked(batch, pair)
+    if weights or codes is not None:
+        extra = (*extra, _NONE if batch.w is None else batch.w,
+                 _NO_CODES if codes is None else codes(keys, batch.n))
     return fn(y, x, *common, *extra)
+
+
+_NONE = np.zeros(0, np.float64)
+_NO_CODES = np.zeros(0, np.int64)
 
 
 class DaskSource:
@@ -488,7 +501,21 @@ class DaskSource:
         known only from the data (``fit_source(n_classes=K)`` gives it)."""
         return self.source.n_classes
 
-    def parts(self, pair):
-        return _DaskParts(self.source, self.runner, pair, getattr(self, "transform", None))
+    @property
+    def weighted(self):
+        """True if the rows carry weights (``sample_weight`` or a ``weight`` column)."""
+        return self.source.weighted
+
+    # the parts carry each row's weight and segment (fastcal.score._ecce, _segments_ecce)
+    row_weights = True
+    segment_parts = True
+
+    def parts(self, pair, *, weights=False, codes=None):
+        """The partitions again as :class:`_DaskParts`; with ``weights`` each
+        part's weights and with ``codes`` (``codes(keys, n)``: a partition's
+        segment keys to rows of a state, picklable) its segment rows follow its
+        ranked pair."""
+        return _DaskParts(self.source, self.runner, pair, getattr(self, "transform", None),
+                          weights=weights, codes=codes)
 
 

@@ -366,7 +366,8 @@ class FileSource:
             return -1
         return None
 
-    # the parts name each row's weight and segment (fastcal.score._segments_ecce)
+    # the parts carry each row's weight and segment (fastcal.score._ecce, _segments_ecce)
+    row_weights = True
     segment_parts = True
 
     def parts(self, pair, *, weights=False, codes=None):

@@ -319,12 +319,12 @@ def test_segment_buckets_fold_and_merge_by_key(monkeypatch):
     np.testing.assert_allclose(totals, ref[2][order], rtol=1e-12)
     np.testing.assert_array_equal(whole[0], ref[0].sum(axis=0))
     values = ec.exact(counts, sums, totals, ec.RowParts(ArrayParts(y, p, 1), None,
-                                                        merged.ecce_codes(g, g.shape[0])))
+                                                        merged.ecce_rows()(g, g.shape[0])))
     for k, key in enumerate(keys):
         np.testing.assert_allclose(values[1][k], _reference(y[g == key], p[g == key])[1],
                                    rtol=1e-12)
     with pytest.raises(ValueError, match=r"^the data changed between passes: segment 99 "):
-        merged.ecce_codes(np.array([3, 99]), 2)
+        merged.ecce_rows()(np.array([3, 99]), 2)
     with pytest.raises(ValueError, match=r"^can only merge segmented accumulators that both "):
         merged + SegmentedAccumulator().update(y[:5], p[:5], by=g[:5])
 

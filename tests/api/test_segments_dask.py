@@ -221,3 +221,24 @@ def test_bad_by_is_one_line_naming_it(data, frame, dataset):
         with pytest.raises(ValueError) as exc:
             call()
         assert text in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+
+
+def test_ecce_of_every_segment_and_the_whole_with_weights(data, frame, dataset):
+    # the ECCE passes run on the partitions, each row with its weight and its segment
+    ref = fastcal.calibration_report(data["y"], data["p"], by=data["g"], sample_weight=data["w"],
+                                     metrics=("ecce",), ace=False)
+    got = [score_dataframe(dd.from_pandas(frame, npartitions=3), by="country", weight="w",
+                           metrics=("ecce",)),
+           score_dask(da.from_array(data["y"], chunks=700), da.from_array(data["p"], chunks=700),
+                      by=data["g"], sample_weight=da.from_array(data["w"], chunks=700),
+                      metrics=("ecce",))]
+    names = ("ecce", "ecce_sigma", "ecce_pvalue")
+    for rep in got:
+        assert list(rep.keys()) == list(ref.keys())
+        for key in [*ref.keys(), None]:
+            a, b = (rep.overall, ref.overall) if key is None else (rep[key], ref[key])
+            np.testing.assert_allclose([getattr(a, n) for n in names],
+                                       [getattr(b, n) for n in names], rtol=1e-12, atol=1e-15)
+    # the whole alone, weighted
+    one = score_dataset(dataset, weight="w", metrics=("ecce",), rows_per_partition=600)
+    np.testing.assert_allclose(one.ecce_sigma, ref.overall.ecce_sigma, rtol=1e-12)

@@ -388,6 +388,9 @@ def test_dask_functions_take_weights(weighted_file):
         bad[7] = -1.0
         fd.score_dask(da.from_array(y, chunks=150), da.from_array(p, chunks=150),
                       sample_weight=da.from_array(bad, chunks=150))
+    # measures without weights: refused in the API's words before any partition is filled
+    with pytest.raises(ValueError, match=r"^sample_weight cannot be combined with ace=True: "):
+        fd.score_dataframe(frame, weight="w", ace=True)
 
 
 def test_threaded_weighted_fill_equals_one_thread():
