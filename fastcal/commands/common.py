@@ -118,9 +118,23 @@ _WORDS = [
     # segments (fastcal.score.check_segmented, fastcal.inputs.segments.too_many)
     (re.compile(r"\bby= scores\b"), "--by scores"),
     (re.compile(r"^(.*: )?by has\b"), r"\1--by has"),
+    (re.compile(r"^(.*: )?by=\[?'([^\]]*?)'\]? has\b"),  # Dask's: by='g' has, by=['a', 'b'] has
+     lambda m: f"{m.group(1) or ''}--by {m.group(2).replace(chr(39), '').replace(' ', '')} has"),
     (re.compile(r"\bmax_segments=(?=\d)"), "--max-segments "),
     (re.compile(r"\ba larger max_segments\b"), "a larger --max-segments"),
 ]
+
+
+def by_options(args):
+    """score_file's (and score_dataset's) by=, correction= and max_segments= of --by /
+    --correction / --max-segments (nothing without --by)."""
+    if getattr(args, "by", None) is None:
+        return {}
+    columns = [c.strip() for c in args.by.split(",")]
+    if not all(columns):
+        raise _Fail(f"--by must name one column or several, comma-separated; got {args.by!r}")
+    return {"by": columns if len(columns) > 1 else columns[0],
+            "correction": args.correction or "holm", "max_segments": args.max_segments}
 
 
 def _cli_words(text):

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import threading
 
-from fastcal.commands.common import _debug, _Fail
+from fastcal.commands.common import _debug, _Fail, by_options
 import fastcal.distributed
 from fastcal.sources.io import detect_format
 
@@ -31,7 +31,8 @@ def score(args, fmt, prob, label, transform):
                     raise _Fail(dog.message) from None
                 raise
         # the CLI made the client: name the cluster as the user asked for it
-        rep.provenance = dataclasses.replace(rep.provenance, dask=where)
+        whole = getattr(rep, "overall", rep)  # a segmented report's provenance is its whole's
+        whole.provenance = dataclasses.replace(whole.provenance, dask=where)
         return rep
     finally:
         for x in reversed(own):
@@ -68,7 +69,7 @@ def _score_dataset(args, prob, label, transform, client):
         seed=args.seed, device=args.device, transform=transform, smooth=args.smece,
         verify_checksums=not args.no_verify_checksums, metrics=args.metrics, sweep=args.sweep,
         tace_threshold=args.tace_threshold, client=client, rows_per_partition=rows,
-        where=args.where)
+        where=args.where, weight=args.weight, **by_options(args))
 
 
 class _Watchdog:

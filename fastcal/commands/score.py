@@ -17,6 +17,7 @@ from fastcal.commands.common import (
     _columns,
     _Fail,
     _input_format,
+    by_options,
 )
 from fastcal.commands.outputs import _check_outputs, _check_plot_bins, _figure_bytes, _plot_type, _write
 from fastcal.inputs.validation import check_eps
@@ -69,18 +70,7 @@ def _score_here(args, fmt, prob, label, transform):
         seed=args.seed, device=args.device, verify_checksums=not args.no_verify_checksums,
         transform=transform, smooth=args.smece, metrics=args.metrics, sweep=args.sweep,
         tace_threshold=args.tace_threshold, where=args.where, weight=args.weight,
-        **_by(args))
-
-
-def _by(args):
-    """score_file's by= and correction= of --by / --correction (nothing without --by)."""
-    if getattr(args, "by", None) is None:
-        return {}
-    columns = [c.strip() for c in args.by.split(",")]
-    if not all(columns):
-        raise _Fail(f"--by must name one column or several, comma-separated; got {args.by!r}")
-    return {"by": columns if len(columns) > 1 else columns[0],
-            "correction": args.correction or "holm", "max_segments": args.max_segments}
+        **by_options(args))
 
 
 def _plot_or_print(args, rep, kind, text):
@@ -109,10 +99,6 @@ def _check_score_args(args):
         raise _Fail(_cli_words(str(exc))) from None
     if args.scheduler is not None or args.workers is not None:
         _check_dask_args(args)
-        for opt in ("weight", "by"):
-            if getattr(args, opt, None) is not None:
-                raise _Fail(f"--{opt} is read by a local run only; drop --scheduler / "
-                            f"--workers (or --{opt})")
     if getattr(args, "correction", None) is not None and getattr(args, "by", None) is None:
         raise _Fail("--correction adjusts the segments' p-values: pass --by COL too, or drop "
                     "--correction")

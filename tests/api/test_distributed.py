@@ -475,7 +475,7 @@ def test_cli_workers_take_class_and_soft_label_columns(class_columns, capsys):
     np.testing.assert_allclose(json.loads(out)["entce"], soft_ref.entce, rtol=1e-12)
 
 
-def test_segments_of_a_dataset_on_the_cluster(client, tmp_path):
+def test_segments_of_a_dataset_on_the_cluster(client, tmp_path, capsys):
     """by= on worker processes: the segments' states, pickled between processes and
     merged in the tree, give score_file's segmented report; more keys over the
     partitions than max_segments are refused at a merge, in one line naming the column
@@ -506,3 +506,21 @@ def test_segments_of_a_dataset_on_the_cluster(client, tmp_path):
     assert str(exc.value).endswith(
         "keys: by='block' has 4 distinct segments, more than max_segments=3; pass a larger "
         "max_segments (each segment keeps a state of its own) or coarser keys")
+    # the command line on the same cluster: segments, weights and ECCE's passes on workers
+    ref = score_file(root, by="country", weight="w", metrics=("ecce",))
+    flags = ["--scheduler", client.scheduler.address]
+    status = cli.main(["score", str(root), "--prob", "p", "--label", "y", "--by", "country",
+                       "--weight", "w", "--metrics", "ecce", "--json", *flags])
+    out, _ = capsys.readouterr()
+    assert status == 0
+    got = json.loads(out)
+    assert [r["segment"] for r in got["segments"]] == ref.table()["segment"]
+    for row, sigma in zip(got["segments"], ref.table()["ecce_sigma"]):
+        np.testing.assert_allclose(row["ecce_sigma"], sigma, rtol=1e-12)
+    np.testing.assert_allclose(got["overall"]["ecce"], ref.overall.ecce, rtol=1e-12)
+    status = cli.main(["score", str(root), "--prob", "p", "--label", "y", "--by", "block",
+                       "--max-segments", "3", "--chunk-rows", "250", *flags])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert "--by block has 4 distinct segments, more than --max-segments 3; pass a larger " \
+           "--max-segments" in err
