@@ -126,9 +126,17 @@ class SegmentedAccumulator:
 
     # -- filling -----------------------------------------------------------
 
-    def update(self, y_true, y_prob, *, by, sample_weight=None, start=None):
+    def update(self, y_true, y_prob, *, by, sample_weight=None, start=None,
+               segment_starts=None):
         """Add one chunk; ``by`` holds a segment key per row (or a list of key
         columns: the key is then a tuple). Returns self.
+
+        ``start``: the whole's number of the chunk's first row; ``segment_starts``
+        ({key: rows of that segment before this chunk}): each segment's number of
+        its first row here (a segment numbers its own rows; bootstrap weights hang
+        on the number), for chunks filled apart (Dask partitions) whose replicates
+        must be those of one update. Without it a segment goes on from the rows it
+        has seen.
 
         The whole's accumulator checks the chunk first (its message names the
         row in the chunk); a ``by`` of another length, or keys that would make
@@ -152,7 +160,9 @@ class SegmentedAccumulator:
             ys, ps, ws = y[order], p[order], _rows(w, order)  # each segment's rows: one slice
             for k, key in enumerate(keys):
                 rows = slice(int(bounds[k]), int(bounds[k + 1]))
-                self._segments[key].update(ys[rows], ps[rows], sample_weight=_rows(ws, rows))
+                first = None if segment_starts is None else segment_starts.get(key, 0)
+                self._segments[key].update(ys[rows], ps[rows], sample_weight=_rows(ws, rows),
+                                           start=first)
         if self._ecce is not None:  # after the fills, which refuse a bad chunk
             yr, xr = backends.of(batch).ranked(batch, self.ranking_options())
             self._ecce.fill(yr, xr, batch.w, codes, keys)

@@ -10,7 +10,13 @@ import numpy as np
 from fastcal import backends
 from fastcal.accumulators import equal_mass as em
 from fastcal.inputs.batch import check_hard_labels, lazy_kind
-from fastcal.inputs.segments import TooManySegments, check_key_shape, is_columns, key_column
+from fastcal.inputs.segments import (
+    TooManySegments,
+    check_key_shape,
+    factorize,
+    is_columns,
+    key_column,
+)
 from fastcal.inputs.validation import show
 from fastcal.sources.files import _reword, check_by, key_columns, resolve_columns, stack_columns
 from fastcal.sources.readers import where as where_
@@ -272,6 +278,32 @@ def _length(loader, *args):
     return int(np.shape(loader(*args)[1])[0])
 
 
+def _key_counts(max_segments, loader, *args):
+    """(rows, {key: rows}) of a partition; None for the counts when its keys are more
+    than ``max_segments`` (the fill refuses them)."""
+    _, p, _, keys = loader(*args)
+    n = int(np.shape(p)[0])
+    try:
+        codes, names = factorize(keys, n, max_segments=max_segments)
+    except TooManySegments:
+        return n, None
+    counts = np.bincount(codes, minlength=len(names))
+    return n, dict(zip(names, counts.tolist()))
+
+
+def _segment_starts(counted):
+    """Per partition, {key: rows of that key in the partitions before it}."""
+    seen = {}
+    out = []
+    for _, counts in counted:
+        if counts is None:
+            return [None] * len(counted)
+        out.append({k: seen.get(k, 0) for k in counts})
+        for k, c in counts.items():
+            seen[k] = seen.get(k, 0) + c
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Pass 1: fill one accumulator per partition, merge in order
 # ---------------------------------------------------------------------------
@@ -296,20 +328,21 @@ def _read(options, loader, *args):
     return y, p, w, keys
 
 
-def _filled(options, max_segments, start, device, y, p, w, keys):
+def _filled(options, max_segments, start, device, y, p, w, keys, segment_starts=None):
     """A partition's accumulator: ``options.accumulator()``, or with ``max_segments``
     ``options.segmented(max_segments)`` keyed by the partition's keys; rows
-    numbered from ``start``."""
+    numbered from ``start`` (each segment's from ``segment_starts[key]``)."""
     if max_segments is None:
         return options.accumulator().update(y, p, start=start, device=device, sample_weight=w)
-    return options.segmented(max_segments).update(y, p, by=keys, start=start, sample_weight=w)
+    return options.segmented(max_segments).update(y, p, by=keys, start=start, sample_weight=w,
+                                                  segment_starts=segment_starts)
 
 
-def _fill_part(index, options, start, max_segments, loader, *args):
+def _fill_part(index, options, start, max_segments, segment_starts, loader, *args):
     rows = _read(options, loader, *args)
     n = int(np.shape(rows[1])[0])
     try:
-        acc = _filled(options, max_segments, start, options.device, *rows)
+        acc = _filled(options, max_segments, start, options.device, *rows, segment_starts)
     except TooManySegments as exc:
         return _Filled(None, n, bad=index, refused=str(exc))
     except ValueError:
@@ -467,16 +500,28 @@ class DaskSource:
         import dask
 
         offsets = self.source.offsets
-        if offsets is None and opts.ci is not None and opts.n_boot:
+        n_parts = len(self.source.parts)
+        starts = [None] * n_parts
+        boot = opts.ci is not None and opts.n_boot
+        if boot and max_segments is not None:
+            # each segment numbers its rows (bootstrap weights hang on the numbers): one
+            # light pass for each partition's rows of each key
+            task = dask.delayed(_key_counts, pure=True)
+            counted = self.runner.compute([task(max_segments, *part)
+                                           for part in self.source.parts])
+            starts = _segment_starts(counted)
+            lengths = [n for n, _ in counted]
+            offsets = [int(a) for a in np.concatenate([[0], np.cumsum(lengths)[:-1]])]
+        elif offsets is None and boot:
             # bootstrap weights hang on global rows: one light pass for the lengths
             task = dask.delayed(_length, pure=True)
             lengths = self.runner.compute([task(*part) for part in self.source.parts])
             offsets = [int(a) for a in np.concatenate([[0], np.cumsum(lengths)[:-1]])]
         if offsets is None:
-            offsets = [None] * len(self.source.parts)
+            offsets = [None] * n_parts
         self.transform = opts.transform
         fill = dask.delayed(_fill_part, pure=True)
-        tasks = [fill(k, opts, offsets[k], max_segments, *part)
+        tasks = [fill(k, opts, offsets[k], max_segments, starts[k], *part)
                  for k, part in enumerate(self.source.parts)]
         run = self.runner.compute(_tree(tasks, _merge_filled, self.split_every))
         if run.refused is not None:

@@ -242,3 +242,20 @@ def test_ecce_of_every_segment_and_the_whole_with_weights(data, frame, dataset):
     # the whole alone, weighted
     one = score_dataset(dataset, weight="w", metrics=("ecce",), rows_per_partition=600)
     np.testing.assert_allclose(one.ecce_sigma, ref.overall.ecce_sigma, rtol=1e-12)
+
+
+def test_segment_intervals_do_not_depend_on_the_partitions(data, frame):
+    # each segment numbers its own rows (its bootstrap weights hang on the numbers): a
+    # light pass counts each partition's rows of each key, so partitions filled apart
+    # give the replicates of one update
+    ref = fastcal.calibration_report(data["y"], data["p"], by=data["g"], ci=0.9, n_boot=40,
+                                     ace=False)
+    got = [score_dask(da.from_array(data["y"], chunks=700), da.from_array(data["p"], chunks=700),
+                      by=data["g"], ci=0.9, n_boot=40),
+           score_dataframe(dd.from_pandas(frame, npartitions=3), by="country", ci=0.9,
+                           n_boot=40)]
+    for rep in got:
+        for key in [*ref.keys(), None]:
+            a, b = (rep.overall, ref.overall) if key is None else (rep[key], ref[key])
+            for name in ("ece", "mce", "ecd"):
+                np.testing.assert_allclose(a.intervals[name], b.intervals[name], rtol=1e-12)
