@@ -482,11 +482,11 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     check_hard_labels(y_true)
     codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
-    overall, acc = _scored(source, opts)
     with_ecce = "ecce" in opts.metrics
-    if with_ecce:  # each segment's from one state of all of them, below
+    if with_ecce:  # the whole's and each segment's from one state of all of them, below
         opts = Options(**{**_fields(opts), "metrics": tuple(m for m in opts.metrics
                                                              if m != "ecce")})
+    overall, acc = _scored(source, opts)
     y, p = source.batch.host()
     w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
     (y, p, w), bounds = grouped((y, p, w), codes, len(keys))  # a segment's rows: one slice
@@ -512,22 +512,25 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     reports = dict(zip(keys, done))
     if with_ecce:
         sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
-        values = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,
-                          sorted_codes, len(keys), acc.threads)
-        for k, key in enumerate(keys):
-            _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3])
+        values, whole = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,
+                                 sorted_codes, len(keys), acc.threads)
+        for k, key in enumerate(keys):  # the bucket pass, then the search's
+            _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3] + 1)
+        _with_ecce(overall, *whole[:3], whole[3] + 1)
     return SegmentedReport(reports, overall, correction=correction, alpha=alpha)
 
 
 def _ecce_by(pair, w, codes, n_segments, threads):
-    """(ecce, ecce_sigma, ecce_pvalue, passes) of every segment: arrays of
-    ``n_segments`` values read off one segmented state of ECCE's value buckets
-    (:func:`fastcal.accumulators.ecce.segment_state`: one pass over the ranked
-    ``pair`` with a segment code per row, fastest with the rows grouped by
-    segment) and the exact passes that find every segment's extremes together."""
+    """(ecce, ecce_sigma, ecce_pvalue, passes) of every segment (arrays of
+    ``n_segments`` values) and of the whole, read off one segmented state of ECCE's
+    value buckets (:func:`fastcal.accumulators.ecce.segment_state`: one pass over
+    the ranked ``pair`` with a segment code per row, fastest with the rows grouped
+    by segment; the whole's buckets are their sum) and the exact passes that find
+    every segment's extremes and the whole's together."""
     rows = ecce_.RowParts(em.ArrayParts(*pair, v.check_threads(threads)), w, codes)
     state = ecce_.segment_state(rows, n_segments, ecce_.segment_buckets(n_segments))
-    return ecce_.exact(*state, rows)
+    whole = tuple(a.sum(axis=0) for a in state)
+    return ecce_.exact_all([state, whole], rows)
 
 
 def _with_ecce(rep, value, scaled, pvalue, passes):
@@ -594,12 +597,10 @@ def _segments_ecce(source, acc, rep):
     parts, each row with its weight and its segment."""
     parts = source.parts(acc.ranking_options(), weights=getattr(source, "weighted", False),
                          codes=acc.ecce_rows())
-    segments, whole = acc.ecce_state()
-    values = ecce_.exact(*segments, parts)
+    values, whole = ecce_.exact_all(acc.ecce_state(), parts)  # the same passes for both
     for k, key in enumerate(acc.keys()):
         _with_ecce(rep[key], *(v[k] for v in values[:3]), 0)
-    *mine, passes = ecce_.exact(*whole, parts)
-    _with_ecce(rep.overall, *mine, values[3] + passes)
+    _with_ecce(rep.overall, *whole)
 
 
 __all__ = ["Options", "score", "score_by", "score_segments"]

@@ -253,31 +253,75 @@ def exact(counts, sums, totals, parts):
     segment codes) gives three arrays of S values, all segments from the same
     passes.
     """
-    one = counts.ndim == 1
-    if one:
-        counts, sums, totals = counts[None], sums[None], totals[None]
-    n_seg, nb = counts.shape[0], counts.shape[1] - 1
-    weight = totals[:, 0].astype(np.float64)
-    var = totals[:, 1].astype(np.float64)
-    m = counts[:, :nb].astype(np.int64)
-    pos = sums[:, :nb, 0].astype(np.float64)
-    neg = sums[:, :nb, 1].astype(np.float64)
-    end = np.cumsum(sums[:, :nb, 2].astype(np.float64), axis=1)
-    c0 = np.concatenate([np.zeros((n_seg, 1)), end[:, :-1]], axis=1)
-    top = np.maximum(0.0, end.max(axis=1))
-    bottom = np.minimum(0.0, end.min(axis=1))
-    b = np.arange(nb, dtype=np.int64)
-    lo = _keys(b / nb)
-    hi = _keys((b + 1) / nb) - 1
-    hi[-1] = _key(1.0)
-    seg = np.repeat(np.arange(n_seg, dtype=np.int64), nb)
-    lo, hi = np.tile(lo, n_seg), np.tile(hi, n_seg)
-    c0, pos, neg, m = c0.ravel(), pos.ravel(), neg.ravel(), m.ravel()
+    return exact_all([(counts, sums, totals)], parts)[0]
+
+
+def exact_all(states, parts):
+    """:func:`exact` of several states over the same ``parts`` (the segments'
+    and the whole's, say), their searches sharing the passes: each pass probes
+    every state's open ranges on the same part. Returns one result per state,
+    each with the passes of all (a pass reads the rows once for all)."""
+    searches = [_Search(*state) for state in states]
     passes = 0
     while True:
-        keep = (m >= 2) & (lo < hi) & ((c0 + pos > top[seg]) | (c0 - neg < bottom[seg]))
-        if not keep.any():
+        asks = [(s, s.request()) for s in searches]
+        asks = [(s, a) for s, a in asks if a is not None]
+        if not asks:
             break
+        found = parts.map(_probe_all, ([a for _, a in asks],), combine=_fold_all)
+        passes += 1
+        for (search, _), result in zip(asks, found):
+            search.absorb(result)
+    return [s.result(passes) for s in searches]
+
+
+def _probe_all(y, x, asks, *rows):
+    """Every search's probe of one part (``rows``: its weights and codes, if any)."""
+    return [_probe(y, x, *ask, *rows) for ask in asks]
+
+
+def _fold_all(acc, results):
+    if acc is None:
+        acc = [None] * len(results)
+    return [_fold_probe(a, r) for a, r in zip(acc, results)]
+
+
+class _Search:
+    """The search of one bucket state's extremes of C: ``request`` gives the probe
+    of its open ranges for the next pass (None when none is left), ``absorb`` takes
+    that pass's result, ``result`` gives (ecce, ecce_sigma, ecce_pvalue, passes)."""
+
+    def __init__(self, counts, sums, totals):
+        self.one = one = counts.ndim == 1
+        if one:
+            counts, sums, totals = counts[None], sums[None], totals[None]
+        n_seg, nb = counts.shape[0], counts.shape[1] - 1
+        self.n_seg, self.nb = n_seg, nb
+        self.weight = totals[:, 0].astype(np.float64)
+        self.var = totals[:, 1].astype(np.float64)
+        m = counts[:, :nb].astype(np.int64)
+        pos = sums[:, :nb, 0].astype(np.float64)
+        neg = sums[:, :nb, 1].astype(np.float64)
+        end = np.cumsum(sums[:, :nb, 2].astype(np.float64), axis=1)
+        c0 = np.concatenate([np.zeros((n_seg, 1)), end[:, :-1]], axis=1)
+        self.top = np.maximum(0.0, end.max(axis=1))
+        self.bottom = np.minimum(0.0, end.min(axis=1))
+        b = np.arange(nb, dtype=np.int64)
+        lo = _keys(b / nb)
+        hi = _keys((b + 1) / nb) - 1
+        hi[-1] = _key(1.0)
+        self.seg = np.repeat(np.arange(n_seg, dtype=np.int64), nb)
+        self.lo, self.hi = np.tile(lo, n_seg), np.tile(hi, n_seg)
+        self.c0, self.pos, self.neg, self.m = c0.ravel(), pos.ravel(), neg.ravel(), m.ravel()
+
+    def request(self):
+        """The arguments of :func:`_probe` for the ranges that can still hold an
+        extreme, or None."""
+        top, bottom = self.top, self.bottom
+        seg, lo, hi, c0, m = self.seg, self.lo, self.hi, self.c0, self.m
+        keep = (m >= 2) & (lo < hi) & ((c0 + self.pos > top[seg]) | (c0 - self.neg < bottom[seg]))
+        if not keep.any():
+            return None
         seg, lo, hi, c0, m = seg[keep], lo[keep], hi[keep], c0[keep], m[keep]
         modes = np.full(lo.shape[0], 2, np.int64)
         small = np.flatnonzero(m <= GATHER_MAX)
@@ -289,28 +333,39 @@ def exact(counts, sums, totals, parts):
         shift[modes != 2] = 0
         sizes = np.where(modes == 2, ((hi - lo) >> shift) + 1, 0).astype(np.int64)
         # ranges are sorted by (segment, lo): so are their (segment, value) buckets
+        nb = self.nb
         bucket = seg * nb + np.minimum((lo.view(np.float64) * nb).astype(np.int64), nb - 1)
-        first = np.searchsorted(bucket, np.arange(n_seg * nb + 1), side="left").astype(np.int64)
-        found, cells, cell_sums, gathered = parts.map(
-            _probe, (not one, nb, first, lo, hi, shift, modes, sizes), combine=_fold_probe)
-        passes += 1
+        first = np.searchsorted(bucket, np.arange(self.n_seg * nb + 1),
+                                side="left").astype(np.int64)
+        self.seg, self.lo, self.hi, self.c0, self.m = seg, lo, hi, c0, m
+        self.shift, self.modes, self.sizes = shift, modes, sizes
+        return (not self.one, nb, first, lo, hi, shift, modes, sizes)
+
+    def absorb(self, result):
+        found, cells, cell_sums, gathered = result
+        m = self.m
         if not np.array_equal(found, m):
             msg = (f"the data changed between passes: {int(m.sum())} rows counted in the "
                    f"ranges probed for ECCE, {int(found.sum())} found there")
             raise ValueError(msg)
-        _gathered(np.flatnonzero(modes == 1), seg, c0, gathered, top, bottom)
+        modes, top, bottom = self.modes, self.top, self.bottom
+        _gathered(np.flatnonzero(modes == 1), self.seg, self.c0, gathered, top, bottom)
         split = np.flatnonzero(modes == 2)
-        seg, lo, hi, c0, pos, neg, m = _cut(split, seg, lo, hi, c0, shift, sizes, cells,
-                                            cell_sums, top, bottom)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ecce = np.where(weight > 0.0, (top - bottom) / weight, np.nan)
-        sigma = np.sqrt(var) / weight
-        scaled = np.where(sigma > 0.0, ecce / sigma, np.where(ecce != 0.0, np.inf, 0.0))
-    scaled[~(weight > 0.0)] = np.nan
-    pvalue = np.array([ecce_pvalue(z) for z in scaled])
-    if one:
-        return float(ecce[0]), float(scaled[0]), float(pvalue[0]), passes
-    return ecce, scaled, pvalue, passes
+        (self.seg, self.lo, self.hi, self.c0, self.pos, self.neg,
+         self.m) = _cut(split, self.seg, self.lo, self.hi, self.c0, self.shift, self.sizes,
+                        cells, cell_sums, top, bottom)
+
+    def result(self, passes):
+        weight = self.weight
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ecce = np.where(weight > 0.0, (self.top - self.bottom) / weight, np.nan)
+            sigma = np.sqrt(self.var) / weight
+            scaled = np.where(sigma > 0.0, ecce / sigma, np.where(ecce != 0.0, np.inf, 0.0))
+        scaled[~(weight > 0.0)] = np.nan
+        pvalue = np.array([ecce_pvalue(z) for z in scaled])
+        if self.one:
+            return float(ecce[0]), float(scaled[0]), float(pvalue[0]), passes
+        return ecce, scaled, pvalue, passes
 
 
 def _gathered(ranges, seg, c0, gathered, top, bottom):
@@ -367,4 +422,5 @@ def _cut(split, seg, lo, hi, c0, shift, sizes, cells, cell_sums, top, bottom):
     return [np.concatenate(lst) if lst else np.zeros(0, dt) for lst, dt in zip(out, dtypes)]
 
 
-__all__ = ["BUCKETS", "RowParts", "SegmentBuckets", "bucket_state", "exact", "segment_buckets", "segment_state"]
+__all__ = ["BUCKETS", "RowParts", "SegmentBuckets", "bucket_state", "exact", "exact_all",
+           "segment_buckets", "segment_state"]

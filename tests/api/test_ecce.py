@@ -290,7 +290,7 @@ def test_many_segments_share_fewer_buckets_and_keep_their_values(monkeypatch):
         ref = fastcal.ecce(y[g == k], p[g == k])
         np.testing.assert_allclose((r[k].ecce, r[k].ecce_sigma, r[k].ecce_pvalue), ref,
                                    rtol=1e-12)
-        assert ("ecce", 1) in r[k].pass_steps
+        assert ("ecce", 2) in r[k].pass_steps  # the bucket pass and one search pass
 
 
 def test_segment_buckets_fold_and_merge_by_key(monkeypatch):
@@ -318,11 +318,18 @@ def test_segment_buckets_fold_and_merge_by_key(monkeypatch):
     np.testing.assert_allclose(sums, ref[1][order], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(totals, ref[2][order], rtol=1e-12)
     np.testing.assert_array_equal(whole[0], ref[0].sum(axis=0))
-    values = ec.exact(counts, sums, totals, ec.RowParts(ArrayParts(y, p, 1), None,
-                                                        merged.ecce_rows()(g, g.shape[0])))
+    parts = ec.RowParts(ArrayParts(y, p, 1), None, merged.ecce_rows()(g, g.shape[0]))
+    values = ec.exact(counts, sums, totals, parts)
     for k, key in enumerate(keys):
         np.testing.assert_allclose(values[1][k], _reference(y[g == key], p[g == key])[1],
                                    rtol=1e-12)
+    # the segments' and the whole's searches share their passes, with the same values
+    alone = ec.exact(*whole, parts)
+    both = ec.exact_all([(counts, sums, totals), whole], parts)
+    assert both[1][3] == both[0][3] == max(alone[3], values[3]) >= 1
+    np.testing.assert_array_equal(both[0][1], values[1])
+    assert both[1][:3] == alone[:3]
+    np.testing.assert_allclose(alone[:2], _reference(y, p), rtol=1e-12)
     with pytest.raises(ValueError, match=r"^the data changed between passes: segment 99 "):
         merged.ecce_rows()(np.array([3, 99]), 2)
     with pytest.raises(ValueError, match=r"^can only merge segmented accumulators that both "):
