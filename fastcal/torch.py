@@ -22,6 +22,7 @@ from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
 from fastcal.accumulators.settings import STATE_KEYWORDS, Settings
 from fastcal.inputs import validation as v
+from fastcal.inputs.segments import slices
 from fastcal.inputs.validation import show
 from fastcal.reports.provenance import Provenance
 from fastcal.reports.segmented import SegmentedReport
@@ -332,15 +333,18 @@ class CalibrationMetric(Metric):
         any state is touched."""
         p_t = p if isinstance(p, torch.Tensor) else torch.as_tensor(p)
         n = p_t.shape[0] if p_t.ndim else 0
-        g = _check_groups(groups, n, self.num_groups, row0).to(p_t.device)
+        codes = _check_groups(groups, n, self.num_groups, row0)
         sizes = [getattr(y, "shape", (len(y),))[0]] + ([] if w is None else [w.shape[0]])
         if any(size != n for size in sizes):  # the whole batch's fill says what is wrong
             self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
         y_t = y if isinstance(y, torch.Tensor) else torch.as_tensor(y)
-        order = torch.argsort(g, stable=True)  # each group's rows: one slice, in their order
-        bounds = [0, *torch.cumsum(torch.bincount(g, minlength=self.num_groups), 0).tolist()]
-        ys, ps = y_t[order.to(y_t.device)], p_t[order]
-        ws = None if w is None else w[order.cpu().numpy()]
+        # each group's rows: one slice, in their order (a counting sort of the ids, on the
+        # host; the rows move where they are)
+        order, bounds = slices(codes, self.num_groups)
+        at = torch.from_numpy(order)
+        ys, ps = y_t.index_select(0, at.to(y_t.device)), p_t.index_select(0, at.to(p_t.device))
+        ws = None if w is None else w[order]
+        bounds = bounds.tolist()
         seen = self.n_rows.tolist()
         ids, parts = [], []
         try:
@@ -707,8 +711,8 @@ def _check_groups_given(groups, num_groups):
 
 
 def _check_groups(groups, n, num_groups, row0):
-    """A batch's group ids (one per row of its ``n``), checked: an int64 tensor on
-    the device of ``groups``; rows are numbered from ``row0`` in messages."""
+    """A batch's group ids (one per row of its ``n``), checked: an int64 array on the
+    host; rows are numbered from ``row0`` in messages."""
     if isinstance(groups, torch.Tensor):
         g = groups.detach()
         integer = not (g.dtype.is_floating_point or g.dtype.is_complex or g.dtype == torch.bool)
@@ -726,13 +730,13 @@ def _check_groups(groups, n, num_groups, row0):
                 else f"shape {tuple(g.shape)}")
         msg = f"groups has {what}; expected shape ({n},), one group id per row"
         raise ValueError(msg)
-    if not isinstance(g, torch.Tensor):
-        g = torch.from_numpy(g)
-    g = g.to(torch.int64)
+    if isinstance(g, torch.Tensor):
+        g = g.cpu().numpy()  # the ids' order is found on the host (a small copy from a GPU)
+    g = np.ascontiguousarray(g, np.int64)
     outside = (g < 0) | (g >= num_groups)
-    count = int(outside.sum())
+    count = int(np.count_nonzero(outside))
     if count:
-        first = int(torch.argmax(outside.to(torch.uint8)))
+        first = int(np.argmax(outside))
         msg = (f"groups has {count} ids outside [0, {num_groups}) (first at index "
                f"{row0 + first}: {int(g[first])}); group ids are integers in [0, num_groups)")
         raise ValueError(msg)
