@@ -20,6 +20,7 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.segmented import fill_one_pass, one_pass
 from fastcal.accumulators.settings import STATE_KEYWORDS, Settings
 from fastcal.inputs import validation as v
 from fastcal.inputs.segments import slices
@@ -328,15 +329,31 @@ class CalibrationMetric(Metric):
         of (ascending) and, per state, the arrays each group's rows add, stacked
         (ids x the state's shape). Each group's rows are filled in their order,
         numbered from the rows the group has seen (as ``calibration_report(by=)``
-        numbers a segment's rows: its bootstrap weights). Bad input raises the
-        message of the whole batch's fill (rows numbered from ``row0``), before
-        any state is touched."""
+        numbers a segment's rows: its bootstrap weights). Binary probabilities
+        without weights, in a state of bins only, fill every group in one pass
+        (:func:`fastcal.accumulators.segmented.fill_one_pass`, as
+        ``SegmentedAccumulator`` does). Bad input raises the message of the whole
+        batch's fill (rows numbered from ``row0``), before any state is touched."""
         p_t = p if isinstance(p, torch.Tensor) else torch.as_tensor(p)
         n = p_t.shape[0] if p_t.ndim else 0
         codes = _check_groups(groups, n, self.num_groups, row0)
         sizes = [getattr(y, "shape", (len(y),))[0]] + ([] if w is None else [w.shape[0]])
         if any(size != n for size in sizes):  # the whole batch's fill says what is wrong
             self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
+        acc = self._accumulator()  # never filled: it resolves the batch at the gate
+        batch = acc.resolve(y, p, sample_weight=w, start=row0)
+        if one_pass(acc, batch):  # binary probabilities without weights: all groups at once
+            counts, sums, totals, bad, width = fill_one_pass(acc, batch, codes, self.num_groups)
+            if not bad:  # else each group's own fill checks (or omits) its rows, below
+                rows = np.bincount(codes, minlength=self.num_groups)
+                at = np.flatnonzero(rows)
+                widths = np.zeros((at.shape[0], len(EDGE_DTYPES)), np.int64)
+                if width is not None:
+                    widths[:, EDGE_DTYPES.index(width)] = 1
+                return at.tolist(), {"counts": counts[at], "sums": sums[at],
+                                     "totals": totals[at], "n_rows": rows[at],
+                                     "n_omitted": np.zeros(at.shape[0], np.int64),
+                                     "edge_dtype": widths}
         y_t = y if isinstance(y, torch.Tensor) else torch.as_tensor(y)
         # each group's rows: one slice, in their order (a counting sort of the ids, on the
         # host; the rows move where they are)
