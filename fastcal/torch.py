@@ -20,10 +20,13 @@ from torchmetrics.utilities.distributed import gather_all_tensors
 
 from fastcal.accumulators.base import EDGE_DTYPES
 from fastcal.accumulators.calibration import CalibrationAccumulator
+from fastcal.accumulators.segmented import fill_one_pass, one_pass
 from fastcal.accumulators.settings import STATE_KEYWORDS, Settings
 from fastcal.inputs import validation as v
+from fastcal.inputs.segments import slices
 from fastcal.inputs.validation import show
 from fastcal.reports.provenance import Provenance
+from fastcal.reports.segmented import SegmentedReport
 from fastcal.reports.stats import check_ci
 
 TASKS = ("binary", "multiclass")
@@ -93,6 +96,15 @@ class CalibrationMetric(Metric):
         Keep the weighted sums, for ``update(preds, target, sample_weight=w)``
         (rows of batches without weights weigh 1); the value and report are
         then weighted (see :func:`fastcal.calibration_report`).
+    num_groups : int, optional
+        G: keep one state per group (G x the state, each state with a leading
+        dimension G, summed under DDP like the others) for
+        ``update(preds, target, groups=ids)``, ids in [0, G) as torchmetrics'
+        ``BinaryGroupStatRates`` takes them. :meth:`report` is then
+        ``fastcal.calibration_report(y, p, by=ids)``'s
+        :class:`~fastcal.reports.segmented.SegmentedReport`, and ``compute()`` a
+        dict of 0-d tensors ``{"all": ..., "group_0": ..., ...}``. None (the
+        default): no groups.
     **kwargs
         torchmetrics' options (``dist_sync_on_step``, ``process_group``, ...).
 
@@ -100,8 +112,8 @@ class CalibrationMetric(Metric):
     ------
     ValueError
         A bad option (one line naming it), or a state larger than
-        ``MAX_STATE_BYTES`` (naming ``num_classes``, ``n_bins`` and the memory
-        it would take), refused before anything is allocated.
+        ``MAX_STATE_BYTES`` (naming ``num_groups``, ``num_classes``, ``n_bins``
+        and the memory it would take), refused before anything is allocated.
 
     Notes
     -----
@@ -130,8 +142,32 @@ class CalibrationMetric(Metric):
     :attr:`ece` are floats of ``report()``. The report's ACE is NaN and its
     ``n_certain_wrong`` None (both need the rows again).
 
+    With ``num_groups=G``, ``update`` and ``forward`` take ``groups=``: an
+    integer tensor (any integer dtype, or a list of ints; floats are refused,
+    whole or not) of shape (n,), on the CPU or the device of ``preds``. Each
+    group's rows are filled in their order into the group's state; the whole
+    is the sum of the groups'. A batch without ``groups`` (or with ``groups``
+    when there are no groups), of another length, of another dtype or with ids
+    outside [0, G) (their count and the first, numbered as the rows of other
+    messages) is refused in one line prefixed by the batch, the state
+    unchanged. ``report(correction="holm", alpha=0.05)`` returns the
+    :class:`~fastcal.reports.segmented.SegmentedReport` keyed by the ids of the
+    groups that had rows (a group without rows is no segment, as a key absent
+    from ``by=`` is not; one whose rows were all omitted as NaN is an untested
+    segment), equal to ``fastcal.calibration_report(y, p, by=ids, ace=False)`` on
+    all the rows. ``compute()`` returns ``{"all": ..., "group_0": ...,
+    "group_{G-1}": ...}``, the chosen value of every row and of each group (NaN
+    for a group without rows), which Lightning logs with
+    ``self.log_dict(metric.compute())`` (then ``metric.reset()``); ``forward``
+    returns that dict of the batch. Bootstrap replicates (``n_boot``) number
+    each group's rows in the order this process gives them, as ``by=``
+    numbers a segment's (``start=`` then numbers only the rows of messages):
+    under DDP they are other draws than one process's, and the whole's, summed
+    from the groups', are other draws than the whole's of ``by=`` (the point
+    estimates and t-intervals are equal).
+
     A metric merges (``merge_state``) and syncs (DDP) only with metrics whose
-    state means the same: made with the same task, ``num_classes``, bins
+    state means the same: made with the same task, ``num_classes``, ``num_groups``, bins
     (``n_bins``, ``edges``, ``closed``), ``eps``, ``logits``, ``renormalize``,
     ``classwise``, ``n_boot`` and ``seed``. One more small state, ``options``,
     holds a hash of each; a difference is one ``ValueError`` naming the option,
@@ -160,9 +196,10 @@ class CalibrationMetric(Metric):
     def __init__(self, task="binary", *, num_classes=None, value="ece", logits=False, n_bins=10,
                  edges=None, closed="left", observed="frac_pos", nan_policy="raise", eps=None,
                  renormalize=False, classwise=True, ci=None, n_boot=0, seed=0, threads=None,
-                 ace=False, strategy="uniform", weighted=False, **kwargs):
+                 ace=False, strategy="uniform", weighted=False, num_groups=None, **kwargs):
         super().__init__(**kwargs)
         self.task = v.check_choice("task", task, TASKS)
+        self.num_groups = _check_num_groups(num_groups)
         if ace:
             msg = ("ace=True is not available in CalibrationMetric: ACE needs equal-mass bins, "
                    "i.e. the ranks of all predictions, which a constant-memory state does not "
@@ -192,8 +229,11 @@ class CalibrationMetric(Metric):
             threads=threads, n_boot=n_boot if self.ci is not None else 0, seed=seed,
             logits=logits, renormalize=renormalize, classwise=classwise,
             weighted=weighted))
-        if num_classes is not None:  # the state's size, before it is allocated
-            settings.check_size(num_classes, f"num_classes={num_classes:,}")
+        # the state's size, before it is allocated
+        what = [f"num_groups={self.num_groups:,}"] if self.num_groups is not None else []
+        what += [f"num_classes={num_classes:,}"] if num_classes is not None else []
+        if what:
+            settings.check_size(num_classes, ", ".join(what), copies=self.num_groups or 1)
         self._settings = dataclasses.replace(settings, n_classes=num_classes)
         # an empty state of the options, made once: it fills every batch (its arrays are
         # added to the states below in place) and is never filled itself
@@ -201,6 +241,8 @@ class CalibrationMetric(Metric):
         self._names = tuple(self._filler.to_arrays())
         self.add_state("options", default=_codes(self._options()), dist_reduce_fx=_first)
         for name, x in self._filler.to_arrays().items():
+            if self.num_groups is not None:  # one state per group, side by side
+                x = np.repeat(x[None], self.num_groups, axis=0)
             self.add_state(name, default=torch.from_numpy(x), dist_reduce_fx="sum")
         self._views = None  # NumPy views of the states, see _add
         self._computed_report = None
@@ -216,43 +258,62 @@ class CalibrationMetric(Metric):
         read off it; ``nan_policy`` and ``threads`` how rows are read)."""
         out = {"task": self.task, "num_classes": self.num_classes}
         out.update((k, self._settings[k]) for k in STATE_KEYWORDS if k != "n_classes")
+        if self.num_groups is not None:  # last, and only then: a metric without groups
+            out["num_groups"] = self.num_groups  # keeps the options state it always had
         return out
 
     # -- filling ---------------------------------------------------------
 
-    def update(self, preds, target, sample_weight=None, *, start=None):
+    def update(self, preds, target, sample_weight=None, *, start=None, groups=None):
         """Add a batch: ``preds`` (n,) or (n, K), ``target`` (n,).
 
         ``sample_weight``: a weight per row (the metric made with
         ``weighted=True``). ``start``: the global index of the batch's first
         row, for the bootstrap weights and error messages (default: the rows
-        this process has seen since ``reset()``).
+        this process has seen since ``reset()``; with groups, for the messages
+        only: each group numbers its own rows). ``groups``: with ``num_groups``
+        (and only then), an integer tensor of a group id per row, in
+        [0, num_groups), on the CPU or on the device of ``preds``.
         """
-        self._add_batch(preds, target, start, sample_weight)
+        self._add_batch(preds, target, start, sample_weight, groups=groups)
 
-    def forward(self, preds, target, sample_weight=None, *, start=None):
-        """Add the batch (as ``update``) and return the batch's own value (a 0-d tensor)."""
+    def forward(self, preds, target, sample_weight=None, *, start=None, groups=None):
+        """Add the batch (as ``update``) and return the batch's own value (a 0-d
+        tensor; with ``num_groups``, a dict of them as ``compute()`` gives)."""
         self._computed = None
         self._update_count += 1
+        if self.num_groups is not None:
+            ids, arrays = self._add_batch(preds, target, start, sample_weight, groups=groups)
+            groups_of = {int(g): {k: x[i] for k, x in arrays.items() if k in self._names}
+                         for i, g in enumerate(ids)}
+            reports, whole = self._reports_of(groups_of)
+            self._forward_cache = self._values_of(reports, _report(whole, self.observed, self.ci))
+            return self._forward_cache
         acc = self._accumulator()
         self._add_batch(preds, target, start, sample_weight, into=acc)
         self._forward_cache = self._value_of(_report(acc, self.observed, self.ci))
         return self._forward_cache
 
-    def _add_batch(self, preds, target, start, sample_weight=None, into=None):
+    def _add_batch(self, preds, target, start, sample_weight=None, into=None, groups=None):
         """Fill the batch and add its arrays to the states in place. ``into``: an
-        empty accumulator that keeps the batch's own state too (``forward``'s)."""
+        empty accumulator that keeps the batch's own state too (``forward``'s).
+        With groups, returns the ids of the groups the batch has rows of and their
+        arrays (stacked in that order)."""
         if sample_weight is not None and not self._settings.weighted:
             msg = ("sample_weight needs the weighted sums in the metric's state: make it with "
                    "CalibrationMetric(..., weighted=True)")
             raise ValueError(msg)
-        row0 = int(self.n_rows) if start is None else start
+        row0 = int(self.n_rows.sum()) if start is None else start
         y, p = _detached(target), _detached(preds)
+        ids = None
         try:
             self._check_shapes(preds, target)
+            _check_groups_given(groups, self.num_groups)
             w = None if sample_weight is None else _numpy(sample_weight)  # weights: on the host
             # a CUDA tensor (or CuPy, Numba array) is filled on its GPU: the gate decides
-            if into is None:
+            if self.num_groups is not None:
+                ids, arrays = self._group_arrays(y, p, w, groups, row0)
+            elif into is None:
                 arrays = self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
             else:
                 arrays = into.update(y, p, start=row0, sample_weight=w).to_arrays()
@@ -260,33 +321,102 @@ class CalibrationMetric(Metric):
             msg = f"batch {self._update_count}: {err}"
             raise ValueError(msg) from None
         self._check_width(arrays["edge_dtype"])
-        self._add(arrays)
+        self._add(arrays, ids)
+        return ids, arrays
 
-    def _add(self, arrays):
+    def _group_arrays(self, y, p, w, groups, row0):
+        """(ids, arrays) of a batch with groups: the ids of the groups it has rows
+        of (ascending) and, per state, the arrays each group's rows add, stacked
+        (ids x the state's shape). Each group's rows are filled in their order,
+        numbered from the rows the group has seen (as ``calibration_report(by=)``
+        numbers a segment's rows: its bootstrap weights). Binary probabilities
+        without weights, in a state of bins only, fill every group in one pass
+        (:func:`fastcal.accumulators.segmented.fill_one_pass`, as
+        ``SegmentedAccumulator`` does). Bad input raises the message of the whole
+        batch's fill (rows numbered from ``row0``), before any state is touched."""
+        p_t = p if isinstance(p, torch.Tensor) else torch.as_tensor(p)
+        n = p_t.shape[0] if p_t.ndim else 0
+        codes = _check_groups(groups, n, self.num_groups, row0)
+        sizes = [getattr(y, "shape", (len(y),))[0]] + ([] if w is None else [w.shape[0]])
+        if any(size != n for size in sizes):  # the whole batch's fill says what is wrong
+            self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
+        acc = self._accumulator()  # never filled: it resolves the batch at the gate
+        batch = acc.resolve(y, p, sample_weight=w, start=row0)
+        if one_pass(acc, batch):  # binary probabilities without weights: all groups at once
+            counts, sums, totals, bad, width = fill_one_pass(acc, batch, codes, self.num_groups)
+            if not bad:  # else each group's own fill checks (or omits) its rows, below
+                rows = np.bincount(codes, minlength=self.num_groups)
+                at = np.flatnonzero(rows)
+                widths = np.zeros((at.shape[0], len(EDGE_DTYPES)), np.int64)
+                if width is not None:
+                    widths[:, EDGE_DTYPES.index(width)] = 1
+                return at.tolist(), {"counts": counts[at], "sums": sums[at],
+                                     "totals": totals[at], "n_rows": rows[at],
+                                     "n_omitted": np.zeros(at.shape[0], np.int64),
+                                     "edge_dtype": widths}
+        y_t = y if isinstance(y, torch.Tensor) else torch.as_tensor(y)
+        # each group's rows: one slice, in their order (a counting sort of the ids, on the
+        # host; the rows move where they are)
+        order, bounds = slices(codes, self.num_groups)
+        at = torch.from_numpy(order)
+        ys, ps = y_t.index_select(0, at.to(y_t.device)), p_t.index_select(0, at.to(p_t.device))
+        ws = None if w is None else w[order]
+        bounds = bounds.tolist()
+        seen = self.n_rows.tolist()
+        ids, parts = [], []
+        try:
+            for k in range(self.num_groups):
+                rows = slice(bounds[k], bounds[k + 1])
+                if rows.start == rows.stop:
+                    continue
+                ids.append(k)
+                parts.append(self._filler.chunk_arrays(
+                    ys[rows], ps[rows], start=seen[k],
+                    sample_weight=None if ws is None else ws[rows]))
+        except ValueError:
+            # a group's rows are bad: the whole batch's fill names the row in the batch
+            self._filler.chunk_arrays(y, p, start=row0, sample_weight=w)
+            raise
+        arrays = {name: np.stack([a[name] for a in parts]) for name in self._names
+                  if parts and name in parts[0]}
+        if not parts:
+            arrays["edge_dtype"] = np.zeros((0, len(EDGE_DTYPES)), np.int64)
+        return ids, arrays
+
+    def _add(self, arrays, ids=None):
         """Add a batch's arrays to the states in place: through NumPy views of
         their memory (made again when a state tensor was replaced: ``reset()``,
-        a sync, ``.to()``), or by torch where it gives no view (GPU memory)."""
+        a sync, ``.to()``), or by torch where it gives no view (GPU memory).
+        ``ids``: with groups, the groups whose arrays are stacked in ``arrays``."""
         states = [getattr(self, name) for name in self._names]
         views = self._views
         if views is None or any(a is not b for a, b in zip(views[0], states)):
             views = self._views = (states, [_view(t) for t in states])
+        at = None if ids is None else np.asarray(ids, np.int64)
         for name, state, view in zip(self._names, states, views[1]):
             x = arrays.get(name)
             if x is None:  # a part this batch does not fill (rows with weights: no unweighted replicates)
                 continue
-            if view is None:
+            if at is not None and view is None:
+                state.index_add_(0, torch.from_numpy(at).to(state.device),
+                                 torch.from_numpy(x).to(state.device))
+            elif at is not None:
+                view[at] += x  # ids are distinct: each group's row once
+            elif view is None:
                 state += torch.from_numpy(x).to(state.device)
             else:
                 view += x
 
     def _check_width(self, width):
         """Refuse a batch of another float width than the earlier ones (its uniform
-        bins would have other edges); ``width``: the batch's ``edge_dtype`` array."""
-        width = width.tolist()
-        if 1 not in width:
+        bins would have other edges); ``width``: the batch's ``edge_dtype`` array
+        (with groups, one per group of the batch)."""
+        width = np.asarray(width).reshape(-1, len(EDGE_DTYPES)).sum(axis=0).tolist()
+        if not any(width):
             return
-        now = EDGE_DTYPES[width.index(1)]
-        before = [w for w, seen in zip(EDGE_DTYPES, self.edge_dtype.tolist()) if seen]
+        now = EDGE_DTYPES[next(i for i, x in enumerate(width) if x)]
+        state = self.edge_dtype.reshape(-1, len(EDGE_DTYPES)).sum(0).tolist()
+        before = [w for w, seen in zip(EDGE_DTYPES, state) if seen]
         if before and before != [now]:
             msg = (f"batch {self._update_count}: y_prob is {now} but earlier batches were "
                    f"{before[0]}, binned by other edges; cast every batch to one dtype (e.g. "
@@ -328,11 +458,34 @@ class CalibrationMetric(Metric):
             super().merge_state(incoming_state)  # torchmetrics' error for what it is not
             return
         arrays = {k: _numpy(x) for k, x in incoming.items() if k != "options"}
-        self._state_accumulator().add_arrays(arrays)  # the checks; the state is not touched
+        if self.num_groups is None:
+            self._state_accumulator().add_arrays(arrays)  # the checks; the state is not touched
+        else:
+            self._check_group_arrays(arrays)
         for name in self._names:
             state = getattr(self, name)
             state += torch.as_tensor(arrays[name], device=state.device)
         self._computed = None  # torchmetrics keeps the cached compute() otherwise
+
+    def _check_group_arrays(self, arrays):
+        """The checks of ``add_arrays`` for arrays of a state with groups: the
+        shapes (num_groups x one state's), each group's arrays added to the
+        group's state, and the whole's (one float width in all the groups)."""
+        mine = {name: _numpy(getattr(self, name)) for name in self._names}
+        for name, x in arrays.items():
+            if name in mine and x.shape != mine[name].shape:
+                msg = (f"arrays[{name!r}] has shape {x.shape}; this metric's state has shape "
+                       f"{mine[name].shape} (num_groups={self.num_groups} states of shape "
+                       f"{mine[name].shape[1:]})")
+                raise ValueError(msg)
+        filled = np.zeros(self.num_groups, bool)  # groups with anything to add or check
+        for x in arrays.values():
+            filled |= x.reshape(x.shape[0], -1).any(axis=1) if x.ndim else True
+        for g in np.flatnonzero(filled):
+            acc = self._accumulator().add_arrays({k: x[g] for k, x in mine.items()})
+            acc.add_arrays({k: x[g] for k, x in arrays.items()})
+        whole = self._accumulator().add_arrays({k: x.sum(axis=0) for k, x in mine.items()})
+        whole.add_arrays({k: x.sum(axis=0) for k, x in arrays.items()})
 
     def _check_options(self, codes, values=None):
         """Refuse a state whose options' ``codes`` differ from this metric's,
@@ -342,13 +495,13 @@ class CalibrationMetric(Metric):
         if name is None:
             return
         if values is not None:
-            msg = (f"cannot merge a CalibrationMetric made with {name}={_show(values[name])} into "
-                   f"one made with {name}={_show(mine[name])}; merge only metrics made with the "
-                   "same options")
+            msg = (f"cannot merge a CalibrationMetric made with {name}={_show(values.get(name))} "
+                   f"into one made with {name}={_show(mine.get(name))}; merge only metrics made "
+                   "with the same options")
         else:
             msg = (f"cannot merge a state made with another {name} than this metric's "
-                   f"({name}={_show(mine[name])}): its 'options' differ; merge only states of "
-                   "metrics made with the same options")
+                   f"({name}={_show(mine.get(name))}): its 'options' differ; merge only states "
+                   "of metrics made with the same options")
         raise ValueError(msg)
 
     def _sync_dist(self, dist_sync_fn=gather_all_tensors, process_group=None):
@@ -362,18 +515,18 @@ class CalibrationMetric(Metric):
         # the first option that not every rank shares (the same on each: all compare to rank 0)
         names = [n for n in (_first_difference(mine, ranks[0], r) for r in ranks[1:]) if n]
         if names:
-            self._raise_across(min(names, key=list(mine).index), mine, ranks, dist_sync_fn,
-                               group)
+            order = [*mine, "num_groups"]  # num_groups: last, where a rank has it
+            self._raise_across(min(names, key=order.index), mine, ranks, dist_sync_fn, group)
         super()._sync_dist(dist_sync_fn, process_group)
 
     def _raise_across(self, name, mine, ranks, dist_sync_fn, group):
         """Gather each rank's value of option ``name`` and raise the line that names them."""
-        text = _show(mine[name]).encode()[:_SHOWN]
+        text = _show(mine.get(name)).encode()[:_SHOWN]
         padded = torch.zeros(_SHOWN, dtype=torch.uint8)
         padded[:len(text)] = torch.tensor(list(text), dtype=torch.uint8)
         shown = [bytes(t.cpu().tolist()).rstrip(b"\0").decode(errors="replace")
                  for t in dist_sync_fn(padded.to(self.options.device), group=group)]
-        at = list(mine).index(name)
+        at = list(mine).index(name) if name in mine else len(mine)  # num_groups: last
         groups = {}  # the code of each rank's value -> (value shown, ranks)
         for rank, (codes, value) in enumerate(zip(ranks, shown)):
             key = tuple(codes[at * _CHUNKS:(at + 1) * _CHUNKS].tolist())
@@ -404,6 +557,8 @@ class CalibrationMetric(Metric):
         # report: that cached one is dropped) and no options state
         if "value" not in state:
             state = dict(state, value="ece", _computed=None, _computed_report=None)
+        if "num_groups" not in state:  # pickled before groups
+            state = dict(state, num_groups=None)
         super().__setstate__(state)
         if "options" not in self._defaults:
             self._defaults["options"] = _codes(self._options())
@@ -424,6 +579,10 @@ class CalibrationMetric(Metric):
         """The chosen ``value`` of every batch since ``reset()`` (summed over
         processes under DDP), a 0-d float64 tensor.
 
+        With ``num_groups=G``, a dict of such tensors: ``"all"`` the value of
+        every row, ``"group_0"`` ... ``"group_{G-1}"`` each group's (NaN for a
+        group without rows), for Lightning's ``self.log_dict``.
+
         Raises
         ------
         ValueError
@@ -432,35 +591,81 @@ class CalibrationMetric(Metric):
         """
         rep = self._report_of_state()
         self._computed_report = rep  # report() reads it while compute()'s cache holds
+        if self.num_groups is not None:
+            return self._values_of(*rep)
         return self._value_of(rep)
 
-    def report(self):
+    def report(self, *, correction=None, alpha=None):
         """The whole report of every batch since ``reset()`` (summed over
         processes under DDP: call it on every rank, as ``compute()``): a
         :class:`~fastcal.CalibrationReport`, or a
         :class:`~fastcal.reports.multiclass_report.MulticlassReport` for K classes.
 
+        With ``num_groups``, a :class:`~fastcal.reports.segmented.SegmentedReport`
+        keyed by group id (the ints of the groups that had rows, ascending; a
+        group without rows is no segment, as a key absent from ``by=`` is not),
+        its ``overall`` the report of every row: the report of
+        ``fastcal.calibration_report(y, p, by=groups)`` on all the rows. Its
+        verdict tests each group with ``correction`` ("holm" by default, or
+        "bh") at ``alpha`` (0.05 by default); both apply only with groups.
+
         Raises
         ------
         ValueError
-            As ``compute()``.
+            As ``compute()``; ``correction`` or ``alpha`` without groups.
         """
+        if self.num_groups is None and (correction is not None or alpha is not None):
+            msg = ("correction and alpha are for the verdict of the groups: make the metric "
+                   "with num_groups=G and update it with groups=, or leave them out")
+            raise ValueError(msg)
         if self._computed is not None and self._computed_report is not None:
-            return self._computed_report
-        with self.sync_context(dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync,
-                               should_unsync=self._should_unsync):
-            return self._report_of_state()
+            rep = self._computed_report
+        else:
+            with self.sync_context(dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync,
+                                   should_unsync=self._should_unsync):
+                rep = self._report_of_state()
+        if self.num_groups is None:
+            return rep
+        return SegmentedReport(rep[0], rep[1], correction="holm" if correction is None
+                               else correction, alpha=0.05 if alpha is None else alpha)
 
     def _report_of_state(self):
-        """The report of the state as it is (synced or not)."""
-        acc = self._state_accumulator()
+        """The report of the state as it is (synced or not); with groups, (the
+        reports of the groups with rows by id, the whole's report)."""
+        if self.num_groups is not None:
+            arrays = {name: _numpy(getattr(self, name)) for name in self._names}
+            groups = {int(g): {k: x[g] for k, x in arrays.items()}
+                      for g in np.flatnonzero(arrays["n_rows"])}
+            reports, acc = self._reports_of(groups)
+        else:
+            acc = self._state_accumulator()
         if acc.n_rows == 0:
             msg = "CalibrationMetric: no predictions were given since reset()"
             raise ValueError(msg)
         if acc.n == 0:
             msg = f"no samples left: all {acc.n_rows} rows were omitted as NaN"
             raise ValueError(msg)
-        return _report(acc, self.observed, self.ci)
+        rep = _report(acc, self.observed, self.ci)
+        return rep if self.num_groups is None else (reports, rep)
+
+    def _reports_of(self, groups):
+        """(the report of each group, the accumulator of them all) of ``groups``,
+        a dict of group id -> that group's arrays."""
+        whole = self._accumulator()
+        reports = {}
+        for g, arrays in groups.items():
+            acc = self._accumulator().add_arrays(arrays)
+            reports[g] = _report(acc, self.observed, self.ci)
+            whole += acc
+        return reports, whole
+
+    def _values_of(self, reports, overall):
+        """``compute()``'s dict with groups: "all" and "group_<id>" for each id."""
+        nan = torch.tensor(float("nan"), dtype=torch.float64, device=self.device)
+        out = {"all": self._value_of(overall)}
+        out.update((f"group_{g}", self._value_of(reports[g]) if g in reports else nan.clone())
+                   for g in range(self.num_groups))
+        return out
 
     def _state_accumulator(self):
         """An accumulator holding the metric's state (checked by ``add_arrays``)."""
@@ -472,15 +677,19 @@ class CalibrationMetric(Metric):
         return torch.tensor(float(getattr(rep, self.value)), dtype=torch.float64,
                             device=self.device)
 
+    def _whole(self):
+        rep = self.report()
+        return rep if self.num_groups is None else rep.overall
+
     @property
     def ecd(self):
-        """ECD of ``report()``, a float."""
-        return float(self.report().ecd)
+        """ECD of ``report()`` (with groups, of its ``overall``), a float."""
+        return float(self._whole().ecd)
 
     @property
     def ece(self):
-        """ECE of ``report()``, a float."""
-        return float(self.report().ece)
+        """ECE of ``report()`` (with groups, of its ``overall``), a float."""
+        return float(self._whole().ece)
 
 
 def _check_value(value, task, classwise):
@@ -494,6 +703,61 @@ def _check_value(value, task, classwise):
                "classwise=True (the default)")
         raise ValueError(msg)
     return value
+
+
+def _check_num_groups(num_groups):
+    if num_groups is None:
+        return None
+    if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)) \
+            or num_groups < 1:
+        msg = f"num_groups must be a positive integer (or None: no groups); got {show(num_groups)}"
+        raise ValueError(msg)
+    return int(num_groups)
+
+
+def _check_groups_given(groups, num_groups):
+    """Refuse groups missing with ``num_groups``, or given without."""
+    if groups is None and num_groups is not None:
+        msg = (f"groups is missing: this metric was made with num_groups={num_groups}, so each "
+               "batch takes a group id per row (update(preds, target, groups=ids))")
+        raise ValueError(msg)
+    if groups is not None and num_groups is None:
+        msg = ("groups given, but this metric was made without num_groups; make it with "
+               "CalibrationMetric(..., num_groups=G) to score G groups")
+        raise ValueError(msg)
+
+
+def _check_groups(groups, n, num_groups, row0):
+    """A batch's group ids (one per row of its ``n``), checked: an int64 array on the
+    host; rows are numbered from ``row0`` in messages."""
+    if isinstance(groups, torch.Tensor):
+        g = groups.detach()
+        integer = not (g.dtype.is_floating_point or g.dtype.is_complex or g.dtype == torch.bool)
+        dtype = str(g.dtype)
+    else:
+        g = np.asarray(groups)
+        integer = g.dtype.kind in "iu"
+        dtype = str(g.dtype)
+    if not integer:
+        msg = (f"groups has dtype {dtype}; expected integer group ids in [0, {num_groups}) "
+               "(floats are refused, whole or not: cast them, e.g. groups.long())")
+        raise ValueError(msg)
+    if tuple(g.shape) != (n,):
+        what = (f"{g.shape[0]:,} ids for {n:,} rows of preds" if g.ndim == 1
+                else f"shape {tuple(g.shape)}")
+        msg = f"groups has {what}; expected shape ({n},), one group id per row"
+        raise ValueError(msg)
+    if isinstance(g, torch.Tensor):
+        g = g.cpu().numpy()  # the ids' order is found on the host (a small copy from a GPU)
+    g = np.ascontiguousarray(g, np.int64)
+    outside = (g < 0) | (g >= num_groups)
+    count = int(np.count_nonzero(outside))
+    if count:
+        first = int(np.argmax(outside))
+        msg = (f"groups has {count} ids outside [0, {num_groups}) (first at index "
+               f"{row0 + first}: {int(g[first])}); group ids are integers in [0, num_groups)")
+        raise ValueError(msg)
+    return g
 
 
 def _show(x):
@@ -516,12 +780,12 @@ def _first_difference(options, mine, theirs):
     """The first option (a name of ``options``) whose codes differ between two
     ``options`` states, or None."""
     mine, theirs = torch.as_tensor(mine).cpu(), torch.as_tensor(theirs).cpu()
-    if mine.shape != theirs.shape:
-        return next(iter(options))
     for i, name in enumerate(options):
         at = slice(i * _CHUNKS, (i + 1) * _CHUNKS)
         if not torch.equal(mine[at], theirs[at]):
             return name
+    if mine.shape != theirs.shape:  # the other holds one option more: num_groups (last)
+        return "num_groups"
     return None
 
 

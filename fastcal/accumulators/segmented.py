@@ -186,14 +186,7 @@ class SegmentedAccumulator:
         return KeyRows(self._ecce.index, self.max_segments)
 
     def _dense(self, batch):
-        """True if the chunk's segments are filled by one pass into a state of all
-        of them (:func:`fastcal._kernels.segments.fill_binary_segments`): binary
-        probabilities (the gate's float32 or float64) without weights, in a state
-        that keeps no part beyond the bins (replicates, value buckets, grids)."""
-        a = self.overall
-        return (batch.kind == "binary" and batch.w is None and a.kind == "binary"
-                and not a.weighted and a.n_boot == 0 and not a.smooth and not a.ecce
-                and a.ace_buckets == 0)
+        return one_pass(self.overall, batch)
 
     def _new_keys(self, keys):
         for key in keys:
@@ -208,20 +201,9 @@ class SegmentedAccumulator:
         rows. The segments' states are added to their accumulators when read
         (:meth:`_settle`)."""
         a = self.overall
-        y, p = batch.host()
-        edges, uniform = a.kernel_edges(p.dtype)
-        n_keys = len(keys)
-        counts = np.zeros((n_keys, *a.counts.shape), np.int64)
-        sums = np.zeros((n_keys, *a.sums.shape), np.float64)
-        totals = np.zeros((n_keys, a.totals.shape[0]), np.float64)
-        # threads where the rows outnumber the cells each thread's own state adds
-        big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * counts.size)
-        bad = ks.fill_segments_threads(p, y, codes, np.arange(n_keys, dtype=np.int64), edges,
-                                       uniform, a.closed == "right", float(a.eps or 0.0),
-                                       a.with_logs, counts, sums, totals,
-                                       check_threads(a.threads) if big else 1)
-        width = None if a.edges is not None else p.dtype.name
-        if bad or p.shape[0] == 0 or a.edge_dtype not in (None, width):
+        counts, sums, totals, bad, width = fill_one_pass(a, batch, codes, len(keys))
+        n = batch.n
+        if bad or n == 0 or a.edge_dtype not in (None, width):
             a.update_batch(batch, start=start)  # its checks, in its words
         else:
             one_hot = np.zeros(len(EDGE_DTYPES), np.int64)
@@ -229,7 +211,7 @@ class SegmentedAccumulator:
                 one_hot[EDGE_DTYPES.index(width)] = 1
             a.add_arrays({"counts": counts.sum(axis=0), "sums": sums.sum(axis=0),
                           "totals": totals.sum(axis=0),
-                          "n_rows": np.array(p.shape[0], np.int64),
+                          "n_rows": np.array(n, np.int64),
                           "n_omitted": np.array(0, np.int64), "edge_dtype": one_hot})
         self._new_keys(keys)
         if self._pending is None:
@@ -399,6 +381,40 @@ class KeyRows:
         return rows[codes] if rows.size else np.zeros(codes.shape[0], np.int64)
 
 
+def one_pass(acc, batch):
+    """True if the segments of ``batch`` (resolved by ``acc``, a
+    :class:`~fastcal.CalibrationAccumulator`) are filled by one pass into a state of
+    all of them (:func:`fill_one_pass`): binary probabilities (the gate's float32 or
+    float64) without weights, in a state that keeps no part beyond the bins
+    (replicates, value buckets, grids)."""
+    return (batch.kind == "binary" and batch.w is None and acc.kind == "binary"
+            and not acc.weighted and acc.n_boot == 0 and not acc.smooth and not acc.ecce
+            and acc.ace_buckets == 0)
+
+
+def fill_one_pass(acc, batch, codes, n_keys):
+    """One pass of a batch that :func:`one_pass` takes into the state of ``n_keys``
+    segments, row i into segment ``codes[i]``
+    (:func:`fastcal._kernels.segments.fill_segments_threads`): (counts, sums,
+    totals) of shape (n_keys, ...) as ``acc``'s own fill of each segment's rows
+    keeps them (to rounding), the rows not valid (the caller's own fill must then
+    check or omit them: they went to the trash row nb), and the float width of
+    the edges (None for explicit edges)."""
+    y, p = batch.host()
+    edges, uniform = acc.kernel_edges(p.dtype)
+    counts = np.zeros((n_keys, *acc.counts.shape), np.int64)
+    sums = np.zeros((n_keys, *acc.sums.shape), np.float64)
+    totals = np.zeros((n_keys, acc.totals.shape[0]), np.float64)
+    # threads where the rows outnumber the cells each thread's own state adds
+    big = p.shape[0] >= max(PARALLEL_MIN_ROWS, 2 * counts.size)
+    bad = ks.fill_segments_threads(p, y, np.ascontiguousarray(codes, np.int64),
+                                   np.arange(n_keys, dtype=np.int64), edges, uniform,
+                                   acc.closed == "right", float(acc.eps or 0.0), acc.with_logs,
+                                   counts, sums, totals, check_threads(acc.threads) if big else 1)
+    width = None if acc.edges is not None else p.dtype.name
+    return counts, sums, totals, bad, width
+
+
 class _Dense:
     """The binary per-bin state of many segments, one row each: counts (S, nb + 1, 3),
     sums (S, nb + 1, 3) and totals (S, T), the omitted rows in the trash row nb;
@@ -437,4 +453,4 @@ def _columns(key):
     return len(key) if isinstance(key, tuple) else 1
 
 
-__all__ = ["SegmentedAccumulator"]
+__all__ = ["SegmentedAccumulator", "fill_one_pass", "one_pass"]

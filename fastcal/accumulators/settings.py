@@ -96,12 +96,12 @@ class Settings:
         k = self.n_classes
         self.check_size(k, "" if k is None else f"n_classes={k:,}")
 
-    def check_size(self, n_classes, what):
+    def check_size(self, n_classes, what, *, copies=1):
         """:func:`check_state_size` of a state of these settings with ``n_classes``
-        classes (None: binary, or K not known yet)."""
+        classes (None: binary, or K not known yet), ``copies`` of it together."""
         check_state_size(self.bins.n_bins, n_classes, classwise=self.classwise,
                          n_boot=self.n_boot, ace_buckets=self.ace_buckets, smooth=self.smooth,
-                         ecce=self.ecce, what=what)
+                         ecce=self.ecce, what=what, copies=copies)
 
     @classmethod
     def of(cls, options, takes=KEYWORDS):
@@ -165,10 +165,12 @@ def state_bytes(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets
 
 
 def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_buckets=0,
-                     smooth=False, ecce=False, what=""):
+                     smooth=False, ecce=False, what="", copies=1):
     """Refuse, before anything is allocated, a binned state of more than
     ``MAX_STATE_BYTES``. ``what`` says where K comes from in the message
-    (``"n_classes=1,000"``, ``"y_prob's 1,000 columns"``).
+    (``"n_classes=1,000"``, ``"y_prob's 1,000 columns"``). ``copies``: the
+    state is that many states of these options side by side (one per group of
+    :class:`fastcal.torch.CalibrationMetric`'s ``num_groups``; ``what`` names it).
 
     Raises
     ------
@@ -178,7 +180,8 @@ def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_bu
     """
     parts = state_bytes(n_bins, n_classes, classwise=classwise, n_boot=n_boot,
                         ace_buckets=ace_buckets, smooth=smooth, ecce=ecce)
-    total = sum(parts.values())
+    each = sum(parts.values())
+    total = copies * each
     if total <= MAX_STATE_BYTES:
         return
     largest = max(parts, key=parts.get)
@@ -186,8 +189,11 @@ def check_state_size(n_bins, n_classes=None, *, classwise=True, n_boot=0, ace_bu
             if largest.startswith("class-wise") else
             "use fewer replicates or bins" if largest.startswith("bootstrap") else
             "use fewer bins or buckets")
+    if copies > 1 and each <= MAX_STATE_BYTES:
+        hint = f"use at most {MAX_STATE_BYTES // each:,} groups, or {hint.replace('use ', '')}"
     source = f"{what} with " if what else ""
-    msg = (f"{source}n_bins={n_bins:,} makes a state of {_gib(total)}, mostly {largest}; a "
+    size = f"{_gib(total)} ({copies:,} states of {each:,} bytes)" if copies > 1 else _gib(total)
+    msg = (f"{source}n_bins={n_bins:,} makes a state of {size}, mostly {largest}; a "
            f"state may take at most {_gib(MAX_STATE_BYTES)} "
            f"(fastcal.accumulators.settings.MAX_STATE_BYTES): {hint}")
     raise ValueError(msg)

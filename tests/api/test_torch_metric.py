@@ -395,7 +395,8 @@ def test_metric_collection_computes_a_dict_of_tensors():
 @pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
 def test_lightning_logs_the_metric_with_self_log(tmp_path):
     """A real Trainer: self.log("val_cal", metric) logs compute() at each epoch's end,
-    the ECE of calibration_report on that epoch's validation predictions."""
+    the ECE of calibration_report on that epoch's validation predictions; a metric of
+    groups is logged by self.log_dict(metric.compute()), each group's ECE that of by=."""
     import csv
 
     pl = pytest.importorskip("pytorch_lightning")
@@ -409,6 +410,7 @@ def test_lightning_logs_the_metric_with_self_log(tmp_path):
             super().__init__()
             self.layer = torch.nn.Linear(1, 1, dtype=torch.float64)
             self.val_cal = CalibrationMetric(n_bins=5)
+            self.val_groups = CalibrationMetric(n_bins=5, num_groups=2)
             self.seen = []  # per validation batch: (probabilities, labels)
 
         def training_step(self, batch, i):
@@ -422,6 +424,11 @@ def test_lightning_logs_the_metric_with_self_log(tmp_path):
             self.seen.append((prob.numpy().copy(), yb.numpy()))
             self.val_cal.update(prob, yb)
             self.log("val_cal", self.val_cal)
+            self.val_groups.update(prob, yb, groups=(xb[:, 0] > 0).long())
+
+        def on_validation_epoch_end(self):
+            self.log_dict(self.val_groups.compute())
+            self.val_groups.reset()
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.5)
@@ -434,14 +441,18 @@ def test_lightning_logs_the_metric_with_self_log(tmp_path):
                          num_sanity_val_steps=0)
     trainer.fit(module, loader, loader)
     with open(Path(trainer.logger.log_dir) / "metrics.csv") as f:
-        logged = [float(r["val_cal"]) for r in csv.DictReader(f) if r.get("val_cal")]
+        rows = [r for r in csv.DictReader(f) if r.get("val_cal")]
+    logged = [float(r["val_cal"]) for r in rows]
     assert len(logged) == 2 and len(module.seen) == 8
+    side = (x[:, 0] > 0).long().numpy()
     for epoch, value in enumerate(logged):
         seen = module.seen[4 * epoch:4 * epoch + 4]
         ref = fastcal.calibration_report(np.concatenate([t for _, t in seen]),
                                          np.concatenate([q for q, _ in seen]), n_bins=5,
-                                         ace=False)
-        np.testing.assert_allclose(value, ref.ece, rtol=1e-12)
+                                         ace=False, by=side)
+        np.testing.assert_allclose(value, ref.overall.ece, rtol=1e-12)
+        np.testing.assert_allclose([float(rows[epoch][k]) for k in ("all", "group_0", "group_1")],
+                                   [ref.overall.ece, ref[0].ece, ref[1].ece], rtol=1e-12)
 
 
 # -- merging: only states of the same options, only arrays a state holds ------------
@@ -647,8 +658,24 @@ def _ddp_worker(rank, world, port, out_dir):
         if world == 2:
             with open(f"{out_dir}/cases{rank}.pkl", "wb") as f:
                 pickle.dump(_ddp_cases(rank), f)
+            # no replicates: a group numbers its rows on each process (see the test)
+            grouped = CalibrationMetric(**dict(options, n_boot=0), num_groups=DDP_GROUPS)
+            for a in range(lo, hi, 400):
+                b = min(a + 400, hi)
+                grouped.update(torch.from_numpy(p[a:b]), torch.from_numpy(y[a:b]),
+                               groups=torch.from_numpy(ddp_groups(len(y))[a:b]))
+            with open(f"{out_dir}/groups{rank}.pkl", "wb") as f:
+                pickle.dump((grouped.report(), grouped.compute(), int(grouped.n_rows.sum())), f)
     finally:
         dist.destroy_process_group()
+
+
+# the world of 2 also runs a metric of groups (ids in [0, 4); group 2 gets no rows)
+DDP_GROUPS = 4
+
+
+def ddp_groups(n):
+    return np.random.default_rng(5).choice([0, 1, 3], n).astype(np.int64)
 
 
 # Two ranks whose metrics differ, or whose batches do: what each rank's compute() gives
@@ -657,6 +684,8 @@ DDP_CASES = {
     "num_classes": (dict(task="multiclass", num_classes=K), dict(task="multiclass",
                                                                   num_classes=3)),
     "empty float32 batch": ({}, {}),
+    "num_groups": (dict(num_groups=3), dict(num_groups=4)),
+    "groups or none": ({}, dict(num_groups=3)),
     "task": ({}, dict(task="multiclass", num_classes=K)),  # other states: last (see below)
 }
 
@@ -675,7 +704,8 @@ def _ddp_cases(rank):
         if case == "empty float32 batch" and rank == 1:
             metric.update(torch.zeros(0, dtype=torch.float32), torch.zeros(0, dtype=torch.long))
         rows = slice(300 * rank, 300 * rank + 300)
-        metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]))
+        groups = torch.zeros(300, dtype=torch.long) if metric.num_groups else None
+        metric.update(torch.from_numpy(p[rows]), torch.from_numpy(y[rows]), groups=groups)
         try:
             out[case] = float(metric.compute())
         except (ValueError, RuntimeError) as err:
@@ -751,6 +781,8 @@ def test_ddp_other_options_are_one_line_on_every_rank_and_empty_batches_add_noth
         "n_bins": "n_bins=10 on rank 0; n_bins=16 on rank 1",
         "num_classes": "num_classes=4 on rank 0; num_classes=3 on rank 1",
         "task": "task='binary' on rank 0; task='multiclass' on rank 1",
+        "num_groups": "num_groups=3 on rank 0; num_groups=4 on rank 1",
+        "groups or none": "num_groups=None on rank 0; num_groups=3 on rank 1",
     }
     for case, line in lines.items():
         for rank in range(2):
@@ -761,6 +793,28 @@ def test_ddp_other_options_are_one_line_on_every_rank_and_empty_batches_add_noth
     ece = fastcal.calibration_report(y, p, ace=False).ece
     for rank in range(2):
         np.testing.assert_allclose(cases[rank]["empty float32 batch"], ece, rtol=1e-12)
+
+
+def test_ddp_groups_every_rank_reports_each_group_of_all_the_data(ddp_run):
+    out = ddp_run(2)
+    kind, options, _, shards = DDP[2]
+    p, y = data(kind)
+    g = ddp_groups(len(y))
+    # each group numbers its rows on each process: bootstrap replicates would be other
+    # draws than one process's, so the run keeps none (the t-intervals of ci= are equal)
+    ref = fastcal.calibration_report(y, p, by=g, ace=False, **dict(options, n_boot=0))
+    for rank in range(2):
+        with open(out / f"groups{rank}.pkl", "rb") as f:
+            rep, values, local_rows = pickle.load(f)
+        assert local_rows == shards[rank]
+        assert list(rep.keys()) == [0, 1, 3]
+        for key in rep.keys():
+            assert_same(rep[key], ref[key])
+        assert_same(rep.overall, ref.overall)
+        assert np.isfinite(rep[3].intervals["ecd"]).all()
+        assert rep.verdict == ref.verdict
+        assert float(values["group_3"]) == pytest.approx(ref[3].ece, rel=1e-12)
+        assert np.isnan(float(values["group_2"]))
 
 
 # -- docs: the docstring example and the example script run -----------------------
