@@ -239,15 +239,20 @@ def _probe(y, x, segmented, n_buckets, first, lo, hi, shift, modes, sizes, w=Non
 
 
 def _fold_probe(acc, result):
-    """Add up the counts and cells; keep each part's gathered rows (part order)."""
+    """Add up the counts and cells; keep each part's gathered rows (part order),
+    each with its range (the part's offsets of the ranges, one per range, would
+    take the ranges' memory again for every part: gigabytes over a file of
+    billions of rows in a thousand segments)."""
     count, keys, labels, weights, key_start, cells, cell_sums, _ = result
+    # each part holds its rows range by range: the range of every row
+    rid = np.repeat(np.arange(key_start.shape[0] - 1), np.diff(key_start))
     if acc is None:
-        return count.copy(), cells.copy(), cell_sums.copy(), [(keys, labels, weights, key_start)]
+        return count.copy(), cells.copy(), cell_sums.copy(), [(keys, labels, weights, rid)]
     total, cell_total, sums_total, gathered = acc
     total += count
     cell_total += cells
     sums_total += cell_sums
-    gathered.append((keys, labels, weights, key_start))
+    gathered.append((keys, labels, weights, rid))
     return acc
 
 
@@ -386,10 +391,7 @@ def _gathered(ranges, seg, c0, gathered, top, bottom):
     keys = np.concatenate([g[0] for g in gathered])
     labels = np.concatenate([g[1] for g in gathered])
     weights = np.concatenate([g[2] for g in gathered])
-    # each part holds its rows range by range: the range of every row, then the
-    # rows of each range in the order of their keys
-    rid = np.concatenate([np.repeat(np.arange(g[3].shape[0] - 1), np.diff(g[3]))
-                          for g in gathered])
+    rid = np.concatenate([g[3] for g in gathered])  # then the rows of each range by key
     order = np.lexsort((keys, rid))
     keys, rid = keys[order], rid[order]
     x = keys.view(np.float64)
