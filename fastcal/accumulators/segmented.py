@@ -127,7 +127,7 @@ class SegmentedAccumulator:
     # -- filling -----------------------------------------------------------
 
     def update(self, y_true, y_prob, *, by, sample_weight=None, start=None,
-               segment_starts=None, factorized=None):
+               segment_starts=None):
         """Add one chunk; ``by`` holds a segment key per row (or a list of key
         columns: the key is then a tuple). Returns self.
 
@@ -136,8 +136,7 @@ class SegmentedAccumulator:
         its first row here (a segment numbers its own rows; bootstrap weights hang
         on the number), for chunks filled apart (Dask partitions) whose replicates
         must be those of one update. Without it a segment goes on from the rows it
-        has seen. ``factorized``: ``factorize(by, n, max_segments=...)`` made
-        already (a file's reader thread makes it while the chunk before is filled).
+        has seen.
 
         The whole's accumulator checks the chunk first (its message names the
         row in the chunk); a ``by`` of another length, or keys that would make
@@ -148,10 +147,7 @@ class SegmentedAccumulator:
         y, p = _host("y_true", y_true), _host("y_prob", y_prob)
         w = _host("sample_weight", sample_weight)
         n = p.shape[0] if p.shape else None  # the rows, for the length of by
-        if factorized is not None and factorized[0].shape[0] == n:
-            codes, keys = factorized
-        else:
-            codes, keys = factorize(by, n, max_segments=self.max_segments)
+        codes, keys = factorize(by, n, max_segments=self.max_segments)
         self.check_keys(keys)
         batch = self.overall.resolve(y, p, sample_weight=w, start=start)
         if self._dense(batch):

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from fastcal import backends
-from fastcal.inputs.segments import TooManySegments, factorize
+from fastcal.inputs.segments import TooManySegments
 from fastcal.progress import Progress
 from fastcal.sources.io import open_reader
 from fastcal.sources.readers import where as where_
@@ -304,25 +304,8 @@ class FileSource:
         """The chunk's segment keys: the ``by`` column, or a list of them (tuple keys)."""
         return key_columns(chunk.columns[len(chunk.columns) - len(self.by):])
 
-    def _chunks(self, max_segments=None):
-        """The chunks, read by a thread; with ``max_segments`` (and ``by``), (chunk,
-        its keys factorized) pairs, the keys' codes made by the reader thread too
-        (in parallel with the fill of the chunk before), or None where they are
-        not valid keys (the fill factorizes them again and says what is wrong)."""
-        chunks = lambda: self.reader.chunks(self.names, self.chunk_rows, self.by)  # noqa: E731
-        if max_segments is None:
-            return _threaded(chunks)
-
-        def keyed():
-            for chunk in chunks():
-                try:
-                    n = chunk.columns[0].shape[0]
-                    codes = factorize(self._keys(chunk), n, max_segments=max_segments)
-                except ValueError:
-                    codes = None
-                yield chunk, codes
-
-        return _threaded(keyed)
+    def _chunks(self):
+        return _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows, self.by))
 
     def fill(self, opts, segmented=None):
         """One pass into ``opts.accumulator()``, or into ``segmented`` (a
@@ -331,20 +314,17 @@ class FileSource:
         acc = opts.accumulator() if segmented is None else segmented
         label = os.path.basename(self.path) + (" pass 1" if opts.equal_mass else "")
         bar = Progress(self.reader.n_rows, label=label, enabled=self.progress)
-        keyed = bool(self.by) and segmented is not None
-        chunks = self._chunks(segmented.max_segments if keyed else None)
+        chunks = self._chunks()
         self.n_chunks = 0
         self.transform = opts.transform
         try:
             for chunk in chunks:
-                chunk, codes = chunk if keyed else (chunk, None)
                 p_col, y_col, w_col = self._arrays(chunk)
                 if opts.transform is not None:
                     p_col = opts.transform(p_col)
                 try:
-                    if keyed:
-                        acc.update(y_col, p_col, by=self._keys(chunk), sample_weight=w_col,
-                                   factorized=codes)
+                    if self.by:
+                        acc.update(y_col, p_col, by=self._keys(chunk), sample_weight=w_col)
                     else:
                         acc.update(y_col, p_col, device=opts.device, sample_weight=w_col)
                 except TooManySegments as exc:
