@@ -500,7 +500,10 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
         except ValueError:  # no rows left, or no weight: an empty report, not a dropped key
             empty = Options(**{**_fields(opts), "ace": False, "metrics": ()}).accumulator()
             empty.update(y[rows], p[rows], sample_weight=None if w is None else w[rows])
-            return empty.report(observed=opts.observed)
+            rep = empty.report(observed=opts.observed)
+            rep.provenance = Provenance(n_rows=rows.stop - rows.start, passes=1,
+                                        pass_steps=[("fill", 1)])  # its rows, all omitted
+            return rep
 
     # the segments in threads (their kernels release the GIL); each report is its own
     n_threads = min(v.check_threads(opts.threads), len(keys))

@@ -113,6 +113,8 @@ def test_small_and_empty_segments_are_kept_with_a_caution(data):
     p[-3:] = np.nan  # every row of segment "gone" is omitted
     r = fastcal.calibration_report(y, p, by=g, nan_policy="omit")
     assert r["gone"].n == 0 and np.isnan(r["gone"].ecd)
+    # its rows are counted as read and omitted, as a report of those rows alone says
+    assert r["gone"].n_rows == r["gone"].n_omitted == 3 and r["small"].n_rows == 47
     t = r.table()
     notes = dict(zip(t["segment"], t["note"]))
     assert notes == {"big": "", "small": "caution: fewer than 200 rows",
