@@ -14,12 +14,13 @@ process.start("fastcal")
 
 
 def main():
-    """Run ``fastcal`` with ``sys.argv``; returns the exit status."""
+    """Run ``fastcal`` with ``sys.argv`` and leave the process with its exit status
+    (:func:`fastcal.process.finish`: without the interpreter's teardown)."""
     try:
         from fastcal.cli import main as run
     except Exception as exc:  # noqa: BLE001 - one line, as for any failure of a run
         return process.failed_start("fastcal", exc, "FASTCAL_DEBUG")
-    return run()
+    process.finish(run)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,36 @@ def failed_start(prog, exc, debug_variable):
     return 1
 
 
+def finish(run):
+    """Run the command's ``run()`` and leave the process with its exit status, without
+    the interpreter's teardown: the output is flushed, then ``os._exit``.
+
+    The teardown (the finalizers of the libraries loaded: numba's and llvmlite's,
+    pyarrow's thread pools, ...) took 0.4 s of a 1.4 s ``fastcal score`` of 1,000
+    rows on a 2-core machine, after the answer was written. Nothing of fastcal's
+    needs it: every output is written and renamed, temporary files are removed and a
+    Dask cluster the command started is closed before ``run`` returns. ``SystemExit``
+    (``--help``) keeps its status and message; a stream that cannot be flushed (a
+    pipe closed by the reader, ``| head``) gives status 120, as Python's own exit
+    does. Errors other than ``SystemExit`` propagate as before.
+    """
+    try:
+        status = run()
+    except SystemExit as exc:
+        status = exc.code
+    if status is None:
+        status = 0
+    elif not isinstance(status, int):  # SystemExit("message"): printed, status 1
+        print(status, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 120
+    os._exit(status)
+
+
 class Terminated(BaseException):
     """Raised in the main thread by SIGTERM or SIGHUP so that cleanup runs as on errors."""
 

@@ -13,13 +13,14 @@ process.start("tracking")
 
 
 def main():
-    """Run ``tracking`` with ``sys.argv``; returns the exit status."""
+    """Run ``tracking`` with ``sys.argv`` and leave the process with its exit status
+    (:func:`fastcal.process.finish`: without the interpreter's teardown)."""
     try:
         process.load_blas()  # both commands run numba's kernels
         from tracking.cli import main as run
     except Exception as exc:  # noqa: BLE001 - one line, as for any failure of a run
         return process.failed_start("tracking", exc, "TRACKING_DEBUG")
-    return run()
+    process.finish(run)
 
 
 if __name__ == "__main__":

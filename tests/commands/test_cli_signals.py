@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fastcal import cli
+from fastcal import cli, process
 from tracking import cli as tracking_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,3 +178,37 @@ def test_a_signal_ignored_at_the_start_stays_ignored(monkeypatch, capsys):
     finally:
         signal.signal(signal.SIGHUP, old)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("run, code, out, err", [
+    ("lambda: sys.stdout.write('x' * 100_000) and 3", 3, "x" * 100_000, ""),  # flushed
+    ("lambda: sys.exit()", 0, "", ""),
+    ("lambda: sys.exit('one line')", 1, "", "one line\n"),
+    ("lambda: None", 0, "", ""),
+])
+def test_a_command_ends_without_the_interpreters_teardown_and_loses_no_output(run, code, out,
+                                                                               err):
+    # fastcal.process.finish: the exit status of run(), the buffered output flushed
+    # (stdout is a pipe here: block-buffered), then os._exit (an atexit hook never runs)
+    child = ("import atexit, sys\nfrom fastcal import process\n"
+             "atexit.register(lambda: print('teardown', file=sys.stderr))\n"
+             f"process.finish({run})\n")
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (code, out, err)
+    with pytest.raises(ZeroDivisionError):  # other errors propagate before any exit
+        process.finish(lambda: 1 / 0)
+
+
+def test_the_commands_answer_and_exit_with_their_status(tmp_path):
+    path = tmp_path / "pred.parquet"
+    pq.write_table(pa.table({"p": [0.1, 0.8, 0.6, 0.3], "y": [0, 1, 1, 0]}), path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ok = subprocess.run([sys.executable, "-m", "fastcal", "score", str(path), "--prob", "p",
+                         "--label", "y", "--json"], capture_output=True, text=True, env=env,
+                        timeout=120)
+    assert ok.returncode == 0 and '"n": 4' in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "fastcal", "score", str(tmp_path / "no.csv"),
+                          "--prob", "p", "--label", "y"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and bad.stdout == ""
