@@ -631,7 +631,7 @@ def ecce(y_true, y_prob, *, sample_weight=None, nan_policy="raise", threads=None
     if acc.n == 0:
         msg = f"no samples left: all {n_rows} rows were omitted as NaN"
         raise ValueError(msg)
-    parts = source.parts(dict(logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps))
+    parts = source.parts(acc.ranking_options())
     if weighted:
         w = v.check_sample_weight(sample_weight, n_rows)
         parts = ecce_.RowParts(parts.host, w)

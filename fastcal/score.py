@@ -61,7 +61,7 @@ def _smece(source, acc, opts):
 def _ece_sweep(source, acc, opts):
     """ECE-sweep over the source's ranked pairs (top-label for K classes)."""
     value, bins, passes = sweep.ece_sweep(
-        acc.fine_counts, acc.fine_p, source.parts(_pair(acc)), acc.nan_policy == "omit",
+        acc.fine_counts, acc.fine_p, source.parts(acc.ranking_options()), acc.nan_policy == "omit",
         strategy=opts.sweep, right=acc.closed == "right")
     return {"ece_sweep": value, "ece_sweep_bins": bins}, passes
 
@@ -74,7 +74,7 @@ def _tace(source, acc, opts):
         raise ValueError(msg)
 
     def parts_of(k):
-        return source.parts(dict(_pair(acc), column=k, above=opts.tace_threshold))
+        return source.parts(dict(acc.ranking_options(), column=k, above=opts.tace_threshold))
 
     value, passes = tc.tace(parts_of, acc.n_classes, acc.n_bins, opts.tace_threshold)
     return {"tace": value, "tace_threshold": opts.tace_threshold}, passes
@@ -85,9 +85,9 @@ def _ecce(source, acc, opts):
     hold the extremes of the running sums (:mod:`fastcal.accumulators.ecce`)."""
     weighted = getattr(source, "weighted", False)
     if getattr(source, "row_weights", False):  # parts that carry each row's weight
-        parts = source.parts(_pair(acc), weights=weighted)
+        parts = source.parts(acc.ranking_options(), weights=weighted)
     else:
-        parts = source.parts(_pair(acc))
+        parts = source.parts(acc.ranking_options())
         if weighted and not hasattr(source, "weights"):
             msg = (f"{source.prefix}metrics 'ecce' with weighted rows is computed from arrays "
                    "in memory or files (fastcal.ecce, calibration_report or score_file with "
@@ -344,7 +344,7 @@ def _binned_report(source, acc, opts):
                    f"column; {source.what} holds {acc.n_classes} classes: their equal-mass "
                    "top-label ECE is the report's ace (pass ace=True)")
             raise ValueError(msg)
-        parts = source.parts(_pair(acc))
+        parts = source.parts(acc.ranking_options())
         # the fill's value buckets serve as the first histogram unless there are
         # too few of them for the groups (then one more pass makes a finer one)
         fine = acc.fine_counts[:-1, 0]
@@ -362,7 +362,7 @@ def _binned_report(source, acc, opts):
         rep = acc.report(observed=opts.observed, ci=opts.ci)
         if opts.ace:
             ace, extra = em.ace(acc.fine_counts, acc.fine_p, acc.n_bins,
-                                source.parts(_pair(acc)), omit, opts.observed)
+                                source.parts(acc.ranking_options()), omit, opts.observed)
             rep.with_measures({"ace": ace})
             steps.append(("ACE", extra))
     for name in opts.metrics:
@@ -408,7 +408,7 @@ def _count_certain_wrong(source, acc, rep):
     Returns the report's values and the passes it took."""
     if acc.kind not in ("binary", "multiclass") or acc.eps or not rep.certain_wrong_bins:
         return {}, 0
-    n, first, _ = source.parts(dict(_pair(acc), raw=True)).map(
+    n, first, _ = source.parts(dict(acc.ranking_options(), raw=True)).map(
         _certain_wrong, (acc.kind, acc.logits), combine=_add_certain_wrong)
     return {"n_certain_wrong": n, "first_certain_wrong_row": None if first < 0 else first}, 1
 
@@ -426,10 +426,6 @@ def _add_certain_wrong(acc, r):
     n, first, rows = acc
     first = first if first >= 0 else (r[1] + rows if r[1] >= 0 else -1)
     return n + r[0], first, rows + r[2]
-
-
-def _pair(acc):
-    return dict(logits=acc.logits, renormalize=acc.renormalize, eps=acc.eps)
 
 
 def fill_arrays(y_true, y_prob, options, sample_weight=None):
@@ -515,7 +511,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     reports = dict(zip(keys, done))
     if with_ecce:
         sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
-        values, whole = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **_pair(acc)), w,
+        values, whole = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **acc.ranking_options()), w,
                                  sorted_codes, len(keys), acc.threads)
         for k, key in enumerate(keys):  # the bucket pass, then the search's
             _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3] + 1)

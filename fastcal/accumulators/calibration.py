@@ -233,6 +233,11 @@ class CalibrationAccumulator(Mergeable):
         return self.update_batch(self.resolve(y_true, y_prob, start=start, device=device,
                                               sample_weight=sample_weight), start=start)
 
+    def ranking_options(self):
+        """The options of the pair that the passes after the fill rank
+        (``backends.of(batch).ranked(batch, options)``: ACE, ECCE, TACE)."""
+        return dict(logits=self.logits, renormalize=self.renormalize, eps=self.eps)
+
     def resolve(self, y_true, y_prob, *, start=None, device=None, sample_weight=None):
         """The gate's batch of a chunk for this state (:func:`fastcal.backends.resolve`
         with this state's options), as ``update`` fills it: checked for shapes and

@@ -194,7 +194,7 @@ class SegmentBuckets:
             (y, x, w), bounds = grouped((y, x, w), codes, len(keys))
             g = np.repeat(rows, np.diff(bounds))
         else:
-            g = np.zeros(x.shape[0], np.int64) + (rows[0] if rows.size else 0)
+            g = np.full(x.shape[0], rows[0] if rows.size else 0, np.int64)
         kec.segment_sums_range(x, y, _weights(w), g, 0, x.shape[0], self.counts, self.sums,
                                self.totals)
 

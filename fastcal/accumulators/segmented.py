@@ -171,8 +171,7 @@ class SegmentedAccumulator:
     def ranking_options(self):
         """The options of the ranked pair (``backends.of(batch).ranked``) whose
         values the ECCE buckets hold."""
-        a = self.overall
-        return dict(logits=a.logits, renormalize=a.renormalize, eps=a.eps)
+        return self.overall.ranking_options()
 
     def ecce_state(self):
         """((counts, sums, totals) of the segments in the order of ``keys()``, the
