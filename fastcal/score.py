@@ -476,7 +476,8 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     dropped.
     """
     check_hard_labels(y_true)
-    codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments)
+    threads = v.check_threads(opts.threads)
+    codes, keys = factorize(by, _n_rows(y_prob), max_segments=max_segments, threads=threads)
     source = ArraySource(y_true, y_prob, sample_weight=sample_weight)
     with_ecce = "ecce" in opts.metrics
     if with_ecce:  # the whole's and each segment's from one state of all of them, below
@@ -485,7 +486,9 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
     overall, acc = _scored(source, opts)
     y, p = source.batch.host()
     w = None if sample_weight is None else to_numpy("sample_weight", sample_weight)
-    (y, p, w), bounds = grouped((y, p, w), codes, len(keys))  # a segment's rows: one slice
+    # a segment's rows: a slice (and each grouped row's segment, for ECCE's passes)
+    (y, p, w, codes), bounds = grouped((y, p, w, codes if with_ecce else None), codes,
+                                       len(keys), threads)
 
     def one(k):
         rows = slice(int(bounds[k]), int(bounds[k + 1]))
@@ -502,7 +505,7 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
             return rep
 
     # the segments in threads (their kernels release the GIL); each report is its own
-    n_threads = min(v.check_threads(opts.threads), len(keys))
+    n_threads = min(threads, len(keys))
     if n_threads > 1 and y.shape[0] >= PARALLEL_MIN_ROWS:
         with ThreadPoolExecutor(n_threads) as pool:
             done = list(pool.map(one, range(len(keys))))
@@ -510,9 +513,8 @@ def score_by(y_true, y_prob, by, opts, *, sample_weight=None, correction="holm",
         done = [one(k) for k in range(len(keys))]
     reports = dict(zip(keys, done))
     if with_ecce:
-        sorted_codes = np.repeat(np.arange(len(keys), dtype=np.int64), np.diff(bounds))
-        values, whole = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **acc.ranking_options()), w,
-                                 sorted_codes, len(keys), acc.threads)
+        values, whole = _ecce_by(em.ranking_pair(y, p, kind=acc.kind, **acc.ranking_options()),
+                                 w, codes, len(keys), acc.threads)
         for k, key in enumerate(keys):  # the bucket pass, then the search's
             _with_ecce(reports[key], *(v[k] for v in values[:3]), values[3] + 1)
         _with_ecce(overall, *whole[:3], whole[3] + 1)
@@ -527,7 +529,7 @@ def _ecce_by(pair, w, codes, n_segments, threads):
     by segment; the whole's buckets are their sum) and the exact passes that find
     every segment's extremes and the whole's together."""
     rows = ecce_.RowParts(em.ArrayParts(*pair, v.check_threads(threads)), w, codes)
-    state = ecce_.segment_state(rows, n_segments, ecce_.segment_buckets(n_segments))
+    state = ecce_.segment_state(rows, n_segments, ecce_.segment_buckets(n_segments, codes.shape[0]))
     whole = tuple(a.sum(axis=0) for a in state)
     return ecce_.exact_all([state, whole], rows)
 

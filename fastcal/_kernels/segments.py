@@ -15,21 +15,18 @@ from .rows import binary_terms
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def dense_codes(values, lo, n_values):
-    """(codes, present) of int64 ``values`` in [lo, lo + n_values): ``present`` the
-    values that occur (a byte each), ``codes[i]`` the rank of values[i] among them."""
-    present = np.zeros(n_values, np.uint8)
-    for i in range(values.shape[0]):
+def mark_values(values, start, stop, lo, present):
+    """``present[v - lo] = 1`` for each of the int64 ``values[start:stop]`` (all in
+    [lo, lo + present.shape[0]))."""
+    for i in range(start, stop):
         present[values[i] - lo] = 1
-    rank = np.empty(n_values, np.int64)
-    k = 0
-    for v in range(n_values):
-        rank[v] = k
-        k += present[v]
-    codes = np.empty(values.shape[0], np.int64)
-    for i in range(values.shape[0]):
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def value_codes(values, start, stop, lo, rank, codes):
+    """``codes[i] = rank[values[i] - lo]`` for i in [start, stop)."""
+    for i in range(start, stop):
         codes[i] = rank[values[i] - lo]
-    return codes, present
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
@@ -54,12 +51,20 @@ def stable_order(codes, n_keys):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def group_rows(x, codes, bounds, out):
-    """``out`` = the rows of ``x`` grouped by code, each code's in their order: the
-    rows of code k at out[bounds[k]:bounds[k + 1]] (a counting sort's second pass:
-    sequential reads, one write stream per code)."""
-    at = bounds[:-1].copy()
-    for i in range(x.shape[0]):
+def count_codes(codes, start, stop, counts):
+    """Add the rows [start, stop) of each code to ``counts`` (a thread's share of
+    a counting sort's first pass)."""
+    for i in range(start, stop):
+        counts[codes[i]] += 1
+
+
+@njit(nogil=True, error_model="numpy", cache=True)
+def group_rows(x, codes, start, stop, at, out):
+    """Write rows [start, stop) of ``x`` grouped by code: row i at ``out[at[c]]``,
+    ``at[c]`` then moved on (``at`` the next place of each code, in place): a
+    counting sort's second pass over one thread's range (sequential reads, one
+    write stream per code), each code's rows in their order."""
+    for i in range(start, stop):
         c = codes[i]
         out[at[c]] = x[i]
         at[c] += 1
@@ -173,5 +178,5 @@ def fill_segments_threads(p, y, codes, rowmap, edges, uniform, right, eps, with_
     return sum(bad)
 
 
-__all__ = ["dense_codes", "fill_binary_segments", "fill_segments_threads", "group_rows",
-           "stable_order"]
+__all__ = ["count_codes", "fill_binary_segments", "fill_segments_threads", "group_rows",
+           "mark_values", "stable_order", "value_codes"]

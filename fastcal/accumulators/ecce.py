@@ -57,6 +57,7 @@ SPLIT_CELLS = 1 << 20     # cells of the ranges cut in one pass, all together
 MAX_SPLIT_BITS = 12
 SEGMENT_BUCKETS = 1 << 10  # value buckets of each segment of a segmented state (32 KiB)
 SEGMENT_CELLS = 1 << 21  # value buckets of all segments together, at most (64 MiB)
+SEGMENT_ROWS = 16  # rows a bucket that more buckets aim at, where the rows are known
 _NO_WEIGHTS = np.zeros(0, np.float64)
 _NO_CODES = np.zeros(0, np.int64)
 
@@ -114,13 +115,21 @@ def _segment_part(y, x, n_segments, n_buckets, w=None, g=None):
     return counts, sums, totals
 
 
-def segment_buckets(n_segments):
-    """The value buckets of each of ``n_segments`` segments: ``SEGMENT_BUCKETS``,
-    fewer (a power of two, at least 16) where the segments' buckets would take
-    more than ``SEGMENT_CELLS`` together (fewer buckets only mean more rows
-    gathered at the extremes, never another value)."""
-    cells = max(SEGMENT_CELLS // max(int(n_segments), 1), 16)
-    return min(SEGMENT_BUCKETS, 1 << (cells.bit_length() - 1))
+def segment_buckets(n_segments, n_rows=None):
+    """The value buckets of each of ``n_segments`` segments: ``SEGMENT_BUCKETS``, or
+    where the rows are known up front (``n_rows``, arrays in memory) about
+    ``SEGMENT_ROWS`` rows a bucket when that is more (each segment's extremes then
+    lie in buckets of fewer rows: fewer gathered and sorted); fewer (a power of
+    two, at least 16) where the segments' buckets would take more than
+    ``SEGMENT_CELLS`` together (fewer buckets only mean more rows gathered at the
+    extremes, never another value)."""
+    n_segments = max(int(n_segments), 1)
+    want = SEGMENT_BUCKETS
+    if n_rows is not None:
+        while want < (1 << 14) and want * SEGMENT_ROWS * 2 <= n_rows // n_segments:
+            want <<= 1
+    cells = max(SEGMENT_CELLS // n_segments, 16)
+    return min(want, 1 << (cells.bit_length() - 1))
 
 
 def segment_state(parts, n_segments, n_buckets=SEGMENT_BUCKETS):
@@ -392,7 +401,7 @@ def _gathered(ranges, seg, c0, gathered, top, bottom):
     labels = np.concatenate([g[1] for g in gathered])
     weights = np.concatenate([g[2] for g in gathered])
     rid = np.concatenate([g[3] for g in gathered])  # then the rows of each range by key
-    order = np.lexsort((keys, rid))
+    order = kec.range_order(keys, rid, int(seg.shape[0]))  # np.lexsort((keys, rid)), faster
     keys, rid = keys[order], rid[order]
     x = keys.view(np.float64)
     one = labels[order] == 1

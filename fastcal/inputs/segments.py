@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from fastcal._kernels import segments as ks
+from fastcal._kernels._threads import run_threads, thread_range
 from fastcal.messages import show
 
 #: The most segments a segmented score makes unless ``max_segments`` says otherwise
@@ -69,15 +70,31 @@ def key_column(name, col, n):
     return arr
 
 
-def _factorize_column(arr):
-    """(codes int64 of shape (n,), keys as a list of Python values)."""
+def _dense_codes(values, lo, n_values, threads):
+    """(codes, keys) of int64 ``values`` in [lo, lo + n_values): a table of the
+    values that occur, each row's code its value's rank among them (two passes,
+    each in ``threads`` threads over contiguous ranges)."""
+    n = values.shape[0]
+    threads = max(1, min(int(threads), n // (1 << 16)))
+    ranges = [thread_range(t, n, threads) for t in range(threads)]
+    present = np.zeros((threads, n_values), np.uint8)
+    run_threads(threads, lambda t: ks.mark_values(values, *ranges[t], lo, present[t]))
+    present = present.max(axis=0)
+    rank = np.cumsum(present, dtype=np.int64) - present
+    codes = np.empty(n, np.int64)
+    run_threads(threads, lambda t: ks.value_codes(values, *ranges[t], lo, rank, codes))
+    return codes, (np.flatnonzero(present) + lo).tolist()
+
+
+def _factorize_column(arr, threads=1):
+    """(codes int64 of shape (n,), keys as a list of Python values); an integer
+    column of a dense range in ``threads`` threads."""
     kind = arr.dtype.kind
     if kind in "iu" and arr.shape[0]:
         lo, hi = int(arr.min()), int(arr.max())
         if hi - lo <= 2 * arr.shape[0] and -2 ** 62 < lo and hi < 2 ** 62:
             # a dense range: a table of the values, no sort
-            codes, present = ks.dense_codes(arr.astype(np.int64, copy=False), lo, hi - lo + 1)
-            return codes, (np.flatnonzero(present) + lo).tolist()
+            return _dense_codes(arr.astype(np.int64, copy=False), lo, hi - lo + 1, threads)
     if kind in "biuUS":
         uniq, codes = np.unique(arr, return_inverse=True)
         return codes.reshape(-1).astype(np.int64, copy=False), uniq.tolist()
@@ -162,7 +179,7 @@ def too_many(count, max_segments, what="by"):
             "pass a larger max_segments (each segment keeps a state of its own) or coarser keys")
 
 
-def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
+def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by", threads=1):
     """(codes, keys): ``codes[i]`` the segment of row i (int64 in [0, len(keys))),
     ``keys`` the segments' keys (a tuple per key for several columns).
 
@@ -189,7 +206,7 @@ def factorize(by, n=None, *, max_segments=MAX_SEGMENTS, name="by"):
                 msg = (f"{name} has columns of different lengths ({arrays[0].shape[0]:,} and "
                        f"{a.shape[0]:,}); one key per row in each")
                 raise ValueError(msg)
-    parts = [_factorize_column(a) for a in arrays]
+    parts = [_factorize_column(a, threads) for a in arrays]
     if not several:
         codes, keys = parts[0]
     else:
@@ -222,30 +239,41 @@ def slices(codes, n_keys):
     return ks.stable_order(np.ascontiguousarray(codes, np.int64), int(n_keys))
 
 
-_GROUPED = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
+_GROUPED = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64))
 
 
-def grouped(arrays, codes, n_keys):
+def grouped(arrays, codes, n_keys, threads=1):
     """(arrays, bounds): each array's rows grouped by segment (None stays None), those
     of segment k at [bounds[k], bounds[k + 1]), in their order. 1-D arrays of the
-    gate's dtypes (uint8 labels, float32 or float64) are moved by a counting sort's
-    pass, others by the order of :func:`slices`."""
+    gate's dtypes (uint8 labels, float32 or float64) and int64 codes are moved by a counting sort
+    in ``threads`` threads (each its contiguous range of rows, written from its
+    own offsets: the same order as one thread), others by the order of
+    :func:`slices`."""
     codes = np.ascontiguousarray(codes, np.int64)
+    n = codes.shape[0]
+    threads = max(1, min(int(threads), n // (1 << 16)))  # a thread's range worth a thread
+    ranges = [thread_range(t, n, threads) for t in range(threads)]
+    counts = np.zeros((threads, n_keys), np.int64)
+    run_threads(threads, lambda t: ks.count_codes(codes, *ranges[t], counts[t]))
     bounds = np.zeros(n_keys + 1, np.int64)
-    np.cumsum(np.bincount(codes, minlength=n_keys), out=bounds[1:])
+    np.cumsum(counts.sum(axis=0), out=bounds[1:])
+    starts = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # thread t's place per code
+    moved = [x is not None and x.ndim == 1 and x.dtype in _GROUPED for x in arrays]
+    out = [np.empty(x.shape, x.dtype) if m else None for x, m in zip(arrays, moved)]
+
+    def move(t):
+        for x, m, dst in zip(arrays, moved, out):
+            if m:
+                ks.group_rows(x, codes, *ranges[t], starts[t].copy(), dst)
+
+    if any(moved):
+        run_threads(threads, move)
     order = None
-    out = []
-    for x in arrays:
-        if x is None:
-            out.append(None)
-        elif x.ndim == 1 and x.dtype in _GROUPED:
-            dst = np.empty(x.shape, x.dtype)
-            ks.group_rows(x, codes, bounds, dst)
-            out.append(dst)
-        else:
+    for j, (x, m) in enumerate(zip(arrays, moved)):
+        if x is not None and not m:
             if order is None:
                 order = slices(codes, n_keys)[0]
-            out.append(np.asarray(x)[order])
+            out[j] = np.asarray(x)[order]
     return out, bounds
 
 

@@ -286,6 +286,37 @@ def test_rows_are_grouped_by_segment_in_their_order():
     np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(np.bincount(codes, minlength=len(keys) + 2))])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_rows_grouped_and_keys_coded_in_threads_equal_the_stable_sort(threads):
+    # each thread writes its contiguous rows from its own offsets: the same order as
+    # one thread (a stable sort), for every dtype the counting sort moves
+    from fastcal.inputs.segments import factorize, grouped
+
+    rng = np.random.default_rng(61)
+    ints = rng.integers(-7, 90, 400_000) * 3  # gaps and negative values
+    codes, keys = factorize(ints, threads=threads)
+    uniq, inverse = np.unique(ints, return_inverse=True)
+    assert keys == uniq.tolist() and np.array_equal(codes, inverse)
+    order = np.argsort(codes, kind="stable")
+    columns = (rng.random(ints.shape[0]), rng.random(ints.shape[0]).astype(np.float32),
+               rng.integers(0, 2, ints.shape[0]).astype(np.uint8), codes,
+               rng.integers(0, 9, ints.shape[0]).astype(np.int16), None)  # int16: by the order
+    out, bounds = grouped(columns, codes, len(keys) + 1, threads)  # one code without rows
+    for x, got in zip(columns, out):
+        assert got is None if x is None else np.array_equal(got, x[order])
+    np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(np.bincount(codes, minlength=len(keys) + 1))])
+
+
+def test_gathered_rows_are_ranked_as_lexsort_ranks_them():
+    from fastcal._kernels.ecce import range_order
+
+    rng = np.random.default_rng(62)
+    for n, n_keys, n_ranges in [(0, 1, 1), (1, 1, 3), (5_000, 40, 9), (100_000, 3, 200)]:
+        keys = rng.integers(0, n_keys, n).astype(np.int64)  # many ties: kept in row order
+        rid = rng.integers(0, n_ranges, n).astype(np.int64)
+        np.testing.assert_array_equal(range_order(keys, rid, n_ranges), np.lexsort((keys, rid)))
+
+
 def test_a_key_on_one_side_is_kept_and_pickles(data):
     y, p, g = data["y"], data["p"], data["g"]
     a = SegmentedAccumulator().update(y[:100], p[:100], by=np.full(100, "only-a"))
