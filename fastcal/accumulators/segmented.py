@@ -147,7 +147,8 @@ class SegmentedAccumulator:
         y, p = _host("y_true", y_true), _host("y_prob", y_prob)
         w = _host("sample_weight", sample_weight)
         n = p.shape[0] if p.shape else None  # the rows, for the length of by
-        codes, keys = factorize(by, n, max_segments=self.max_segments)
+        codes, keys = factorize(by, n, max_segments=self.max_segments,
+                                threads=check_threads(self.overall.threads))
         self.check_keys(keys)
         batch = self.overall.resolve(y, p, sample_weight=w, start=start)
         if self._dense(batch):
