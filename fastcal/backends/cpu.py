@@ -198,6 +198,14 @@ def ranked(batch, pair):
     kept = _RANKED.get(id(batch))
     if kept is not None and kept[0] == pair:
         return kept[1]
+    if pair.get("column") is not None and batch.kind not in ("binary", "logits"):
+        # one class of K-class rows (TACE asks for each): the rows' confidence (their
+        # check) once for every class, kept with the batch as the fill's pair is
+        base = {k: x for k, x in pair.items() if k not in ("column", "above")}
+        if kept is None or kept[0] != base:
+            _keep_ranked(batch, base, ranking_pair(batch.y, batch.p, kind=batch.kind, **base))
+        return ranking_pair(batch.y, batch.p, kind=batch.kind, conf=_RANKED[id(batch)][1][1],
+                            **pair)
     return ranking_pair(batch.y, batch.p, kind=batch.kind, **pair)
 
 
@@ -349,7 +357,7 @@ def fill_soft(t, p, eps, logits, renormalize, threads):
 
 
 def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=False,
-                 column=None, above=0.0):
+                 column=None, above=0.0, conf=None):
     """(labels 0/1, values in [0, 1]) that equal-mass bins rank, for validated
     input of the gate's ``kind``.
 
@@ -357,7 +365,8 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
     (2-D for K classes), for passes that fit a recalibration map.
     ``column=k`` (K classes): (1[y = k], p_k) with p_k NaN (omitted) where it
     is not above ``above`` or the row is invalid, for class-wise equal-mass
-    bins (TACE).
+    bins (TACE); ``conf``: the rows' confidence when already ranked with the
+    same options (NaN marks the invalid rows), not computed again.
 
     Binary probabilities are ranked as they are; binary logits by their
     sigmoid; K-class rows by their confidence (max probability), the label
@@ -372,6 +381,9 @@ def ranking_pair(y, p, *, kind, logits=False, renormalize=False, eps=None, raw=F
         e = np.exp(-np.abs(z))  # in [0, 1]: no overflow, no inf / inf (the same values)
         x = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
         return y, v.kernel_view(x)
+    if column is not None and conf is not None:
+        return tuple(map(v.kernel_view,
+                         _column_pair(y, p, conf, column, above, logits, renormalize)))
     n = p.shape[0]
     conf = np.empty(n, np.float64)
     correct = np.empty(n, np.uint8)
@@ -405,14 +417,15 @@ def _confidence(y, p, logits, renormalize, eps, conf, correct):
 def _column_pair(y, p, conf, k, above, logits, renormalize):
     """(1[y = k], p_k) of K-class rows, p_k NaN where not above ``above`` or the
     row is invalid (``conf`` NaN); softmax or row sum in float64 as asked."""
-    q = np.asarray(p, np.float64)
     if logits:
+        q = np.asarray(p, np.float64)
         e = np.exp(q - q.max(axis=1, keepdims=True))
         x = e[:, k] / e.sum(axis=1)
     elif renormalize:
+        q = np.asarray(p, np.float64)
         x = q[:, k] / q.sum(axis=1)
     else:
-        x = q[:, k].copy()
+        x = np.array(p[:, k], np.float64)  # the column alone, a copy
     x[np.isnan(conf) | ~(x > above)] = np.nan
     return (np.asarray(y) == k).astype(np.uint8), x
 

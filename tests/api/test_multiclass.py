@@ -656,6 +656,33 @@ def test_confidence_equals_the_fills_row_code_on_every_row(k, dtype):
     assert not np.isnan(want_conf[[0, 1, 2, 3, 4, 5, 21, 26, 27]]).any()
 
 
+@pytest.mark.parametrize("ace", [True, False])
+def test_tace_checks_the_rows_once_for_every_class(monkeypatch, ace):
+    """TACE ranks each class's column, and the rows' check (their confidence)
+    is made once for all K classes, not once a class; the values are those of
+    the rows' own columns."""
+    from fastcal._kernels import multiclass as km
+
+    calls = []
+    real = km.confidence_fast
+
+    def counted(p, *args):
+        calls.append(p.shape)
+        return real(p, *args)
+
+    monkeypatch.setattr(km, "confidence_fast", counted)
+    rng = np.random.default_rng(24)
+    P = rng.dirichlet(np.ones(5), 4000)
+    P[7] = np.nan  # an omitted row: out of every class's column
+    y = rng.integers(0, 5, 4000)
+    rep = fastcal.calibration_report(y, P, n_bins=10, ace=ace, metrics=("tace",),
+                                     nan_policy="omit")
+    assert calls == [(4000, 5)]
+    keep = ~np.isnan(P).any(axis=1)
+    ref = fastcal.calibration_report(y[keep], P[keep], n_bins=10, metrics=("tace",))
+    assert rep.tace == pytest.approx(ref.tace, rel=1e-12)
+
+
 def test_default_report_ranks_the_rows_once(monkeypatch):
     """ACE's value buckets and its gather of boundary rows use one ranking of the
     rows (the confidence of each row), not one each; nothing is kept after."""
