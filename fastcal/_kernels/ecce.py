@@ -303,33 +303,6 @@ def probe_ranges(x, y, w, g, n_buckets, first, lo, hi, shift, mode, sizes):
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def range_order(keys, rid, n_ranges):
-    """The order of gathered rows by (range, key), ties in their order: what
-    ``numpy.lexsort((keys, rid))`` gives. A counting sort by range (``rid`` in
-    [0, n_ranges)), then each range's rows by key (a stable merge sort of a range
-    at a time, where lexsort sorts all rows on both keys)."""
-    n = keys.shape[0]
-    bounds = np.zeros(n_ranges + 1, np.int64)
-    for i in range(n):
-        bounds[rid[i] + 1] += 1
-    for r in range(n_ranges):
-        bounds[r + 1] += bounds[r]
-    at = bounds[:n_ranges].copy()
-    order = np.empty(n, np.int64)
-    for i in range(n):
-        r = rid[i]
-        order[at[r]] = i
-        at[r] += 1
-    for r in range(n_ranges):
-        a = bounds[r]
-        b = bounds[r + 1]
-        if b - a > 1:
-            rows = order[a:b].copy()
-            order[a:b] = rows[np.argsort(keys[rows], kind="mergesort")]
-    return order
-
-
-@njit(nogil=True, error_model="numpy", cache=True)
 def gathered_extremes(keys, d, starts, stops, ranges, c0, seg, top, bottom):
     """Raise ``top`` / lower ``bottom`` (per segment, in place) to the extremes of the
     running sums over gathered ranges: the rows of range ``ranges[j]`` are

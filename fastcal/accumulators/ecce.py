@@ -401,7 +401,7 @@ def _gathered(ranges, seg, c0, gathered, top, bottom):
     labels = np.concatenate([g[1] for g in gathered])
     weights = np.concatenate([g[2] for g in gathered])
     rid = np.concatenate([g[3] for g in gathered])  # then the rows of each range by key
-    order = kec.range_order(keys, rid, int(seg.shape[0]))  # np.lexsort((keys, rid)), faster
+    order = np.lexsort((keys, rid))
     keys, rid = keys[order], rid[order]
     x = keys.view(np.float64)
     one = labels[order] == 1

@@ -307,16 +307,6 @@ def test_rows_grouped_and_keys_coded_in_threads_equal_the_stable_sort(threads):
     np.testing.assert_array_equal(bounds, np.r_[0, np.cumsum(np.bincount(codes, minlength=len(keys) + 1))])
 
 
-def test_gathered_rows_are_ranked_as_lexsort_ranks_them():
-    from fastcal._kernels.ecce import range_order
-
-    rng = np.random.default_rng(62)
-    for n, n_keys, n_ranges in [(0, 1, 1), (1, 1, 3), (5_000, 40, 9), (100_000, 3, 200)]:
-        keys = rng.integers(0, n_keys, n).astype(np.int64)  # many ties: kept in row order
-        rid = rng.integers(0, n_ranges, n).astype(np.int64)
-        np.testing.assert_array_equal(range_order(keys, rid, n_ranges), np.lexsort((keys, rid)))
-
-
 def test_a_key_on_one_side_is_kept_and_pickles(data):
     y, p, g = data["y"], data["p"], data["g"]
     a = SegmentedAccumulator().update(y[:100], p[:100], by=np.full(100, "only-a"))
