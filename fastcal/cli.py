@@ -393,9 +393,17 @@ def _main(argv, as_command):
                 # import leaves a .pyc reader unclosed, and its note preceded "interrupted"
                 warnings.simplefilter("ignore", ResourceWarning)
             # the command's imports run under the handlers of the caller (the command's
-            # start-up: one line and out; SIGTERM by its default action); its own from here
+            # start-up: one line and out; SIGTERM by its default action); its own from here.
+            # Under Python's own Ctrl-C handler (main() called from Python, not as the
+            # command) the run's handler comes first: a KeyboardInterrupt raised inside an
+            # import's lock callback is dropped by Python, and only the run's handler sends
+            # it again (Stop._unraisable)
+            early = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            if early:
+                stop.install()
             command = _command(args.command)
-            stop.install()
+            if not early:
+                stop.install()
             status = command.run(args)
             stop.check()
             return status

@@ -54,14 +54,13 @@ SUM_TOL = _config.SUM_TOL
 
 def fine_buckets_for(n_bins, n_rows=None):
     """Value buckets of the statistics that ACE is read from: 2**14 to 2**18, and
-    for fewer rows fewer (down to 64, and to about 32 rows a bucket, at least 4 per
-    group), which are cheaper to fill, clear and read (the gather then ranks about
-    32 rows a group boundary)."""
+    for fewer rows fewer (down to 64, and to about 8 rows a bucket, at least 4 per
+    group), which are cheaper to fill, clear and read."""
     b = 1 << 14
     while b < 4 * n_bins and b < (1 << 18):
         b <<= 1
     if n_rows is not None:
-        while b > 64 and b > max(4 * n_bins, n_rows // 32):
+        while b > 64 and b > max(4 * n_bins, n_rows // 8):
             b >>= 1
     return b
 

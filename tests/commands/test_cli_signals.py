@@ -159,6 +159,29 @@ def test_a_signal_raised_where_python_drops_it_still_stops_the_run(sig, code, te
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+def test_ctrl_c_dropped_inside_the_commands_imports_still_stops_the_run(monkeypatch, capsys):
+    # main() called from Python (Python's own Ctrl-C handler, no start-up's): a Ctrl-C that
+    # comes while an import frees its module lock raises inside a weakref callback, where
+    # Python drops it; the run's handler, in place before the imports, sends it again
+    import time
+
+    import fastcal.commands.warmup as warmup
+
+    monkeypatch.setattr(warmup, "run", lambda args: 0)
+    real = cli._command
+
+    def importing(name):
+        _signal_in_a_weakref_callback(signal.SIGINT)()
+        time.sleep(0.5)  # the rest of the imports: the signal comes again in them
+        return real(name)
+
+    monkeypatch.setattr(cli, "_command", importing)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert cli.main(["warmup"]) == 130
+    assert capsys.readouterr().err == "fastcal warmup: interrupted; temporary files removed\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_tracking_loses_no_signal_either(monkeypatch, capsys):
     add, _ = tracking_cli.COMMANDS["compare"]
     monkeypatch.setitem(tracking_cli.COMMANDS, "compare", (add, _signal_in_a_weakref_callback(signal.SIGINT)))
