@@ -330,7 +330,7 @@ def write_results(bench, mach, path):
     first_call = HERE / "first_call.md"  # measured by hand (benchmarks/first_call.py, issue 26)
     if first_call.exists():
         lines += [first_call.read_text().strip(), ""]
-    for name in ("torch_batch.md", "segments.md"):  # measured by hand (their scripts)
+    for name in ("targets.md", "torch_batch.md", "segments.md"):  # by hand (their scripts)
         page = HERE / name
         if page.exists():
             lines += [page.read_text().strip(), ""]
