@@ -70,13 +70,19 @@ def key_column(name, col, n):
     return arr
 
 
+def _ranges(n, threads):
+    """(threads, ranges): at most ``threads`` threads, each a contiguous range of the n
+    rows of at least 2**16 (a smaller range is not worth a thread)."""
+    threads = max(1, min(int(threads), n // (1 << 16)))
+    return threads, [thread_range(t, n, threads) for t in range(threads)]
+
+
 def _dense_codes(values, lo, n_values, threads):
     """(codes, keys) of int64 ``values`` in [lo, lo + n_values): a table of the
     values that occur, each row's code its value's rank among them (two passes,
     each in ``threads`` threads over contiguous ranges)."""
     n = values.shape[0]
-    threads = max(1, min(int(threads), n // (1 << 16)))
-    ranges = [thread_range(t, n, threads) for t in range(threads)]
+    threads, ranges = _ranges(n, threads)
     present = np.zeros((threads, n_values), np.uint8)
     run_threads(threads, lambda t: ks.mark_values(values, *ranges[t], lo, present[t]))
     present = present.max(axis=0)
@@ -251,8 +257,7 @@ def grouped(arrays, codes, n_keys, threads=1):
     :func:`slices`."""
     codes = np.ascontiguousarray(codes, np.int64)
     n = codes.shape[0]
-    threads = max(1, min(int(threads), n // (1 << 16)))  # a thread's range worth a thread
-    ranges = [thread_range(t, n, threads) for t in range(threads)]
+    threads, ranges = _ranges(n, threads)
     counts = np.zeros((threads, n_keys), np.int64)
     run_threads(threads, lambda t: ks.count_codes(codes, *ranges[t], counts[t]))
     bounds = np.zeros(n_keys + 1, np.int64)

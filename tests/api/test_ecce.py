@@ -278,11 +278,20 @@ def test_crowded_segments_are_cut_in_the_same_passes():
                                    rtol=1e-12)
 
 
+def test_segments_of_many_rows_get_buckets_of_about_16_to_32_rows():
+    # rows known up front (arrays): more buckets, so the extremes lie in smaller ones
+    assert ec.segment_buckets(100) == ec.segment_buckets(100, 10**5) == 1024
+    assert ec.segment_buckets(100, 10**7) == 4096  # 1e5 rows a segment: 24 a bucket
+    assert ec.segment_buckets(1, 10**9) == 1 << 14  # at most 2**14 a segment
+    assert ec.segment_buckets(10**4, 10**9) == ec.segment_buckets(10**4)  # the cells' bound
+
+
 def test_many_segments_share_fewer_buckets_and_keep_their_values(monkeypatch):
     # the segments' buckets together are bounded (SEGMENT_CELLS): more segments get
     # fewer buckets each, so more rows are gathered, and the same values
     monkeypatch.setattr(ec, "SEGMENT_CELLS", 64)
     assert [ec.segment_buckets(s) for s in (1, 2, 4, 5, 10**6)] == [64, 32, 16, 16, 16]
+    assert ec.segment_buckets(4, 10**9) == 16  # many rows: still within the cells' bound
     y, p = _data(6_000, 17, 0.03)
     g = np.random.default_rng(18).integers(0, 4, p.shape[0])
     r = fastcal.calibration_report(y, p, by=g, metrics=("ecce",))
