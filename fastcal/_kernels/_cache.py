@@ -37,7 +37,7 @@ import warnings
 import numba
 from numba.core import caching
 
-from fastcal._kernels import _shipped, _startup, _trust
+from fastcal._kernels import _pipeline, _shipped, _startup, _trust
 
 _startup.blas_check_without_import()  # SciPy is not imported by Numba's set-up
 
@@ -346,6 +346,10 @@ def cache_for(py_func):
 def njit(*args, cache=False, **options):
     """``numba.njit`` whose ``cache=True`` uses the checked cache of this module.
 
+    Compiled with :class:`fastcal._kernels._pipeline.KernelCompiler` (Numba's pipeline
+    plus copy propagation, which keeps reference counting out of the loops that call
+    inlined functions over arrays) unless ``pipeline_class`` is given.
+
     Parameters
     ----------
     cache : bool
@@ -356,6 +360,8 @@ def njit(*args, cache=False, **options):
     if args and not callable(args[0]):
         msg = "njit: pass options as keywords; explicit signatures are not used in fastcal"
         raise TypeError(msg)
+
+    options.setdefault("pipeline_class", _pipeline.KernelCompiler)
 
     def wrap(fn):
         disp = numba.njit(**options)(fn)

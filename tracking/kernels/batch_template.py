@@ -19,8 +19,10 @@
 # the caller splits the runs into contiguous ranges, one per thread, and every run is
 # written by exactly one thread, so results do not depend on the thread count. (A
 # parallel=True kernel compiled about 2.7 times longer: Numba compiles it again, with
-# every inlined function, under the parallel flags.) No Python per step, no
-# allocation in the step loop.
+# every inlined function, under the parallel flags.) fastcal.jit.njit's pipeline runs the
+# copy propagation a parfor kernel gets, so the inlined functions' arrays are not
+# reference-counted in the step loop (3.7x a run-step; docs/contributors/kernel-notes.md).
+# No Python per step, no allocation in the step loop.
 
 from numba import prange  # noqa: F401 (model functions written into this file may use it)
 import numpy as np
