@@ -584,6 +584,19 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
 SLOW = 2  # correct[i] of a row that confidence_fast leaves to confidence
 
 
+@njit(nogil=True, error_model="numpy", cache=True)
+def column_pair(P, y, conf, k, above, label, x):
+    """One class's pair for its equal-mass bins (TACE): ``label[i] = 1[y[i] == k]`` and
+    ``x[i] = P[i, k]`` (as float64), NaN where it is not above ``above`` or the row is
+    invalid (``conf[i]`` NaN). One pass where NumPy's expression took five. Each class
+    reads the whole matrix, so it is bound by memory (two threads gained nothing measurable)."""
+    for i in range(P.shape[0]):
+        v = np.float64(P[i, k])
+        keep = (v > above) & (conf[i] == conf[i])
+        x[i] = v if keep else np.nan
+        label[i] = 1 if y[i] == k else 0
+
+
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def confidence_fast(P, y, tol, conf, correct):
     """``confidence`` of the rows of probabilities (not logits, not renormalised)

@@ -424,6 +424,10 @@ def _column_pair(y, p, conf, k, above, logits, renormalize):
     elif renormalize:
         q = np.asarray(p, np.float64)
         x = q[:, k] / q.sum(axis=1)
+    elif p.dtype in (np.float32, np.float64):  # the column alone, in one pass
+        label, x = np.empty(p.shape[0], np.uint8), np.empty(p.shape[0], np.float64)
+        km.column_pair(p, np.asarray(y), conf, k, float(above), label, x)
+        return label, x
     else:
         x = np.array(p[:, k], np.float64)  # the column alone, a copy
     x[np.isnan(conf) | ~(x > above)] = np.nan

@@ -683,6 +683,32 @@ def test_tace_checks_the_rows_once_for_every_class(monkeypatch, ace):
     assert rep.tace == pytest.approx(ref.tace, rel=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_dtype", [np.uint8, np.int64, np.float64])
+def test_a_class_column_pair_is_numpys_on_every_row(dtype, label_dtype):
+    """TACE's pair of class k (``_column_pair``, one kernel pass) is the NumPy expression's:
+    1[y = k], and p_k as float64, NaN where not above the threshold (a value equal to it
+    included) or where the row is invalid (its confidence NaN); float labels too."""
+    from fastcal.backends import cpu
+
+    rng = np.random.default_rng(31)
+    k = 4
+    P = rng.dirichlet(np.ones(k), 500).astype(dtype)
+    P[:20, 2] = dtype(0.001)  # equal to the threshold: out
+    P[20:25, 2] = 0.0
+    y = rng.integers(0, k, 500).astype(label_dtype)
+    conf = rng.random(500)
+    conf[::17] = np.nan  # invalid rows
+    for column in range(k):
+        label, x = cpu._column_pair(y, P, conf, column, 0.001, False, False)
+        want = np.array(P[:, column], np.float64)
+        want[np.isnan(conf) | ~(want > 0.001)] = np.nan
+        assert label.dtype == np.uint8
+        np.testing.assert_array_equal(label, (y == column).astype(np.uint8))
+        np.testing.assert_array_equal(x, want)
+    assert np.isnan(x[::17]).all()
+
+
 def test_default_report_ranks_the_rows_once(monkeypatch):
     """ACE's value buckets and its gather of boundary rows use one ranking of the
     rows (the confidence of each row), not one each; nothing is kept after."""
