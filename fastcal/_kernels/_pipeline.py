@@ -7,8 +7,9 @@ variable costs a reference-count increment and decrement (two atomic operations 
 the array's meminfo) wherever it is live. Numba's LLVM reference-count pruning
 removes the pairs only inside simple control flow; around an inlined function's
 loops and early returns they stay, in the innermost loop. The batched EKF spent
-two thirds of its time in them: 0.82 us a run-step on one thread against 0.22 us
-with this pass (the default scenario, 1,000 runs x 100 steps, same bits). A
+two thirds of its time in them: 0.82 us a run-step on one thread against 0.22 - 0.33
+with this pass (the default scenario, 1,000 runs x 100 steps, same bits; the machine's
+load moved it). A
 ``parallel=True`` kernel never paid it, because the parfor pass runs the same
 copy propagation; the serial ``nogil`` kernels lost it when they replaced the
 ``prange`` ones.

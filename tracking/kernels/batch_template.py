@@ -21,7 +21,7 @@
 # parallel=True kernel compiled about 2.7 times longer: Numba compiles it again, with
 # every inlined function, under the parallel flags.) fastcal.jit.njit's pipeline runs the
 # copy propagation a parfor kernel gets, so the inlined functions' arrays are not
-# reference-counted in the step loop (3.7x a run-step; docs/contributors/kernel-notes.md).
+# reference-counted in the step loop (about 3x a run-step; docs/contributors/kernel-notes.md).
 # No Python per step, no allocation in the step loop.
 
 from numba import prange  # noqa: F401 (model functions written into this file may use it)
