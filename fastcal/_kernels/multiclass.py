@@ -585,16 +585,27 @@ SLOW = 2  # correct[i] of a row that confidence_fast leaves to confidence
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def column_pair(P, y, conf, k, above, label, x):
+def column_pair(P, y, conf, k, above, label, x, counts):
     """One class's pair for its equal-mass bins (TACE): ``label[i] = 1[y[i] == k]`` and
     ``x[i] = P[i, k]`` (as float64), NaN where it is not above ``above`` or the row is
-    invalid (``conf[i]`` NaN). One pass where NumPy's expression took five. Each class
-    reads the whole matrix, so it is bound by memory (two threads gained nothing measurable)."""
+    invalid (``conf[i]`` NaN). One pass where NumPy's expression took five.
+
+    ``counts`` (n_buckets, or none): the value histogram of the kept values, as
+    ``equal_mass.value_histogram`` with ``omit`` counts it, in the same pass (the
+    first of the class's equal-mass passes, which would read x again). Each class
+    reads the whole matrix: the pair alone is bound by memory (two threads gained
+    nothing), the pair with its histogram ran 1.4x faster on two threads than the
+    pair, then the histogram in two threads (see ``backends.cpu.ranked_histogram``)."""
+    nbk = counts.shape[0]
+    scale = np.float64(nbk)
+    top = nbk - 1
     for i in range(P.shape[0]):
         v = np.float64(P[i, k])
         keep = (v > above) & (conf[i] == conf[i])
         x[i] = v if keep else np.nan
         label[i] = 1 if y[i] == k else 0
+        if keep and nbk:
+            counts[min(np.int64(v * scale), top)] += 1
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)

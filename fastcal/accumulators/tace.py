@@ -13,7 +13,9 @@ threshold) adds 0, as in the paper's sum. With no probability above the
 threshold in any class the sum has no terms: TACE is undefined, NaN (the
 report says why), not 0. Each class costs its own passes
 (a value histogram, then the equal-mass resolution and fill), about 2-3 K
-passes in all.
+passes in all; for arrays in memory the histogram is counted in the pass that
+makes the class's column (``backends.cpu.ranked_histogram``), one pass less a
+class.
 """
 
 import numpy as np
@@ -40,8 +42,7 @@ def tace(parts_of, n_classes, n_ranges, threshold):
     ranked = 0
     for k in range(n_classes):
         parts = parts_of(k)
-        hist, = parts.map(em._value_histogram, (True, em.n_buckets_for(n_ranges)),
-                          combine=em._add)
+        hist = em.value_histogram(parts, True, em.n_buckets_for(n_ranges))
         passes += 1
         if hist.sum() == 0:
             continue

@@ -719,6 +719,12 @@ def ranked(batch, pair):
     return cpu.ranking_pair(y, p, kind=batch.kind, **pair)
 
 
+def ranked_histogram(batch, pair, omit, n_buckets, threads):
+    """None: the ranked pair (``ranked``) and its value histogram are made apart
+    (the parts' own pass counts it)."""
+    return None
+
+
 def gather(batch, pair):
     """The equal-mass gather of boundary rows on the GPU for data in GPU memory
     (None for host data: the host parts gather it)."""

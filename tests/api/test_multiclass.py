@@ -709,6 +709,75 @@ def test_a_class_column_pair_is_numpys_on_every_row(dtype, label_dtype):
     assert np.isnan(x[::17]).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_class_column_and_its_histogram_in_one_pass(dtype, threads):
+    """``ranked_histogram`` gives each class's pair as ``ranked`` does and its value
+    histogram as the equal-mass pass counts it (omitted rows out, a value of 1 in the
+    last bucket), on one thread and on two (250,000 rows of 4 classes: two ranges);
+    other pairs are left to ``ranked`` and the parts' own pass (None)."""
+    from fastcal import backends
+    from fastcal._kernels import equal_mass as kem
+    from fastcal.backends import cpu
+
+    rng = np.random.default_rng(32)
+    n, k = 250_000, 4
+    P = rng.dirichlet(np.ones(k), n).astype(dtype)
+    P[:20, 2] = dtype(0.001)  # equal to the threshold: out
+    P[20:25] = [1.0, 0.0, 0.0, 0.0]  # 1 in the last bucket; 0 out
+    P[30] = np.nan  # an invalid row: out of every column
+    P[n // 2 - 3: n // 2 + 3, 1] += 0.5  # invalid rows (sum 1.5) across the ranges' border
+    y = rng.integers(0, k, n)
+    y[40] = k  # a label out of range: an invalid row
+    batch = backends.resolve(y, P, multiclass=True)
+    base = dict(logits=False, renormalize=False, eps=0.0)
+    nb = 1 << 16
+    for column in range(k):
+        pair = dict(base, column=column, above=0.001)
+        (label, x), counts = cpu.ranked_histogram(batch, pair, True, nb, threads)
+        want_label, want_x = cpu.ranked(batch, pair)
+        np.testing.assert_array_equal(label, want_label)
+        np.testing.assert_array_equal(x, want_x)
+        assert counts.dtype == np.int64
+        np.testing.assert_array_equal(counts, kem.value_histogram(want_x, want_label, True, nb))
+        assert counts.sum() == np.count_nonzero(~np.isnan(want_x))
+        assert np.isnan(x[[30, 40, n // 2 - 3, n // 2 + 2]]).all()
+        if column == 0:
+            assert counts[-1] >= 5  # the rows of 1.0
+    for other in (dict(base, column=0, above=0.001, logits=True),
+                  dict(base, column=0, above=0.001, renormalize=True), base):
+        assert cpu.ranked_histogram(batch, other, True, nb, threads) is None
+    assert cpu.ranked_histogram(batch, dict(base, column=0, above=0.001), False, nb,
+                                threads) is None
+
+
+def test_tace_makes_each_class_histogram_with_its_column(monkeypatch):
+    """TACE of K-class probabilities in memory counts each class's value histogram in
+    the pass that makes its column (no histogram pass of its own), with the value of
+    the separate passes to the bit."""
+    from fastcal.accumulators import equal_mass as em
+    from fastcal.backends import cpu
+
+    rng = np.random.default_rng(33)
+    P = rng.dirichlet(np.ones(6), 300_000).astype(np.float32)
+    y = rng.integers(0, 6, 300_000)
+    passes = []
+    real = em._value_histogram
+
+    def counted(*args):
+        passes.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(em, "_value_histogram", counted)
+    fused = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
+    assert passes == []
+    monkeypatch.setattr(cpu, "ranked_histogram", lambda *args: None)
+    apart = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
+    assert len(passes) >= 6  # a histogram pass per class (one per thread part)
+    assert fused == apart
+    assert 0.0 < fused < 1.0
+
+
 def test_default_report_ranks_the_rows_once(monkeypatch):
     """ACE's value buckets and its gather of boundary rows use one ranking of the
     rows (the confidence of each row), not one each; nothing is kept after."""
