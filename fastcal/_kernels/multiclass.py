@@ -585,27 +585,39 @@ SLOW = 2  # correct[i] of a row that confidence_fast leaves to confidence
 
 
 @njit(nogil=True, error_model="numpy", cache=True)
-def column_pair(P, y, conf, k, above, label, x, counts):
+def column_pair(P, y, conf, k, above, label, x, fine_counts, fine_p):
     """One class's pair for its equal-mass bins (TACE): ``label[i] = 1[y[i] == k]`` and
     ``x[i] = P[i, k]`` (as float64), NaN where it is not above ``above`` or the row is
-    invalid (``conf[i]`` NaN). One pass where NumPy's expression took five.
+    invalid (``conf[i]`` NaN). One pass where NumPy's expression took five. A valid
+    row's value above 1 (its sum within the tolerance of 1) is ranked as 1: the
+    equal-mass passes take values in [0, 1], and one above was skipped by some of
+    them and not by others.
 
-    ``counts`` (n_buckets, or none): the value histogram of the kept values, as
-    ``equal_mass.value_histogram`` with ``omit`` counts it, in the same pass (the
-    first of the class's equal-mass passes, which would read x again). Each class
-    reads the whole matrix: the pair alone is bound by memory (two threads gained
-    nothing), the pair with its histogram ran 1.4x faster on two threads than the
-    pair, then the histogram in two threads (see ``backends.cpu.ranked_histogram``)."""
-    nbk = counts.shape[0]
+    ``fine_counts`` (B + 1, 3) and ``fine_p`` (B + 1), or empty: the pair's value
+    bucket statistics added in the same pass, as ``equal_mass.bucket_stats`` adds
+    them (rows, positives, correct thresholded labels and the sum of x per bucket
+    floor(x B); skipped rows in row B), the first of the class's equal-mass passes,
+    which would read x again. Each class reads the whole matrix: the pair alone is
+    bound by memory (two threads gained nothing); with its statistics it is not
+    (``backends.cpu.ranked_buckets`` runs it on the batch's threads)."""
+    nbk = fine_counts.shape[0] - 1
     scale = np.float64(nbk)
     top = nbk - 1
     for i in range(P.shape[0]):
         v = np.float64(P[i, k])
         keep = (v > above) & (conf[i] == conf[i])
-        x[i] = v if keep else np.nan
-        label[i] = 1 if y[i] == k else 0
-        if keep and nbk:
-            counts[min(np.int64(v * scale), top)] += 1
+        xv = min(v, 1.0) if keep else np.nan
+        pos = y[i] == k
+        x[i] = xv
+        label[i] = 1 if pos else 0
+        if nbk > 0:
+            ok = (xv >= 0.0) & (xv <= 1.0)
+            xs = xv if ok else 0.0
+            b = min(np.int64(xs * scale), top) if ok else nbk
+            fine_counts[b, 0] += 1
+            fine_counts[b, 1] += np.int64(pos)
+            fine_counts[b, 2] += np.int64((xs > 0.5) == pos)
+            fine_p[b] += xs
 
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)

@@ -98,17 +98,6 @@ def _value_histogram(y, x, omit, n_buckets):
     return (kem.value_histogram(x, y, omit, n_buckets),)
 
 
-def value_histogram(parts, omit, n_buckets):
-    """Counts of the parts' values per bucket floor(x * n_buckets) (the first pass of
-    the equal-mass bins). Parts that make their pair and its histogram in one pass
-    (``parts.value_histogram``: a class column of an array in memory) are asked."""
-    own = getattr(parts, "value_histogram", None)
-    if own is not None:
-        return own(omit, n_buckets)
-    hist, = parts.map(_value_histogram, (omit, n_buckets), combine=_add)
-    return hist
-
-
 def _sorted_unique(a):
     """np.unique of an int64 array by one sort (no hashing, no inverse)."""
     a = np.sort(a)
@@ -394,7 +383,8 @@ def groups(parts, n_bins, *, omit, eps, with_logs, hist=None):
     """
     passes = 0
     if hist is None:
-        hist = value_histogram(parts, omit, n_buckets_for(n_bins))
+        nb = n_buckets_for(n_bins)
+        hist, = parts.map(_value_histogram, (omit, nb), combine=_add)
         passes = 1
     em = EqualMass(hist, n_bins, omit)
     em.resolve(parts)
@@ -454,7 +444,12 @@ def fold(results, combine):
 def bucket_stats(parts, n_buckets, omit):
     """Per value bucket: rows, positives, correct thresholded labels, sum of p
     (the statistics the binary fill also gives, fused, see
-    ``binary.fill_range_fine``); one pass."""
+    ``binary.fill_range_fine``); one pass. Parts that make their pair and its
+    statistics in one pass (``parts.bucket_stats``: a class column of K-class rows
+    in memory, for TACE) are asked for them."""
+    own = getattr(parts, "bucket_stats", None)
+    if own is not None:
+        return own(n_buckets, omit)
     return parts.map(_bucket_stats, (n_buckets, omit), combine=_add)
 
 

@@ -11,11 +11,12 @@ freq the fraction of the range's rows with label k and conf its mean p_k;
 a range without rows (a class with fewer than R probabilities above the
 threshold) adds 0, as in the paper's sum. With no probability above the
 threshold in any class the sum has no terms: TACE is undefined, NaN (the
-report says why), not 0. Each class costs its own passes
-(a value histogram, then the equal-mass resolution and fill), about 2-3 K
-passes in all; for arrays in memory the histogram is counted in the pass that
-makes the class's column (``backends.cpu.ranked_histogram``), one pass less a
-class.
+report says why), not 0. Each class's ranges are read off its value bucket
+statistics, as ACE's are (``equal_mass.light_groups``: one pass for the
+statistics, one that gathers the rows of the buckets holding a range boundary),
+with the exact passes of ``equal_mass.groups`` when those buckets hold too many
+rows: 2 passes a class. For arrays in memory the statistics are added in the
+pass that makes the class's column (``backends.cpu.ranked_buckets``).
 """
 
 import numpy as np
@@ -42,13 +43,17 @@ def tace(parts_of, n_classes, n_ranges, threshold):
     ranked = 0
     for k in range(n_classes):
         parts = parts_of(k)
-        hist = em.value_histogram(parts, True, em.n_buckets_for(n_ranges))
+        fine_counts, fine_p = em.bucket_stats(parts, em.fine_buckets_for(n_ranges), True)
         passes += 1
-        if hist.sum() == 0:
+        if fine_counts[:-1, 0].sum() == 0:
             continue
         ranked += 1
-        counts, sums, _, _, _, extra = em.groups(parts, n_ranges, omit=True, eps=None,
-                                                 with_logs=False, hist=hist)
+        got = em.light_groups(fine_counts, fine_p, n_ranges, parts, True)
+        if got is None:  # the buckets of the ranges' boundaries hold too many rows
+            counts, sums, _, _, _, extra = em.groups(parts, n_ranges, omit=True, eps=None,
+                                                     with_logs=False)
+        else:
+            counts, sums, extra = got
         passes += extra
         full = counts[:, 0] > 0
         c = counts[full, 0].astype(np.float64)

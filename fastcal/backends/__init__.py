@@ -16,8 +16,8 @@ returning named arrays in the layout of :mod:`fastcal.backends.layout`:
   ``fill_grid(y, x, spec)``: those parts of a ranked pair (labels 0/1, values
   in [0, 1]);
 - ``ranked(batch, pair)``: the (labels, values) that equal-mass bins rank,
-  on the host; ``ranked_histogram(batch, pair, omit, n_buckets, threads)`` the
-  same with their value histogram made in the same pass, or None;
+  on the host; ``ranked_buckets(batch, pair, omit, n_buckets, threads)`` the
+  same with their value bucket statistics made in the same pass, or None;
 - ``gather(batch, pair)``: the equal-mass gather of boundary rows, or None
   where the host parts run it;
 - ``fill_nees(batch, shape, nan_policy)``: NEES statistics per group.
@@ -59,9 +59,9 @@ class Backend(Protocol):
     def ranked(self, batch, pair):
         """The (labels, values) that equal-mass bins rank, on the host."""
 
-    def ranked_histogram(self, batch, pair, omit, n_buckets, threads):
-        """``(ranked(batch, pair), counts)`` with the pair's value histogram made in the
-        same pass, or None where the backend makes them apart."""
+    def ranked_buckets(self, batch, pair, omit, n_buckets, threads):
+        """``(ranked(batch, pair), (fine_counts, fine_p))`` with the pair's value bucket
+        statistics made in the same pass, or None where the backend makes them apart."""
 
     def gather(self, batch, pair):
         """The equal-mass gather of boundary rows, or None (the host parts gather)."""

@@ -217,17 +217,16 @@ def _class_confidence(batch, pair, threads=1):
     return _RANKED[id(batch)][1][1]
 
 
-def ranked_histogram(batch, pair, omit, n_buckets, threads):
-    """``(ranked(batch, pair), counts)``: the pair and its value histogram
-    (``equal_mass.value_histogram`` over ``n_buckets``, omitted rows skipped) in one
-    pass on ``threads`` threads, for a class column of K-class probabilities (TACE,
-    where the histogram is each class's first equal-mass pass); None for any other
-    pair, which ``ranked`` makes and the parts' own pass counts.
+def ranked_buckets(batch, pair, omit, n_buckets, threads):
+    """``(ranked(batch, pair), (fine_counts, fine_p))``: the pair and its value bucket
+    statistics (``equal_mass.bucket_stats`` over ``n_buckets``, omitted rows in the
+    last row) in one pass on ``threads`` threads, for a class column of K-class
+    probabilities (TACE, where the statistics are each class's first equal-mass
+    pass); None for any other pair, which ``ranked`` makes and the parts' own pass
+    counts.
 
     Each class reads the whole (N, K) matrix: the column alone is bound by memory
-    (two threads gained nothing), with its histogram it is not. 1e6 rows, K = 10,
-    two threads: 29 ms for every class against 41-46 ms for the column, then the
-    histogram in two threads."""
+    (two threads gained nothing), with its statistics it is not."""
     column, p = pair.get("column"), batch.p
     if (column is None or not omit or batch.kind in ("binary", "logits") or pair.get("logits")
             or pair.get("renormalize") or p.dtype not in (np.float32, np.float64)):
@@ -237,15 +236,20 @@ def ranked_histogram(batch, pair, omit, n_buckets, threads):
     n = p.shape[0]
     label, x = np.empty(n, np.uint8), np.empty(n, np.float64)
     n_threads = max(1, min(v.check_threads(threads), p.size // PARALLEL_MIN_ELEMENTS, n))
-    counts = np.zeros((n_threads, n_buckets), np.int64)
+    counts = np.zeros((n_threads, n_buckets + 1, kb.N_COUNTS), np.int64)
+    sums = np.zeros((n_threads, n_buckets + 1), np.float64)
     above = float(pair.get("above", 0.0))
 
     def run(t):
         a, b = thread_range(t, n, n_threads)
-        km.column_pair(p[a:b], y[a:b], conf[a:b], column, above, label[a:b], x[a:b], counts[t])
+        km.column_pair(p[a:b], y[a:b], conf[a:b], column, above, label[a:b], x[a:b], counts[t],
+                       sums[t])
 
     run_threads(n_threads, run)
-    return (v.kernel_view(label), v.kernel_view(x)), counts.sum(axis=0)
+    for t in range(1, n_threads):  # in thread order
+        counts[0] += counts[t]
+        sums[0] += sums[t]
+    return (v.kernel_view(label), v.kernel_view(x)), (counts[0], sums[0])
 
 
 # The ranked pair of a K-class or logit batch, kept from its fill's parts (ACE's value
@@ -464,12 +468,14 @@ def _confidence(y, p, logits, renormalize, eps, conf, correct, threads):
         correct[left] = ok
 
 
-_NO_COUNTS = np.zeros(0, np.int64)  # column_pair without its histogram
+_NO_COUNTS = np.zeros((0, kb.N_COUNTS), np.int64)  # column_pair without bucket statistics
+_NO_SUMS = np.zeros(0, np.float64)
 
 
 def _column_pair(y, p, conf, k, above, logits, renormalize):
     """(1[y = k], p_k) of K-class rows, p_k NaN where not above ``above`` or the
-    row is invalid (``conf`` NaN); softmax or row sum in float64 as asked."""
+    row is invalid (``conf`` NaN), and at most 1; softmax or row sum in float64 as
+    asked."""
     if logits:
         q = np.asarray(p, np.float64)
         e = np.exp(q - q.max(axis=1, keepdims=True))
@@ -479,11 +485,12 @@ def _column_pair(y, p, conf, k, above, logits, renormalize):
         x = q[:, k] / q.sum(axis=1)
     elif p.dtype in (np.float32, np.float64):  # the column alone, in one pass
         label, x = np.empty(p.shape[0], np.uint8), np.empty(p.shape[0], np.float64)
-        km.column_pair(p, np.asarray(y), conf, k, float(above), label, x, _NO_COUNTS)
+        km.column_pair(p, np.asarray(y), conf, k, float(above), label, x, _NO_COUNTS, _NO_SUMS)
         return label, x
     else:
         x = np.array(p[:, k], np.float64)  # the column alone, a copy
     x[np.isnan(conf) | ~(x > above)] = np.nan
+    np.minimum(x, 1.0, out=x)  # a valid row's value above 1 ranks as 1 (column_pair)
     return (np.asarray(y) == k).astype(np.uint8), x
 
 

@@ -719,9 +719,9 @@ def ranked(batch, pair):
     return cpu.ranking_pair(y, p, kind=batch.kind, **pair)
 
 
-def ranked_histogram(batch, pair, omit, n_buckets, threads):
-    """None: the ranked pair (``ranked``) and its value histogram are made apart
-    (the parts' own pass counts it)."""
+def ranked_buckets(batch, pair, omit, n_buckets, threads):
+    """None: the ranked pair (``ranked``) and its value bucket statistics are made
+    apart (the parts' own pass adds them)."""
     return None
 
 

@@ -63,21 +63,21 @@ class BatchParts:
         backend = backends.of(batch)
         self.gather = backend.gather(batch, pair)
         self._ranked = lambda: backend.ranked(batch, pair)
-        self._ranked_histogram = lambda omit, nb: backend.ranked_histogram(batch, pair, omit, nb,
-                                                                           threads)
+        self._ranked_buckets = lambda nb, omit: backend.ranked_buckets(batch, pair, omit, nb,
+                                                                       threads)
         self._threads = threads
         self._host = None
 
-    def value_histogram(self, omit, n_buckets):
-        """The pair's value histogram (:func:`~fastcal.accumulators.equal_mass.value_histogram`):
+    def bucket_stats(self, n_buckets, omit):
+        """The pair's value bucket statistics (:func:`~fastcal.accumulators.equal_mass.bucket_stats`):
         made with the pair in one pass where the backend can (a class column), else a pass."""
         if self._host is None:
-            made = self._ranked_histogram(omit, n_buckets)
+            made = self._ranked_buckets(n_buckets, omit)
             if made is not None:
-                pair, counts = made
+                pair, stats = made
                 self._host = em.ArrayParts(*pair, self._threads)
-                return counts
-        return em.value_histogram(self.host, omit, n_buckets)
+                return stats
+        return em.bucket_stats(self.host, n_buckets, omit)
 
     @property
     def host(self):

@@ -711,17 +711,18 @@ def test_a_class_column_pair_is_numpys_on_every_row(dtype, label_dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_class_column_and_its_histogram_in_one_pass(dtype, threads):
-    """``ranked_histogram`` gives each class's pair as ``ranked`` does and its value
-    histogram as the equal-mass pass counts it (omitted rows out, a value of 1 in the
-    last bucket), on one thread and on two (250,000 rows of 4 classes: two ranges);
-    other pairs are left to ``ranked`` and the parts' own pass (None)."""
+def test_a_class_column_and_its_bucket_statistics_in_one_pass(dtype, threads):
+    """``ranked_buckets`` gives each class's pair as ``ranked`` does and its value bucket
+    statistics as the equal-mass pass adds them (omitted rows in the last row, a value
+    of 1 in the last bucket), on one thread and on two (500,000 rows of 4 classes: two
+    ranges, as the parts' own pass splits them); other pairs are left to ``ranked`` and
+    the parts' own pass (None)."""
     from fastcal import backends
-    from fastcal._kernels import equal_mass as kem
+    from fastcal.accumulators import equal_mass as em
     from fastcal.backends import cpu
 
     rng = np.random.default_rng(32)
-    n, k = 250_000, 4
+    n, k = 500_000, 4
     P = rng.dirichlet(np.ones(k), n).astype(dtype)
     P[:20, 2] = dtype(0.001)  # equal to the threshold: out
     P[20:25] = [1.0, 0.0, 0.0, 0.0]  # 1 in the last bucket; 0 out
@@ -731,50 +732,59 @@ def test_a_class_column_and_its_histogram_in_one_pass(dtype, threads):
     y[40] = k  # a label out of range: an invalid row
     batch = backends.resolve(y, P, multiclass=True)
     base = dict(logits=False, renormalize=False, eps=0.0)
-    nb = 1 << 16
+    nb = em.fine_buckets_for(15)
     for column in range(k):
         pair = dict(base, column=column, above=0.001)
-        (label, x), counts = cpu.ranked_histogram(batch, pair, True, nb, threads)
+        (label, x), (counts, sums) = cpu.ranked_buckets(batch, pair, True, nb, threads)
         want_label, want_x = cpu.ranked(batch, pair)
         np.testing.assert_array_equal(label, want_label)
         np.testing.assert_array_equal(x, want_x)
-        assert counts.dtype == np.int64
-        np.testing.assert_array_equal(counts, kem.value_histogram(want_x, want_label, True, nb))
-        assert counts.sum() == np.count_nonzero(~np.isnan(want_x))
+        want_counts, want_sums = em.bucket_stats(em.ArrayParts(want_label, want_x, threads),
+                                                 nb, True)
+        assert counts.dtype == np.int64 and counts.shape == (nb + 1, 3)
+        np.testing.assert_array_equal(counts, want_counts)
+        np.testing.assert_array_equal(sums, want_sums)
+        assert counts[:nb, 0].sum() == np.count_nonzero(~np.isnan(want_x))
+        assert counts[nb, 0] == np.count_nonzero(np.isnan(want_x))  # the skipped rows' row
         assert np.isnan(x[[30, 40, n // 2 - 3, n // 2 + 2]]).all()
         if column == 0:
-            assert counts[-1] >= 5  # the rows of 1.0
+            assert counts[nb - 1, 0] >= 5  # the rows of 1.0
     for other in (dict(base, column=0, above=0.001, logits=True),
                   dict(base, column=0, above=0.001, renormalize=True), base):
-        assert cpu.ranked_histogram(batch, other, True, nb, threads) is None
-    assert cpu.ranked_histogram(batch, dict(base, column=0, above=0.001), False, nb,
-                                threads) is None
+        assert cpu.ranked_buckets(batch, other, True, nb, threads) is None
+    assert cpu.ranked_buckets(batch, dict(base, column=0, above=0.001), False, nb,
+                              threads) is None
 
 
-def test_tace_makes_each_class_histogram_with_its_column(monkeypatch):
-    """TACE of K-class probabilities in memory counts each class's value histogram in
-    the pass that makes its column (no histogram pass of its own), with the value of
-    the separate passes to the bit."""
+def test_tace_adds_each_class_statistics_in_the_pass_of_its_column(monkeypatch):
+    """TACE of K-class probabilities in memory adds each class's value bucket statistics
+    in the pass that makes its column (no pass of their own), reads its ranges off them
+    (``light_groups``), and gives the value of the separate passes and of the exact
+    equal-mass passes (``groups``) to 1e-12."""
     from fastcal.accumulators import equal_mass as em
     from fastcal.backends import cpu
 
     rng = np.random.default_rng(33)
-    P = rng.dirichlet(np.ones(6), 300_000).astype(np.float32)
+    P = rng.dirichlet(np.full(6, 0.3), 300_000).astype(np.float32)
     y = rng.integers(0, 6, 300_000)
+    P[:50] = np.float32(1 / 6)  # ties at the threshold-free value of every class
     passes = []
-    real = em._value_histogram
+    real = em._bucket_stats
 
     def counted(*args):
         passes.append(1)
         return real(*args)
 
-    monkeypatch.setattr(em, "_value_histogram", counted)
-    fused = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
+    monkeypatch.setattr(em, "_bucket_stats", counted)
+    fused = fastcal.calibration_report(y, P, n_bins=15, ace=False, metrics=("tace",)).tace
     assert passes == []
-    monkeypatch.setattr(cpu, "ranked_histogram", lambda *args: None)
-    apart = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
-    assert len(passes) >= 6  # a histogram pass per class (one per thread part)
-    assert fused == apart
+    monkeypatch.setattr(cpu, "ranked_buckets", lambda *args: None)
+    apart = fastcal.calibration_report(y, P, n_bins=15, ace=False, metrics=("tace",)).tace
+    assert len(passes) >= 6  # a statistics pass per class (one per thread part)
+    monkeypatch.setattr(em, "light_groups", lambda *args: None)
+    exact = fastcal.calibration_report(y, P, n_bins=15, ace=False, metrics=("tace",)).tace
+    assert fused == pytest.approx(apart, rel=1e-12)
+    assert fused == pytest.approx(exact, rel=1e-12)
     assert 0.0 < fused < 1.0
 
 
@@ -799,3 +809,20 @@ def test_default_report_ranks_the_rows_once(monkeypatch):
     assert rep.ace == pytest.approx(nm.top_label_ace(y, P, 10), rel=1e-12)
     assert rep.ece == pytest.approx(nm.report(y, P, n_bins=10)["ece"], rel=1e-12)
     assert cpu._RANKED == {}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tace_ranks_a_valid_rows_value_above_one_as_one(dtype):
+    """A row whose class probability is just above 1 is valid while its sum is within
+    the tolerance of 1: TACE ranks that value as 1 (the equal-mass passes take values
+    in [0, 1]), where it stopped with "the data changed between passes"."""
+    rng = np.random.default_rng(34)
+    P = rng.dirichlet(np.ones(4), 5000).astype(dtype)
+    y = rng.integers(0, 4, 5000)
+    P[:3] = [dtype(1 + 2e-7), 0, 0, 0]
+    assert (P[:3, 0] > 1).all()
+    above = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
+    P[:3, 0] = 1.0
+    one = fastcal.calibration_report(y, P, n_bins=15, metrics=("tace",)).tace
+    assert above == one
+    assert 0.0 < one < 1.0
