@@ -96,7 +96,7 @@ def _make_confidence(K):
                 correct[i] = 0
             else:
                 am = row_probs(qv, lv, K, logits, renorm, s, mx, log_inline)
-                conf[i] = qv[am]
+                conf[i] = min(qv[am], 1.0)  # as multiclass.confidence
                 correct[i] = 1 if am == np.int64(yi) else 0
 
     return confidence

@@ -564,6 +564,9 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
 
     Rows that are invalid get conf = NaN; the caller has already validated
     the data with ``fill_range`` and drops them only under nan_policy='omit'.
+    A valid row's max above 1 (its sum within the tolerance of 1) is ranked as 1:
+    the equal-mass passes take values in [0, 1] (ACE's bucket statistics skipped
+    such a value and its gather looked for it in the first bucket).
     """
     K = P.shape[1]
     kf = np.float64(K)
@@ -577,7 +580,7 @@ def confidence(P, y, logits, renorm, tol, eps, conf, correct):
             conf[i] = np.nan
             correct[i] = 0
             continue
-        conf[i] = qv[am]
+        conf[i] = min(qv[am], 1.0)
         correct[i] = 1 if am == np.int64(yi) else 0
 
 
@@ -655,7 +658,7 @@ def confidence_fast(P, y, tol, conf, correct):
             if (abs(s - 1.0) <= half) & (mn >= 0.0) & (mx < np.inf):
                 yi = np.float64(y[i])
                 y_ok = label_ok(yi, kf)
-                conf[i] = mx if y_ok else np.nan
+                conf[i] = min(mx, 1.0) if y_ok else np.nan
                 correct[i] = 1 if y_ok and am == np.int64(yi) else 0
             else:
                 correct[i] = SLOW
@@ -677,7 +680,7 @@ def confidence_fast(P, y, tol, conf, correct):
         if (abs(s - 1.0) <= half) & (sign >= 0) & (mx < np.inf):
             yi = np.float64(y[i])
             y_ok = label_ok(yi, kf)
-            conf[i] = mx if y_ok else np.nan
+            conf[i] = min(mx, 1.0) if y_ok else np.nan
             correct[i] = 1 if y_ok and am == np.int64(yi) else 0
         else:
             correct[i] = SLOW

@@ -457,6 +457,7 @@ if CASES:
             p = np.log(p / (1 - p))
         if kind == "multiclass":
             p = rng.dirichlet(np.ones(3), size=n)
+            p[0] = [1 + 2e-7, 0.0, 0.0]  # valid (sum within the tolerance): ranked as 1
             y = rng.integers(0, 3, n)
         spec = FillSpec(kind, Bins(4), computed64=kind != "binary", logits=kind == "logits",
                         n_boot=3, ace_buckets=16, smooth=True, ecce=True)
@@ -475,6 +476,8 @@ if CASES:
         # the parts of a ranked pair in GPU memory, one by one
         ry, rx = fc.ranking_pair(*_on_gpu(y, p), kind=kind, logits=kind == "logits")
         hy, hx = ry.copy_to_host(), rx.copy_to_host()
+        if kind == "multiclass":
+            assert hx[0] == 1.0 and mc.ranking_pair(y, p, kind=kind)[1][0] == 1.0
         for fill, args in ((fc.fill_replicates, (5, spec, host.dtype)),
                            (fc.fill_buckets, (spec,)), (fc.fill_grid, (spec,))):
             part = fill(ry, rx, *args)
