@@ -95,13 +95,14 @@ def numpy_vectorised(y, p, n_bins):
     with np.errstate(invalid="ignore", divide="ignore"):
         conf = sum_p / count
         frac = pos / count
+        ecd_bins = sum_e / count  # NaN in an empty bin, as conf and frac_pos
         nll = -np.where(yf == 1, np.log(p64), np.log1p(-p64))
     gap = (frac - conf)[full]
     w = count[full] / n
     return {"ece": float(np.sum(w * np.abs(gap))), "esce": float(np.sum(w * gap)),
             "mce": float(np.max(np.abs(gap))), "ecd": float(e.sum() / n),
             "brier": float(np.mean((p64 - yf) ** 2)), "nll": float(nll.mean()),
-            "count": count, "conf": conf, "frac_pos": frac, "ecd_bins": sum_e / count}
+            "count": count, "conf": conf, "frac_pos": frac, "ecd_bins": ecd_bins}
 
 
 def numpy_sums_chunked(y, p, n_bins, chunk=10**7):
