@@ -208,7 +208,7 @@ def _kclass_calls(P, yk, edges):
     def fill(classwise, with_logs):
         state = km.new_state(nb, k, classwise)
         fill_range(P, yk, 0, rows, edges, True, True, 0.0, False, False, _config.SUM_TOL,
-                   classwise, *state, with_logs)
+                   classwise, *state, *km.NO_RANK, with_logs)
 
     return {
         "read (P)": lambda: _read(P.reshape(-1), yk),

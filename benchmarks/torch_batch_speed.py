@@ -139,7 +139,7 @@ def _kernel_call(task, batch, spec):
     state = km.new_state(edges.shape[0] - 1, p.shape[1], spec.classwise)
     return lambda: km.fill_range(p, y, 0, p.shape[0], edges, uniform, spec.right, spec.eps,
                                  spec.logits, spec.renormalize, _config.SUM_TOL, spec.classwise,
-                                 *state, spec.with_logs)
+                                 *state, *km.NO_RANK, spec.with_logs)
 
 
 def main():

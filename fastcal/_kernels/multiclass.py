@@ -129,7 +129,7 @@ def bin_of(x, edges, nb, nbf, top, invn, near, right, f32):
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-              counts, sums, totals, ccounts, csums, checks, with_logs=True):
+              counts, sums, totals, ccounts, csums, checks, rank_conf, rank_ok, with_logs=True):
     """Row-at-a-time version of ``fill_range`` (same results; simpler, slower).
 
     Kept as a second implementation the blocked kernel is tested against.
@@ -154,6 +154,7 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
     comp = np.zeros_like(sums)
     every = flush_every(nb)
     since = 0
+    ranked = rank_conf.shape[0] > 0
     for i in range(start, stop):
         if since == every:
             flush_compensated(loc, sums, comp)
@@ -170,6 +171,9 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         y_ok = label_ok(yi, kf)
         if status >= 0 or not y_ok:
             note(checks, i, status, nan_y, y_ok, CHECK_BAD_Y)
+            if ranked:
+                rank_conf[i] = np.nan
+                rank_ok[i] = 0
             continue
         am = row_argmax(qv, K, mx)
         if logits:
@@ -199,6 +203,9 @@ def fill_rows(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol
         conf = qv[am]
         b = bin_of(conf, edges, nb, nbf, top, invn, near, right, f32)
         ok = np.int64(am == yk)
+        if ranked:
+            rank_conf[i] = min(conf, 1.0)
+            rank_ok[i] = ok
         counts[b, 0] += 1
         counts[b, 1] += ok
         counts[b, 2] += ok
@@ -246,8 +253,14 @@ def block_rows(n_classes):
 
 @njit(nogil=True, error_model="numpy", fastmath=FASTMATH, cache=True)
 def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-               counts, sums, totals, ccounts, csums, checks, with_logs=True):
+               counts, sums, totals, ccounts, csums, checks, rank_conf, rank_ok, with_logs=True):
     """Add rows [start, stop) of (P, y) into the state arrays (see module docstring).
+
+    ``rank_conf``, ``rank_ok`` (one per row of P, or empty): the rows' ranked pair for
+    the passes after the fill (ACE's equal-mass bins), written by the same pass: as
+    ``confidence`` gives it for rows of probabilities (the confidence, at most 1, and
+    1[argmax == label]; NaN and 0 for an invalid row). Only for rows neither logits nor
+    renormalised (``backends.cpu.fill``): their confidence is the row's value itself.
 
     Rows are processed in blocks of B, transposed into (K, B) float64 scratch
     so that every per-element step (sums, max, argmax, softmax, logs, bins)
@@ -306,6 +319,7 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
     comp = np.zeros_like(sums)
     every = flush_every(nb)
     since = 0
+    ranked = rank_conf.shape[0] > 0
     for b0 in range(start, stop, B):
         if since >= every:
             flush_compensated(loc, sums, comp)
@@ -451,6 +465,9 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
         # Stage 6: per-row terms and the top-label bin.
         for j in range(m):
             if wi[j] == 0:
+                if ranked:
+                    rank_conf[b0 + j] = np.nan
+                    rank_ok[b0 + j] = 0
                 continue
             yk = yb[j]
             qy = T[yk, j]
@@ -458,6 +475,9 @@ def fill_range(P, y, start, stop, edges, uniform, right, eps, logits, renorm, to
             conf = T[am[j], j]
             b = bin_of(conf, edges, nb, nbf, top, invn, near, right, f32)
             ok = np.int64(am[j] == yk)
+            if ranked:
+                rank_conf[b0 + j] = min(conf, 1.0)
+                rank_ok[b0 + j] = ok
             counts[b, 0] += 1
             counts[b, 1] += ok
             counts[b, 2] += ok
@@ -524,8 +544,11 @@ def new_state(n_bins, n_classes, classwise=True):
     return counts, sums, totals, ccounts, csums, checks
 
 
+NO_RANK = (np.zeros(0, np.float64), np.zeros(0, np.uint8))  # rank_conf, rank_ok: none
+
+
 def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise, n_threads,
-                  with_logs=True):
+                  with_logs=True, rank=NO_RANK):
     """Fill fresh state from all rows with n_threads contiguous row ranges (blocked kernel).
 
     Per-thread state, each thread on a contiguous range, serial reduction in
@@ -534,26 +557,27 @@ def fill_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwi
     prange version compiled for about 16 s on the 2-core test machine).
     """
     return _fill_threads(fill_range, P, y, edges, uniform, right, eps, logits, renorm, tol,
-                         classwise, n_threads, with_logs)
+                         classwise, n_threads, with_logs, rank)
 
 
 def fill_rows_parallel(P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                       n_threads, with_logs=True):
+                       n_threads, with_logs=True, rank=NO_RANK):
     """``fill_parallel`` with the row-at-a-time kernel (for K >= ROWWISE_K)."""
     return _fill_threads(fill_rows, P, y, edges, uniform, right, eps, logits, renorm, tol,
-                         classwise, n_threads, with_logs)
+                         classwise, n_threads, with_logs, rank)
 
 
 def _fill_threads(fill, P, y, edges, uniform, right, eps, logits, renorm, tol, classwise,
-                  n_threads, with_logs):
+                  n_threads, with_logs, rank):
     n, K = P.shape
 
     def new_part():
         return new_state(edges.shape[0] - 1, K, classwise)
 
     def fill_part(start, stop, *part):
+        # each thread writes the ranked pair of its own rows
         fill(P, y, start, stop, edges, uniform, right, eps, logits, renorm, tol, classwise,
-             *part, with_logs)
+             *part, *rank, with_logs)
 
     return fill_threads(n, n_threads, new_part, fill_part, 5)
 

@@ -461,12 +461,26 @@ def test_blocked_kernel_equals_row_kernel(k, logits, eps):
     y[11] = k + 3
     edges = fastcal.uniform_edges(10, np.float64 if logits else np.float32)
     out = []
+    ranks = []
+    n = P.shape[0]
     for fn in (km.fill_range, km.fill_rows):
         st = km.new_state(10, k, True)
-        fn(P, y, 3, P.shape[0] - 2, edges, True, False, eps, logits, False, 1e-5, True, *st)
+        rank = np.full(n, -1.0), np.full(n, 7, np.uint8)
+        fn(P, y, 3, n - 2, edges, True, False, eps, logits, False, 1e-5, True, *st, *rank)
         out.append(st)
+        ranks.append(rank)
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    # the ranked pair written by the fill: the rows' own (multiclass.confidence), both kernels
+    want_conf, want_ok = np.empty(n), np.empty(n, np.uint8)
+    km.confidence(P, y, logits, False, 1e-5, 0.0, want_conf, want_ok)
+    for conf, ok in ranks:
+        if not logits:
+            np.testing.assert_array_equal(conf[3:n - 2], want_conf[3:n - 2])
+            np.testing.assert_array_equal(ok[3:n - 2], want_ok[3:n - 2])
+            assert np.isnan(conf[[5, 9, 11]]).all() and not ok[[5, 9, 11]].any()
+        assert (conf[:3] == -1.0).all() and (conf[n - 2:] == -1.0).all()  # rows outside: untouched
+        assert (ok[:3] == 7).all() and (ok[n - 2:] == 7).all()
 
 
 def tied_rows(case, n=40):
@@ -498,7 +512,8 @@ def test_rows_of_equal_probabilities_have_zero_ecd_term_and_variance(case):
     logits, eps = kw.get("logits", False), kw.get("eps", 0.0)
     edges = fastcal.uniform_edges(15, np.float64 if logits else P.dtype)
     st = km.new_state(15, P.shape[1], True)
-    km.fill_rows(P, y, 0, len(y), edges, True, False, eps, logits, False, 1e-5, True, *st)
+    km.fill_rows(P, y, 0, len(y), edges, True, False, eps, logits, False, 1e-5, True, *st,
+                 *km.NO_RANK)
     assert not st[1][:, 1:].any()  # the row kernel: ECD sums and variances 0
     # beside other rows, in other bins, the others' terms are those of the others alone
     y2, P2 = mc_data(200, P.shape[1], seed=4, dtype=P.dtype)
@@ -677,7 +692,7 @@ def test_tace_checks_the_rows_once_for_every_class(monkeypatch, ace):
     y = rng.integers(0, 5, 4000)
     rep = fastcal.calibration_report(y, P, n_bins=10, ace=ace, metrics=("tace",),
                                      nan_policy="omit")
-    assert calls == [(4000, 5)]
+    assert calls == ([] if ace else [(4000, 5)])  # with ACE the fill has ranked the rows
     keep = ~np.isnan(P).any(axis=1)
     ref = fastcal.calibration_report(y[keep], P[keep], n_bins=10, metrics=("tace",))
     assert rep.tace == pytest.approx(ref.tace, rel=1e-12)
@@ -788,9 +803,10 @@ def test_tace_adds_each_class_statistics_in_the_pass_of_its_column(monkeypatch):
     assert 0.0 < fused < 1.0
 
 
-def test_default_report_ranks_the_rows_once(monkeypatch):
-    """ACE's value buckets and its gather of boundary rows use one ranking of the
-    rows (the confidence of each row), not one each; nothing is kept after."""
+def test_default_report_ranks_the_rows_in_its_fill(monkeypatch):
+    """ACE's value buckets and its gather of boundary rows use the ranking of the rows
+    (the confidence of each row) that the fill wrote, no ranking pass of their own;
+    nothing is kept after."""
     from fastcal.backends import cpu
 
     calls = []
@@ -805,7 +821,7 @@ def test_default_report_ranks_the_rows_once(monkeypatch):
     P = rng.dirichlet(np.ones(4), 3000)
     y = rng.integers(0, 4, 3000)
     rep = fastcal.calibration_report(y, P, n_bins=10)
-    assert calls == [(3000, 4)]
+    assert calls == []
     assert rep.ace == pytest.approx(nm.top_label_ace(y, P, 10), rel=1e-12)
     assert rep.ece == pytest.approx(nm.report(y, P, n_bins=10)["ece"], rel=1e-12)
     assert cpu._RANKED == {}
@@ -845,3 +861,40 @@ def test_ace_ranks_a_valid_rows_confidence_above_one_as_one(dtype):
     assert above.smece == one.smece
     assert above.n == one.n == 5000
     assert above.ece == pytest.approx(one.ece, rel=1e-5)  # the fill's own bins keep the value
+
+
+@pytest.mark.parametrize("k", [5, 70])
+def test_the_fills_ranked_pair_gives_the_reports_of_a_ranking_pass(monkeypatch, k):
+    """The default report (ACE), the smooth ECE, ECCE and the bootstrap read the ranked
+    pair the K-class fill writes (blocked kernel at K = 5, row kernel at K = 70, two
+    threads) as they read a separate ranking pass: the same values, invalid rows
+    omitted, and no ranking pass."""
+    from fastcal.backends import cpu
+
+    rng = np.random.default_rng(36)
+    n = 1_000_000 // k + 10
+    P = rng.dirichlet(np.ones(k), n).astype(np.float32)
+    y = rng.integers(0, k, n)
+    P[3, 1] = np.nan  # omitted rows
+    P[8] = np.nan
+    P[12, k - 1] = np.nan
+    P[20] = [np.float32(1 + 2e-7)] + [0.0] * (k - 1)  # ranked as 1
+    kw = dict(n_bins=15, nan_policy="omit", metrics=("smece", "ecce"), ci=0.9, n_boot=20,
+              threads=2)
+    calls = []
+    real = cpu.ranking_pair
+    def counted(*args, **kws):
+        if not kws.get("raw"):  # the rows as given (no ranking): what a pass reads back
+            calls.append(1)
+        return real(*args, **kws)
+
+    monkeypatch.setattr(cpu, "ranking_pair", counted)
+    fused = fastcal.calibration_report(y, P, **kw)
+    assert calls == []
+    monkeypatch.setattr(cpu, "_ranks_in_fill", lambda spec: False)
+    apart = fastcal.calibration_report(y, P, **kw)
+    assert calls
+    assert fused.n_omitted == apart.n_omitted == 3
+    for name in ("ace", "smece", "ecce", "ece", "ecd"):
+        assert getattr(fused, name) == getattr(apart, name), name
+    assert fused.intervals == apart.intervals
