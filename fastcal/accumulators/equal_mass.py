@@ -554,13 +554,19 @@ def _rank_gathered(keys, labels, offsets, slot_below, starts, counts, sums):
         kem.add_rows(k.view(np.float64), lab, g.astype(np.int64), counts, sums)
 
 
+def groups_from_buckets(fine_counts, fine_p, n_bins, parts, omit):
+    """(counts, sums, passes) of the equal-mass groups given the bucket statistics:
+    ``light_groups``, or the exact passes of ``groups`` when the buckets of the
+    groups' boundaries hold too many rows (ACE, its sweep, TACE)."""
+    got = light_groups(fine_counts, fine_p, n_bins, parts, omit)
+    if got is not None:
+        return got
+    counts, sums, _, _, _, passes = groups(parts, n_bins, omit=omit, eps=None, with_logs=False)
+    return counts, sums, passes
+
+
 def ace(fine_counts, fine_p, n_bins, parts, omit, observed="frac_pos"):
     """ACE (equal-mass ECE) and the passes it took after the bucket statistics."""
-    got = light_groups(fine_counts, fine_p, n_bins, parts, omit)
-    if got is None:
-        counts, sums, _, _, _, passes = groups(parts, n_bins, omit=omit, eps=None,
-                                               with_logs=False)
-    else:
-        counts, sums, passes = got
+    counts, sums, passes = groups_from_buckets(fine_counts, fine_p, n_bins, parts, omit)
     col = 1 if observed == "frac_pos" else 2
     return float(kb.binned_scalars(counts, sums, n_bins, col)[0]), passes

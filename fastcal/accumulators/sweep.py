@@ -57,12 +57,7 @@ def ece_sweep(fine_counts, fine_p, parts, omit, *, strategy="quantile", right=Fa
         if strategy == "quantile":
             if b > n:
                 break
-            got = em.light_groups(fine_counts, fine_p, b, parts, omit)
-            if got is None:
-                counts, sums, _, _, _, k = em.groups(parts, b, omit=omit, eps=None,
-                                                     with_logs=False)
-            else:
-                counts, sums, k = got
+            counts, sums, k = em.groups_from_buckets(fine_counts, fine_p, b, parts, omit)
         else:
             counts, sums = parts.map(_width_state, (b, right), combine=_add)
             k = 1

@@ -48,12 +48,7 @@ def tace(parts_of, n_classes, n_ranges, threshold):
         if fine_counts[:-1, 0].sum() == 0:
             continue
         ranked += 1
-        got = em.light_groups(fine_counts, fine_p, n_ranges, parts, True)
-        if got is None:  # the buckets of the ranges' boundaries hold too many rows
-            counts, sums, _, _, _, extra = em.groups(parts, n_ranges, omit=True, eps=None,
-                                                     with_logs=False)
-        else:
-            counts, sums, extra = got
+        counts, sums, extra = em.groups_from_buckets(fine_counts, fine_p, n_ranges, parts, True)
         passes += extra
         full = counts[:, 0] > 0
         c = counts[full, 0].astype(np.float64)
