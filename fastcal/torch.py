@@ -303,7 +303,7 @@ class CalibrationMetric(Metric):
             msg = ("sample_weight needs the weighted sums in the metric's state: make it with "
                    "CalibrationMetric(..., weighted=True)")
             raise ValueError(msg)
-        row0 = int(self.n_rows.sum()) if start is None else start
+        row0 = int(self._state("n_rows").sum()) if start is None else start
         y, p = _detached(target), _detached(preds)
         ids = None
         try:
@@ -385,15 +385,11 @@ class CalibrationMetric(Metric):
 
     def _add(self, arrays, ids=None):
         """Add a batch's arrays to the states in place: through NumPy views of
-        their memory (made again when a state tensor was replaced: ``reset()``,
-        a sync, ``.to()``), or by torch where it gives no view (GPU memory).
+        their memory, or by torch where it gives no view (GPU memory).
         ``ids``: with groups, the groups whose arrays are stacked in ``arrays``."""
-        states = [getattr(self, name) for name in self._names]
-        views = self._views
-        if views is None or any(a is not b for a, b in zip(views[0], states)):
-            views = self._views = (states, [_view(t) for t in states])
+        states, views = self._state_views()
         at = None if ids is None else np.asarray(ids, np.int64)
-        for name, state, view in zip(self._names, states, views[1]):
+        for name, state, view in zip(self._names, states, views):
             x = arrays.get(name)
             if x is None:  # a part this batch does not fill (rows with weights: no unweighted replicates)
                 continue
@@ -407,15 +403,32 @@ class CalibrationMetric(Metric):
             else:
                 view += x
 
+    def _state_views(self):
+        """(the state tensors, a NumPy view of each or None) in ``_names`` order. The
+        views are made again when a state tensor was replaced (``reset()``, a sync,
+        ``.to()``): a batch's bookkeeping reads and adds through them, where torch's
+        own operations on a 4,096-row batch's small states cost more than its fill."""
+        states = [getattr(self, name) for name in self._names]
+        views = self._views
+        if views is None or any(a is not b for a, b in zip(views[0], states)):
+            views = self._views = (states, [_view(t) for t in states])
+        return views
+
+    def _state(self, name):
+        """A state as a NumPy array: its view, or a host copy (GPU memory)."""
+        states, views = self._state_views()
+        i = self._names.index(name)
+        return _numpy(states[i]) if views[i] is None else views[i]
+
     def _check_width(self, width):
         """Refuse a batch of another float width than the earlier ones (its uniform
         bins would have other edges); ``width``: the batch's ``edge_dtype`` array
         (with groups, one per group of the batch)."""
-        width = np.asarray(width).reshape(-1, len(EDGE_DTYPES)).sum(axis=0).tolist()
+        width = _widths(width)
         if not any(width):
             return
-        now = EDGE_DTYPES[next(i for i, x in enumerate(width) if x)]
-        state = self.edge_dtype.reshape(-1, len(EDGE_DTYPES)).sum(0).tolist()
+        now = EDGE_DTYPES[width.index(next(x for x in width if x))]
+        state = _widths(self._state("edge_dtype"))
         before = [w for w, seen in zip(EDGE_DTYPES, state) if seen]
         if before and before != [now]:
             msg = (f"batch {self._update_count}: y_prob is {now} but earlier batches were "
@@ -797,6 +810,13 @@ def _first(x):
 
 def _numpy(x):
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _widths(x):
+    """The float widths an ``edge_dtype`` array (or a stack of them, one per group) has
+    seen, as a list (one count per name of ``EDGE_DTYPES``)."""
+    x = np.asarray(x)
+    return (x if x.ndim == 1 else x.reshape(-1, len(EDGE_DTYPES)).sum(axis=0)).tolist()
 
 
 def _view(t):

@@ -366,8 +366,8 @@ def fill_binary(y, p, edges, uniform, right, omit, eps, with_logs, threads, n_fi
     ``binary.fill_range_fine``).
     """
     n = p.shape[0]
-    n_threads = v.check_threads(threads)
-    if n < PARALLEL_MIN_ROWS or n_threads == 1:
+    # small chunks first: asking numba for its thread count costs a few us a call
+    if n < PARALLEL_MIN_ROWS or (n_threads := v.check_threads(threads)) == 1:
         counts, sums, totals, checks = kb.new_state(edges.shape[0] - 1)
         rows = n_fine + 1 if n_fine else 0
         fine_counts = np.zeros((rows, kb.N_COUNTS), np.int64)
@@ -399,10 +399,10 @@ def fill_multiclass(y, p, edges, uniform, right, eps, logits, renormalize, class
     ``rank``: (conf, correct), one per row, for the rows' ranked pair
     (``multiclass.fill_range``), or empty arrays."""
     n, k = p.shape
-    n_threads = v.check_threads(threads)
     nb = edges.shape[0] - 1
     rowwise = k >= km.ROWWISE_K  # long rows vectorise along the row
-    if n * k < PARALLEL_MIN_ELEMENTS or n_threads == 1 or n < 2 * n_threads:
+    if n * k < PARALLEL_MIN_ELEMENTS or (n_threads := v.check_threads(threads)) == 1 \
+            or n < 2 * n_threads:
         state = km.new_state(nb, k, classwise)
         fill_range = km.fill_rows if rowwise else km.fill_range
         fill_range(p, y, 0, n, edges, uniform, right, eps, logits, renormalize, _config.SUM_TOL,

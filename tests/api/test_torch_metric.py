@@ -230,6 +230,17 @@ def test_binary_metric_refuses_class_scores_and_mixed_widths():
     msg = first_error(lambda: metric.merge_state(other))
     assert msg.startswith("cannot add arrays of float32 and float64 data")
     assert metric.report().n == 5
+    # reset() replaces the state tensors: the width and the rows seen are read off the new
+    # ones (the batch's bookkeeping reads the states through NumPy views of them)
+    metric.reset()
+    metric.update(torch.rand(4, dtype=torch.float64), torch.ones(4, dtype=torch.long))
+    p = torch.rand(5, dtype=torch.float64)
+    p[2] = float("nan")
+    msg = first_error(lambda: metric.update(p, torch.ones(5, dtype=torch.long)))
+    assert msg.startswith("batch 2: y_prob contains 1 NaN values (first at index 6)")
+    msg = first_error(lambda: metric.update(torch.rand(5), torch.ones(5, dtype=torch.long)))
+    assert msg.startswith("batch 3: y_prob is float32 but earlier batches were float64")
+    assert metric.report().n == 4
 
 
 def test_states_are_added_in_place_and_follow_reset_copies_and_pickles():
