@@ -320,8 +320,9 @@ class CalibrationMetric(Metric):
         except ValueError as err:
             msg = f"batch {self._update_count}: {err}"
             raise ValueError(msg) from None
-        self._check_width(arrays["edge_dtype"])
-        self._add(arrays, ids)
+        views = self._state_views()
+        self._check_width(arrays["edge_dtype"], views)
+        self._add(arrays, ids, views)
         return ids, arrays
 
     def _group_arrays(self, y, p, w, groups, row0):
@@ -383,11 +384,12 @@ class CalibrationMetric(Metric):
             arrays["edge_dtype"] = np.zeros((0, len(EDGE_DTYPES)), np.int64)
         return ids, arrays
 
-    def _add(self, arrays, ids=None):
+    def _add(self, arrays, ids=None, views=None):
         """Add a batch's arrays to the states in place: through NumPy views of
         their memory, or by torch where it gives no view (GPU memory).
-        ``ids``: with groups, the groups whose arrays are stacked in ``arrays``."""
-        states, views = self._state_views()
+        ``ids``: with groups, the groups whose arrays are stacked in ``arrays``;
+        ``views``: what ``_state_views()`` gave for this batch."""
+        states, views = self._state_views() if views is None else views
         at = None if ids is None else np.asarray(ids, np.int64)
         for name, state, view in zip(self._names, states, views):
             x = arrays.get(name)
@@ -414,21 +416,21 @@ class CalibrationMetric(Metric):
             views = self._views = (states, [_view(t) for t in states])
         return views
 
-    def _state(self, name):
+    def _state(self, name, views=None):
         """A state as a NumPy array: its view, or a host copy (GPU memory)."""
-        states, views = self._state_views()
+        states, views = self._state_views() if views is None else views
         i = self._names.index(name)
         return _numpy(states[i]) if views[i] is None else views[i]
 
-    def _check_width(self, width):
+    def _check_width(self, width, views=None):
         """Refuse a batch of another float width than the earlier ones (its uniform
         bins would have other edges); ``width``: the batch's ``edge_dtype`` array
-        (with groups, one per group of the batch)."""
+        (with groups, one per group of the batch); ``views`` as ``_add``'s."""
         width = _widths(width)
         if not any(width):
             return
         now = EDGE_DTYPES[width.index(next(x for x in width if x))]
-        state = _widths(self._state("edge_dtype"))
+        state = _widths(self._state("edge_dtype", views))
         before = [w for w, seen in zip(EDGE_DTYPES, state) if seen]
         if before and before != [now]:
             msg = (f"batch {self._update_count}: y_prob is {now} but earlier batches were "

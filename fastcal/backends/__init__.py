@@ -71,8 +71,14 @@ class Backend(Protocol):
 
 
 def get(device):
-    """The backend module of ``device`` ("cpu" or "cuda")."""
-    return importlib.import_module(f"fastcal.backends.{device}")
+    """The backend module of ``device`` ("cpu" or "cuda"), imported at its first use."""
+    module = _LOADED.get(device)
+    if module is None:
+        module = _LOADED[device] = importlib.import_module(f"fastcal.backends.{device}")
+    return module
+
+
+_LOADED: dict = {}  # what get() imported (its import_module cost a us a chunk)
 
 
 def of(batch):
