@@ -83,6 +83,44 @@ def _reword(exc, chunk, prob, label, weight=None):
     return f"{chunk.file}: {text} (rows counted from 0)"
 
 
+def coalesced(chunks, chunk_rows):
+    """The reader's ``chunks`` with consecutive small ones of a file joined, up to
+    ``chunk_rows`` rows (a copy of their columns, in the reader thread).
+
+    A format's own blocks can be smaller than a chunk: an Arrow writer's record
+    batches (pyarrow's Feather: 131,072 rows at most), Parquet row groups of
+    another writer. Each chunk costs the driver its call and the fill its threads'
+    start, and a chunk under ``backends.cpu.PARALLEL_MIN_ROWS`` is filled on one
+    thread. Chunks with a column other than a NumPy array (segment keys read as
+    Arrow) are passed on as they are. Memory stays bounded by the chunk: the
+    parts held and the joined chunk are at most ``chunk_rows`` rows each.
+    """
+    held, rows = [], 0
+    for chunk in chunks:
+        n = len(chunk.columns[0])
+        small = n < chunk_rows and all(isinstance(c, np.ndarray) for c in chunk.columns)
+        if held and (not small or rows + n > chunk_rows or chunk.file != held[0].file
+                     or chunk.start != held[0].start + rows):
+            yield _joined(held)
+            held, rows = [], 0
+        if not small:
+            yield chunk
+            continue
+        held.append(chunk)
+        rows += n
+    if held:
+        yield _joined(held)
+
+
+def _joined(chunks):
+    """One chunk of consecutive chunks of a file (itself when there is one)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    first = chunks[0]
+    cols = tuple(np.concatenate(parts) for parts in zip(*(c.columns for c in chunks)))
+    return type(first)(cols, first.file, first.start, first.file_start)
+
+
 class _FileParts:
     """The chunks of a file source as the parts of fastcal.accumulators.equal_mass:
     every pass reads the file again (with the reader thread), in the same chunks;
@@ -305,7 +343,8 @@ class FileSource:
         return key_columns(chunk.columns[len(chunk.columns) - len(self.by):])
 
     def _chunks(self):
-        return _threaded(lambda: self.reader.chunks(self.names, self.chunk_rows, self.by))
+        return _threaded(lambda: coalesced(
+            self.reader.chunks(self.names, self.chunk_rows, self.by), self.chunk_rows))
 
     def fill(self, opts, segmented=None):
         """One pass into ``opts.accumulator()``, or into ``segmented`` (a

@@ -387,3 +387,66 @@ def test_compressed_feather_with_bool_labels(tmp_path):
                           compression="lz4")
     got = score_file(str(f), prob="p", label="b", chunk_rows=3_000)
     assert_same(got, fastcal.calibration_report(y.astype(bool), p))
+
+
+# -- small blocks joined into chunks (fastcal.sources.files.coalesced) --------------------
+
+def test_small_record_batches_are_joined_into_chunks(tmp_path):
+    """A file of record batches (row groups) smaller than a chunk is read in whole
+    chunks: the batches of a file joined in order, at most chunk_rows rows, the same
+    report, and a bad row named by its global row wherever it falls in a joined chunk."""
+    from fastcal.sources.files import FileSource, coalesced
+
+    p, y = make_data(10_000, seed=21, ties=False)
+    for fmt in ("feather", "parquet"):
+        path = write(fmt, tmp_path, p, y, name=f"small-{fmt}", rows_per_group=700)
+        source = FileSource(path, prob="p", label="y", chunk_rows=3_000)
+        raw = list(source.reader.chunks(source.names, 3_000))
+        assert {len(c.columns[0]) for c in raw[:-1]} == {700}  # the file's own batches
+        joined = list(coalesced(iter(raw), 3_000))
+        assert [len(c.columns[0]) for c in joined] == [2_800, 2_800, 2_800, 1_600]
+        assert [c.start for c in joined] == [0, 2_800, 5_600, 8_400]
+        assert all(c.file == path for c in joined)
+        np.testing.assert_array_equal(np.concatenate([c.columns[0] for c in joined]), p)
+        np.testing.assert_array_equal(np.concatenate([c.columns[1] for c in joined]), y)
+        rep = score_file(path, prob="p", label="y", chunk_rows=3_000)
+        assert_same(rep, fastcal.calibration_report(y, p, ace=False))
+        assert_same(score_file(path, prob="p", label="y", chunk_rows=3_000, ace=True),
+                    fastcal.calibration_report(y, p), ace=True)  # the second pass: same chunks
+    bad = p.copy()
+    bad[4_321] = 1.5  # in the third batch of the second joined chunk
+    path = write("feather", tmp_path, bad, y, name="bad", rows_per_group=700)
+    with pytest.raises(ValueError) as err:
+        score_file(path, prob="p", label="y", chunk_rows=3_000)
+    assert "column 'p'" in str(err.value) and "at row 4321" in str(err.value)
+
+
+def test_chunks_of_two_files_are_not_joined(tmp_path):
+    from fastcal.sources.files import FileSource, coalesced
+
+    d = tmp_path / "ds"
+    d.mkdir()
+    p, y = make_data(1_000, seed=22, ties=False)
+    for name, rows in (("a", slice(0, 300)), ("b", slice(300, 1_000))):
+        pq.write_table(pa.table({"p": p[rows], "y": y[rows]}), d / f"{name}.parquet",
+                       row_group_size=100)
+    source = FileSource(str(d), prob="p", label="y", chunk_rows=250)
+    joined = list(coalesced(source.reader.chunks(source.names, 250), 250))
+    assert [(os.path.basename(c.file), c.start, len(c.columns[0])) for c in joined] == [
+        ("a.parquet", 0, 200), ("a.parquet", 200, 100), ("b.parquet", 300, 200),
+        ("b.parquet", 500, 200), ("b.parquet", 700, 200), ("b.parquet", 900, 100)]
+    y[712] = 4  # the second file's row 412: both rows named, as before
+    pq.write_table(pa.table({"p": p[300:], "y": y[300:]}), d / "b.parquet", row_group_size=100)
+    with pytest.raises(ValueError) as err:
+        score_file(str(d), prob="p", label="y", chunk_rows=250)
+    assert "at row 712 (row 412 of this file)" in str(err.value)
+
+
+def test_formats_read_without_decoding_fill_on_every_thread():
+    import numba
+
+    from fastcal.files import default_threads
+
+    n = numba.get_num_threads()
+    assert default_threads("npy") == default_threads("feather") == n
+    assert default_threads("parquet") == default_threads("csv") == max(1, n - 1)
