@@ -303,7 +303,8 @@ class CalibrationMetric(Metric):
             msg = ("sample_weight needs the weighted sums in the metric's state: make it with "
                    "CalibrationMetric(..., weighted=True)")
             raise ValueError(msg)
-        row0 = int(self._state("n_rows").sum()) if start is None else start
+        views = self._state_views()
+        row0 = int(self._state("n_rows", views).sum()) if start is None else start
         y, p = _detached(target), _detached(preds)
         ids = None
         try:
@@ -320,7 +321,6 @@ class CalibrationMetric(Metric):
         except ValueError as err:
             msg = f"batch {self._update_count}: {err}"
             raise ValueError(msg) from None
-        views = self._state_views()
         self._check_width(arrays["edge_dtype"], views)
         self._add(arrays, ids, views)
         return ids, arrays

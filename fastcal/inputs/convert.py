@@ -82,11 +82,12 @@ def _from_torch(name, t):
 
     if not isinstance(t, torch.Tensor):
         return np.asarray(t)
-    if t.device.type != "cpu":
+    if not t.is_cpu:  # (is_cpu and requires_grad: attributes, cheaper than t.device)
         msg = (f"{name} is a torch tensor on device {t.device}; move it to the CPU first "
                f"({name}.cpu()) so that the copy is explicit")
         raise ValueError(msg)
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()
     if t.dtype == torch.bfloat16:
