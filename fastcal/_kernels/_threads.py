@@ -48,7 +48,7 @@ def _run_in(pool, n_threads, run):
 
 _IN_POOL = threading.local()  # set in the pool's threads
 _POOL_LOCK = threading.Lock()
-_POOL = {}  # {"pid", "size", "executor"}: the pool of this process
+_POOL: dict = {}  # {"pid", "size", "executor"}: the pool of this process
 
 
 def _pool(size):
