@@ -154,9 +154,6 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
         msg = (f"prob and label must each be a column name, a list of column names or a "
                f"'prefix*'; got prob={prob!r} and label={label!r}")
         raise ValueError(msg)
-    given = threads
-    if threads is None:  # the format's default (below), once the file is opened
-        threads = default_threads("parquet")
     options = Options(n_bins=n_bins, edges=edges, closed=closed, strategy=strategy,
                       observed=observed, nan_policy=nan_policy, eps=eps, ace=ace,
                       threads=threads, ci=ci, n_boot=n_boot, seed=seed, logits=logits,
@@ -167,7 +164,7 @@ def score_file(path, *, prob="p", label="y", n_bins=10, edges=None, closed="left
     source = FileSource(path, prob=prob, label=label, chunk_rows=int(chunk_rows),
                         progress=progress, format=format, verify_checksums=verify_checksums,
                         where=where, weight=weight, by=columns)
-    if given is None and default_threads(source.format) != threads:
+    if threads is None:  # the format's default, once the file is opened
         options = replace(options, threads=default_threads(source.format))
     if columns:
         return score_segments(source, options, correction=correction, alpha=alpha,

@@ -384,12 +384,12 @@ class CalibrationMetric(Metric):
             arrays["edge_dtype"] = np.zeros((0, len(EDGE_DTYPES)), np.int64)
         return ids, arrays
 
-    def _add(self, arrays, ids=None, views=None):
+    def _add(self, arrays, ids, views):
         """Add a batch's arrays to the states in place: through NumPy views of
         their memory, or by torch where it gives no view (GPU memory).
         ``ids``: with groups, the groups whose arrays are stacked in ``arrays``;
         ``views``: what ``_state_views()`` gave for this batch."""
-        states, views = self._state_views() if views is None else views
+        states, views = views
         at = None if ids is None else np.asarray(ids, np.int64)
         for name, state, view in zip(self._names, states, views):
             x = arrays.get(name)
@@ -416,13 +416,14 @@ class CalibrationMetric(Metric):
             views = self._views = (states, [_view(t) for t in states])
         return views
 
-    def _state(self, name, views=None):
-        """A state as a NumPy array: its view, or a host copy (GPU memory)."""
-        states, views = self._state_views() if views is None else views
+    def _state(self, name, views):
+        """A state as a NumPy array: its view, or a host copy (GPU memory); ``views``
+        as ``_state_views()`` gave them."""
+        states, views = views
         i = self._names.index(name)
         return _numpy(states[i]) if views[i] is None else views[i]
 
-    def _check_width(self, width, views=None):
+    def _check_width(self, width, views):
         """Refuse a batch of another float width than the earlier ones (its uniform
         bins would have other edges); ``width``: the batch's ``edge_dtype`` array
         (with groups, one per group of the batch); ``views`` as ``_add``'s."""
