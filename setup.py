@@ -28,7 +28,14 @@ from setuptools.command.build_py import build_py
 # (under a lock: fastcal._kernels._shipped.Writer). The first part writes the manifest.
 # tracking's filters are not shipped (30 s more of compiling at every install): they
 # compile at their first run, into your cache.
+#
+# Before the binary parts, one child compiles the ahead-of-time module of the default
+# binary report's kernels (fastcal/_kernels/_aot.py), beside the K-class part; the binary
+# parts then run those calls through it and compile the rest. Without a C compiler (or
+# on any failure of it) the package is built without that module, and says so; a build
+# for a baseline CPU (FASTCAL_SHIP_CPU) has none.
 PARTS = ("binary", "binary-float-y", "classes")
+AOT_CHILD = "from fastcal._kernels import _aot_build; _aot_build.main()"
 CHILD = """
 import sys
 from fastcal._kernels import _shipped
@@ -80,14 +87,30 @@ def ship(root, dest):
         env.update(NUMBA_CPU_NAME=os.environ["FASTCAL_SHIP_CPU"], NUMBA_CPU_FEATURES="")
     env.pop("NUMBA_DISABLE_JIT", None)
     children = []
+
+    def start(*args):
+        children.append(subprocess.Popen([sys.executable, "-c", *args], env=env, cwd=tmp, text=True,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        return children[-1]
+
+    def finished(part, child):
+        out, _ = child.communicate(timeout=1800)
+        last = (out.strip().splitlines() or ["no output"])[-1]
+        return "" if child.returncode == 0 else f"{part}: exit {child.returncode}: {last}"
+
     try:
-        children = [subprocess.Popen([sys.executable, "-c", CHILD, tmp, part], env=env, cwd=tmp, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for part in PARTS]
-        for part, child in zip(PARTS, children):
-            out, _ = child.communicate(timeout=1800)
-            if child.returncode != 0:
-                lines = out.strip().splitlines()
-                return f"{part}: exit {child.returncode}: {lines[-1] if lines else 'no output'}"
+        # a portable build has none: it would run the baseline's code ahead of the code that
+        # `fastcal warmup` compiles for the CPU it runs on
+        aot = None if os.environ.get("FASTCAL_SHIP_CPU") else start(AOT_CHILD, tmp)
+        parts = {"classes": start(CHILD, tmp, "classes")}
+        why = finished("ahead-of-time module", aot) if aot else "no ahead-of-time module for a baseline CPU"
+        print(f"fastcal: {why or 'the default binary report compiled ahead of time'}", flush=True)
+        parts.update((part, start(CHILD, tmp, part)) for part in PARTS if part != "classes")
+        for part in PARTS:
+            child = parts[part]
+            why = finished(part, child)
+            if why:
+                return why
         os.unlink(os.path.join(tmp, ".lock"))
         for top, dirs, files in os.walk(tmp):  # whatever the umask: writable by no one else
             for name in dirs:

@@ -38,10 +38,10 @@ from fastcal._kernels import _config
 from fastcal._kernels import binary as kb
 from fastcal._kernels import equal_mass as kem
 from fastcal._kernels import multiclass as km
-from fastcal._kernels._cache import njit
 from fastcal.accumulators import equal_mass as em
 from fastcal.backends import cpu
 from fastcal.inputs.binning import uniform_edges
+from fastcal.jit import njit
 
 BLOCK = _config.BLOCK
 

@@ -10,7 +10,10 @@ Layers and seams:
 - device branches: ``if`` lines that ask where data lives (``is_device_array``,
   ``device ==``, ``.device ==``) outside the gate (``fastcal/inputs``) and the
   backends (``fastcal/backends``);
-- function-local imports of the package's own modules (fastcal and tracking);
+- function-local imports of the package's own modules (fastcal and tracking); the
+  goal went from 10 to 11 with the one that loads Numba when a kernel first needs it
+  (``fastcal._kernels._lazy.materialize``: a report run by the ahead-of-time module
+  never imports Numba, so that import cannot sit at the top of a module);
 - functions of 60 or more code lines (docstrings, comments and blank lines
   not counted) in fastcal/, and in tracking/;
 - the near-copy pairs are counted by the ``duplicates`` tool (run it in fastcal/, and in tracking/).
@@ -251,7 +254,7 @@ def root_test_files(root=ROOT):
 # name, how it is counted, goal (the most allowed); `--check` fails past a goal
 MEASURES = [
     ("device branches outside the gate and backends", device_branches, 2),
-    ("function-local imports of own modules", local_imports, 10),
+    ("function-local imports of own modules", local_imports, 11),
     ("functions of 60+ code lines in fastcal/", long_functions, 10),
     ("functions of 60+ code lines in tracking/", lambda root: long_functions("tracking", root=root), 2),
     ("accumulator attributes read by the backends", accumulator_reads, 0),

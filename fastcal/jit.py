@@ -29,7 +29,10 @@ Examples
 [0.0, 1.0, 4.0, 9.0, 16.0, 25.0, 36.0, 49.0, 64.0, 81.0]
 """
 
-from fastcal._kernels._cache import CacheWarning, njit
+import functools
+
+from fastcal._kernels import _cache, _lazy
+from fastcal._kernels._cache import CacheWarning
 from fastcal._kernels._threads import run_threads, thread_range
 from fastcal._kernels._trust import Untrusted, open_trusted
 from fastcal._kernels._trust import make_dir as make_trusted_dir
@@ -37,3 +40,11 @@ from fastcal._kernels._trust import problem as trust_problem
 
 __all__ = ["CacheWarning", "Untrusted", "make_trusted_dir", "njit", "open_trusted",
            "run_threads", "thread_range", "trust_problem"]
+
+
+@functools.wraps(_cache.njit)
+def njit(*args, **options):
+    # fastcal's own kernels are made first (fastcal._kernels._lazy): code that calls them
+    # then reads Numba dispatchers
+    _lazy.materialize()
+    return _cache.njit(*args, **options)

@@ -34,7 +34,7 @@ def start(prog):
     thread when it is loaded and spins forever, ignoring SIGTERM, when one cannot be
     had (under a limit on the address space, ``ulimit -v``); fastcal's and tracking's
     work is done in their own compiled kernels, not in BLAS. A value the user set is
-    kept.
+    kept. Under such a limit, pyarrow's allocator starts no background thread.
     """
     line = f"{prog}: interrupted\n".encode()
 
@@ -46,6 +46,10 @@ def start(prog):
 
     signal.signal(signal.SIGINT, interrupted)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if address_space_note():
+        # pyarrow's jemalloc starts a background thread when it loads; under the limit
+        # that can fail, and jemalloc says so on stderr beside the run's own one line
+        os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
 
 # Room in the address space that loading SciPy's BLAS needs: the library, its buffer

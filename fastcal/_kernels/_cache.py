@@ -25,7 +25,6 @@ that only files and directories of yours that no one else can write are read.
 """
 
 import contextlib
-import functools
 import hashlib
 import os
 import pickle
@@ -37,7 +36,7 @@ import warnings
 import numba
 from numba.core import caching
 
-from fastcal._kernels import _pipeline, _shipped, _startup, _trust
+from fastcal._kernels import _pipeline, _shipped, _sources, _startup, _trust
 
 _startup.blas_check_without_import()  # SciPy is not imported by Numba's set-up
 
@@ -166,41 +165,8 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
             raise
 
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# tracking's kernels sit beside fastcal in the same distribution
-_TRACKING_KERNELS = os.path.normpath(os.path.join(_HERE, os.pardir, os.pardir, "tracking", "kernels"))
-
-
-# modules of fastcal/_kernels that hold no kernel and nothing a kernel reads (the cache, the
-# trust rule, the thread pool): left out of the stamp, so that changing them keeps the cache
-_NOT_COMPILED = frozenset({"_cache.py", "_shipped.py", "_startup.py", "_trust.py", "_threads.py"})
-
-
-@functools.cache
-def _dir_digest(path):
-    """Digest of the names and contents of the ``.py`` files in ``path`` ('' when it is absent)."""
-    h = hashlib.blake2b(digest_size=_DIGEST)
-    try:
-        names = sorted(n for n in os.listdir(path) if n.endswith(".py") and n not in _NOT_COMPILED)
-    except OSError:
-        return ""
-    for name in names:
-        with open(os.path.join(path, name), "rb") as f:
-            data = f.read()
-        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
-    return h.hexdigest()
-
-
-@functools.cache
-def _file_digest(path):
-    with open(path, "rb") as f:
-        return hashlib.blake2b(f.read(), digest_size=_DIGEST).hexdigest()
-
-
-def sources_digests():
-    """{folder: digest} of the kernel sources (fastcal/_kernels, and tracking/kernels where present)."""
-    out = {"fastcal/_kernels": _dir_digest(_HERE), "tracking/kernels": _dir_digest(_TRACKING_KERNELS)}
-    return {k: v for k, v in out.items() if v}
+_HERE, _TRACKING_KERNELS = _sources.HERE, _sources.TRACKING_KERNELS
+_dir_digest, _file_digest, sources_digests = _sources.dir_digest, _sources.file_digest, _sources.sources_digests
 
 
 def shipped_status():
@@ -370,3 +336,4 @@ def njit(*args, cache=False, **options):
         return disp
 
     return wrap(args[0]) if args else wrap
+

@@ -22,6 +22,10 @@ if not hasattr(np, "row_stack"):
 
 from numba import config, cuda  # noqa: E402
 
+from fastcal._kernels import _lazy  # noqa: E402
+
+_lazy.materialize()  # the GPU kernels call the CPU kernels' row maths, which Numba reads as dispatchers
+
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
 # Counters of one thread are packed into one float64 slot of its private

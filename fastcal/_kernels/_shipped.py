@@ -50,7 +50,7 @@ import numba
 from numba.core import caching, config
 import numpy as np
 
-from fastcal._kernels import _trust
+from fastcal._kernels import _aot, _trust
 
 __all__ = ["BASELINES", "DIR", "ENV", "build_target", "disabled", "finish", "host_lacks", "load", "requires", "status",
            "writer_for"]
@@ -87,15 +87,7 @@ def requires(cpu_name, features):
     return list(BASELINES[cpu_name]) if cpu_name in BASELINES else None
 
 
-def host_lacks(features):
-    """Which of ``features`` the host CPU lacks ('' when none): it could not run that code."""
-    from llvmlite import binding as ll
-    try:
-        have = ll.get_host_cpu_features()
-    except RuntimeError as exc:
-        return f"the host CPU's features are unknown ({exc})"
-    missing = [f for f in features if not have.get(f, False)]
-    return f"the host CPU lacks {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}" if missing else ""
+host_lacks = _aot.host_lacks
 
 
 def build_target():

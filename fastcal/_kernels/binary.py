@@ -37,8 +37,8 @@ measurements behind these choices.
 
 import numpy as np
 
-from ._cache import njit
 from ._config import BLOCK, COPIES, FASTMATH, FASTMATH_EXACT, FLUSH
+from ._lazy import njit
 from ._threads import fill_threads
 from .mathfn import log_pair
 from .rows import bin_near_edge, bin_search, binary_terms, note_pair

@@ -29,8 +29,8 @@ Weights are integers, so the counts add exactly across chunks and merges.
 
 import numpy as np
 
-from ._cache import njit
 from ._config import BLOCK, COPIES
+from ._lazy import njit
 from ._threads import run_threads, thread_range
 from .mathfn import log1m, log64
 from .rows import bin_edges

@@ -27,7 +27,7 @@ omits) are skipped: the fill has refused every other invalid row before.
 
 import numpy as np
 
-from ._cache import njit
+from ._lazy import njit
 from ._threads import run_threads, thread_range
 
 # Value buckets of the ECCE state (a power of two, so x * BUCKETS is exact): 65,536

@@ -20,8 +20,8 @@ drops. Every other x is in [0, 1] (checked by the fill before).
 
 import numpy as np
 
-from ._cache import njit
 from ._config import BLOCK, FASTMATH, FLUSH
+from ._lazy import njit
 from .binary import (
     _SHIFT_OK,
     _SHIFT_POS,

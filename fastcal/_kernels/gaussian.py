@@ -13,7 +13,7 @@ Status codes written by :func:`nees_batch`, one per row:
 
 import numpy as np
 
-from ._cache import njit
+from ._lazy import njit
 from ._threads import run_threads, thread_range
 
 STATUS_OK = 0

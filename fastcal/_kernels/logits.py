@@ -5,8 +5,8 @@ Only @njit functions over arrays and scalars: no validation, no objects.
 
 import numpy as np
 
-from ._cache import njit
 from ._config import FASTMATH
+from ._lazy import njit
 from .mathfn import close_compensated, exp64, flush_compensated, flush_every, log64
 from .rows import bin_edges, binary_terms, log_sigmoid, note_pair
 

@@ -37,13 +37,10 @@ casts and ``floor64`` are written as LLVM intrinsics, which both targets lower
 the same way (a ``bitcast``, ``llvm.floor``).
 """
 
-from llvmlite import ir
-from numba import types
-from numba.core.extending import intrinsic
 import numpy as np
 
-from ._cache import njit
 from ._config import FASTMATH, FASTMATH_EXACT
+from ._lazy import intrinsic, njit
 
 _LN2_HI = 6.93147180369123816490e-01  # upper bits of ln 2 (exact times small ints)
 _LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
@@ -68,6 +65,8 @@ _A9 = 2.0 / 19.0
 @intrinsic
 def _bitcast(typingctx, x):
     """The 64 bits of x as the other of float64 and int64 (LLVM ``bitcast``)."""
+    from numba import types
+
     if x == types.float64:
         out = types.int64
     elif x == types.int64:
@@ -84,6 +83,9 @@ def _bitcast(typingctx, x):
 @intrinsic
 def _floor(typingctx, x):
     """floor(x) of a float64 as a float64 (``llvm.floor``; numba-cuda has no np.floor)."""
+    from llvmlite import ir
+    from numba import types
+
     if x != types.float64:
         return None
 

@@ -38,8 +38,8 @@ first (smallest) row index of each kind, -1 if none.
 
 import numpy as np
 
-from ._cache import njit
 from ._config import FASTMATH
+from ._lazy import njit
 from ._threads import fill_threads
 from .mathfn import as_bits, close_compensated, exp64, flush_compensated, flush_every, from_bits, isnan, log64
 from .rows import (

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ._cache import njit
+from ._lazy import njit
 
 # layout of the sums; N_ZERO_TRUE: valid rows of probabilities whose true class
 # (binary: label) has probability exactly 0 (certain and wrong)

@@ -39,7 +39,7 @@ The bootstrap's hashes and Poisson weights (``bootstrap.mix64``, ``draw``,
 
 import numpy as np
 
-from ._cache import njit
+from ._lazy import njit
 from .mathfn import KEY_HIGH, KEY_LOW, exp64, floor64, from_key, order_key, search_sorted
 
 _SELECT_K = 32  # row_argmax: a branch-free select below this many classes, else a min-reduction

@@ -7,8 +7,8 @@ fastcal.accumulators.segmented drive them).
 
 import numpy as np
 
-from ._cache import njit
 from ._config import BLOCK, FASTMATH
+from ._lazy import njit
 from ._threads import run_threads, thread_range
 from .binary import _uniform_ok, bins_and_logs
 from .rows import binary_terms

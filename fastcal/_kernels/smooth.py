@@ -11,7 +11,7 @@ y not 0/1, are skipped (the fill has already raised for them or omits them).
 
 import numpy as np
 
-from ._cache import njit
+from ._lazy import njit
 from ._threads import run_threads, thread_range
 
 # Grid cells on [0, 1] (GRID + 1 points). docs/guide/metrics.md has the

@@ -8,8 +8,8 @@ distribution per row. Rows are read and checked as in ``multiclass.py`` (its
 
 import numpy as np
 
-from ._cache import njit
 from ._config import FASTMATH
+from ._lazy import njit
 from ._threads import fill_threads
 from .mathfn import isnan, log64
 from .multiclass import CHECK_BAD_T, N_CHECK_KINDS, load_row, note

@@ -37,8 +37,8 @@ rows give the same sums bit for bit whatever else is compiled.
 
 import numpy as np
 
-from ._cache import njit
 from ._config import FASTMATH_EXACT
+from ._lazy import njit
 from ._threads import fill_threads, run_threads, thread_range
 from .binary import _uniform_ok
 from .binary import new_state as new_binary_state

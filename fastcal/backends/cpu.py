@@ -11,7 +11,6 @@ Every thread threshold of the CPU fills is here.
 import dataclasses
 import weakref
 
-import numba
 import numpy as np
 
 from fastcal._kernels import _config
@@ -539,6 +538,8 @@ def nees_checked(errors, covs, nan_policy):
     out = np.empty(n, dtype=np.float64)
     status = np.empty(n, dtype=np.int8)
     if n:
+        import numba
+
         kg.nees_batch(flat_e, flat_c, out, status, _config.SYMMETRY_RTOL, numba.get_num_threads())
     bad_nan = status == kg.STATUS_NAN
     if nan_policy == "raise" and bad_nan.any():

@@ -29,6 +29,8 @@ values are refused with a message (fill them with NaN and use
 ``nan_policy="omit"`` to drop them).
 """
 
+import sys
+
 import numpy as np
 
 
@@ -38,7 +40,7 @@ def _module(x):
 
 def to_numpy(name, x):
     """``x`` as a NumPy array (a view when the layout allows); ValueError naming ``name``."""
-    if isinstance(x, np.ma.MaskedArray):
+    if "numpy.ma" in sys.modules and isinstance(x, np.ma.MaskedArray):  # (no masked array without it)
         return _from_masked(name, x)
     if isinstance(x, np.ndarray):
         return x

@@ -1,6 +1,8 @@
 """Argument checks shared by the public functions. Kernels never import this."""
 
 import numbers
+import os
+import sys
 
 import numpy as np
 
@@ -57,13 +59,34 @@ def check_eps(eps):
     return eps
 
 
+def numba_threads():
+    """(``NUMBA_NUM_THREADS``, the thread count now): Numba's, read without importing Numba
+    while it is not loaded (no one can have set another count then; a report that runs
+    ahead-of-time compiled kernels never loads it: fastcal._kernels._aot)."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "get_num_threads"):
+        return numba.config.NUMBA_NUM_THREADS, numba.get_num_threads()
+    if not _THREADS:  # read once, as Numba reads its configuration once, at its import
+        try:  # numba.core.config's default: the CPUs this process may run on
+            default = max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            default = max(1, os.cpu_count() or 1)
+        try:
+            limit = int(os.environ.get("NUMBA_NUM_THREADS", default))
+        except ValueError:  # Numba warns and takes the default
+            limit = default
+        _THREADS.append((limit, limit))
+    return _THREADS[0]
+
+
+_THREADS: list = []
+
+
 def check_threads(threads):
     """Number of threads for the parallel kernels (None: numba's current setting)."""
-    import numba
-
-    limit = numba.config.NUMBA_NUM_THREADS
+    limit, current = numba_threads()
     if threads is None:
-        return numba.get_num_threads()
+        return current
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         msg = f"threads must be a positive integer; got {show(threads)}"
         raise ValueError(msg)

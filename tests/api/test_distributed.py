@@ -324,9 +324,11 @@ def test_kernels_compile_once_per_worker_not_per_partition(client, dataset):
     root, y, p = dataset
 
     def kernel_loads(dask_worker=None):
+        from fastcal._kernels import _aot
+
         st = kb.fill_range_fine.stats
         return (sum(st.cache_hits.values()) + sum(st.cache_misses.values()),
-                len(kb.fill_range_fine.signatures))
+                len(kb.fill_range_fine.signatures), _aot.status() == "")
 
     before = client.run(kernel_loads)
     with get_task_stream(client) as ts:
@@ -339,7 +341,10 @@ def test_kernels_compile_once_per_worker_not_per_partition(client, dataset):
             fills[t["worker"]] = fills.get(t["worker"], 0) + 1
     assert sum(fills.values()) >= 40  # one partition per row group
     for worker in fills:
-        (loads0, sigs0), (loads1, sigs1) = before[worker], after[worker]
+        (loads0, sigs0, _), (loads1, sigs1, aot) = before[worker], after[worker]
+        if aot:  # the ahead-of-time module fills these inputs (fastcal._kernels._aot): no JIT kernel
+            assert (loads1, sigs1) == (loads0, sigs0) and loads1 == sigs1
+            continue
         assert 1 <= loads1 == sigs1  # never loaded twice for one signature
         assert loads1 - loads0 == sigs1 - sigs0 <= 2
     assert sum(after[w][0] - before[w][0] for w in fills) <= 4 < sum(fills.values())

@@ -124,6 +124,12 @@ def test_sigterm_in_the_start_up_ends_the_process_at_once(pred):
             for d in (0.02, 0.1)]
     runs += [("tracking", ["compare", "--runs", "4", "--steps", "3"], d) for d in (0.02, 0.1)]
     for delay, prog, code, err in _signalled(runs, signal.SIGTERM, "load_blas"):
+        if (prog, delay) == ("fastcal", 0.1) and code in (0, 143):
+            # fastcal score's imports can be over in 0.1 s (its report's kernels load
+            # without Numba): the run's own handler took the signal, as it must then, or
+            # the run of 500 rows was over before it came
+            assert err == ("" if code == 0 else "fastcal score: stopped by SIGTERM; temporary files removed\n")
+            continue
         assert (code, err) == (-signal.SIGTERM, ""), (prog, delay)
 
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from fastcal._kernels._cache import njit
 from fastcal._kernels.mathfn import KEY_HIGH, KEY_LOW, from_key, order_key
+from fastcal.jit import njit
 
 
 @njit(cache=True)

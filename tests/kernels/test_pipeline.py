@@ -9,8 +9,8 @@ import numba
 import numpy as np
 
 import fastcal._kernels
-from fastcal._kernels._cache import njit
 from fastcal._kernels._pipeline import KernelCompiler
+from fastcal.jit import njit
 
 
 def _helpers(jit):
