@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from fastcal._kernels import _cache, _shipped, binary
+from fastcal._kernels import _aot, _cache, _shipped, binary
 from fastcal.metrics import calibration_report
 
 # (label, probabilities dtype, labels dtype, classes): labels are read as uint8
@@ -41,6 +41,11 @@ def _kind(p_dtype, y_dtype, k):
 def shipped():
     """'' when the kernels shipped in the package are loaded, else why not."""
     return _cache.shipped_status()
+
+
+def ahead_of_time():
+    """'' when the default binary report's module compiled ahead of time is loaded, else why not."""
+    return _aot.status()
 
 
 def cache_dir():

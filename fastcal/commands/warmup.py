@@ -3,7 +3,7 @@
 import time
 
 from fastcal.commands.common import EXIT_OK
-from fastcal.warmup import cache_dir, shipped, warmup
+from fastcal.warmup import ahead_of_time, cache_dir, shipped, warmup
 
 
 def run(args):
@@ -14,4 +14,7 @@ def run(args):
     print(f"done in {time.perf_counter() - t0:.1f} s; cache: {where}")
     why = shipped()
     print("kernels shipped in the package: " + (f"not loaded ({why})" if why else "loaded where this cache has none"))
+    why = ahead_of_time()
+    print("the default binary report's module compiled ahead of time: "
+          + (f"not loaded ({why})" if why else "loaded (those calls run it, before any cache)"))
     return EXIT_OK

@@ -30,8 +30,11 @@ def _run(code, env=None, cwd=None):
 
 
 def test_the_module_built_with_this_install_is_loaded():
-    # a fresh clone's `make test` builds it (setup.py, fastcal/_kernels/_aot_build.py)
-    assert _aot.status() == ""
+    # a fresh clone's `make test` builds it (setup.py, fastcal/_kernels/_aot_build.py);
+    # `fastcal warmup` prints what fastcal.warmup.ahead_of_time says
+    from fastcal import warmup
+
+    assert warmup.ahead_of_time() == _aot.status() == ""
 
 
 def test_a_later_first_report_imports_no_numba(tmp_path):
