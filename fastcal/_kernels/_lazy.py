@@ -25,6 +25,7 @@ before the dispatchers were made, types it as its dispatcher (registered by
 (:mod:`fastcal._kernels._cuda`) do so when they are imported.
 """
 
+import importlib
 import sys
 import threading
 
@@ -84,6 +85,16 @@ class Kernel:
 
     def __repr__(self):
         return f"<fastcal kernel {self.py_func.__module__}.{self.__qualname__}>"
+
+    def __reduce__(self):
+        # by name, as a function is (a Dask task that holds one): the receiving process
+        # finds its own (its module, the extension module of its own install)
+        return _named, (self.py_func.__module__, self.__qualname__)
+
+
+def _named(module, name):
+    """The kernel (or, once made, the dispatcher) ``module.name``."""
+    return getattr(importlib.import_module(module), name)
 
 
 class _Intrinsic:

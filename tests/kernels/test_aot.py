@@ -82,6 +82,13 @@ def test_the_module_gives_the_jit_kernels_bits(jit_only):
     assert [repr(fastcal.calibration_report(y, p, **kw).to_dict()) for y, p, kw in cases] == runs
 
 
+def test_a_kernel_is_pickled_by_name():
+    import pickle
+
+    for kernel in (kb.fill_range_fine, kem.add_rows):
+        assert pickle.loads(pickle.dumps(kernel)) is kernel
+
+
 def test_only_arguments_of_an_exported_signature_run_the_module():
     (name, checks), = [(n, c) for n, c in _aot._TABLE[("fastcal._kernels.binary", "fill_range_fine")]
                        if n.endswith("_f4_u1")]
