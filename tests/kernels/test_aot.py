@@ -217,6 +217,13 @@ def _group_writable(shipped):
     return "writable by group"
 
 
+def _another_owner(shipped):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    os.chown(_so(shipped), 65534, 65534)
+    return "owned by uid 65534"
+
+
 def _another_numpy(shipped):
     _manifest(shipped, numpy="1.0.0")
     return "built for numpy 1.0.0"
@@ -239,8 +246,8 @@ def _turned_off(shipped):
     return None
 
 
-@pytest.mark.parametrize("change", [_untouched, _flipped, _linked, _group_writable, _another_numpy, _edited_kernel,
-                                    _an_older_cpu, _turned_off])
+@pytest.mark.parametrize("change", [_untouched, _flipped, _linked, _group_writable, _another_owner, _another_numpy,
+                                    _edited_kernel, _an_older_cpu, _turned_off])
 def test_a_module_that_is_not_the_built_one_or_not_for_this_cpu_is_never_loaded(package, tmp_path, change):
     shipped, env = package
     why = change(shipped)
