@@ -110,11 +110,11 @@ def exported(py_func):
 
 def exports(py_func):
     """((function, checks), ...) of ``py_func`` in the loaded module; () when none."""
-    module, _ = _load()
+    rows = _TABLE.get((py_func.__module__, py_func.__qualname__))
+    module = _load()[0] if rows else None  # (loaded only for a kernel it exports)
     if module is None:
         return ()
-    return tuple((getattr(module, name), checks) for name, checks in
-                 _TABLE.get((py_func.__module__, py_func.__qualname__), ()))
+    return tuple((getattr(module, name), checks) for name, checks in rows)
 
 
 def fits(args, checks):

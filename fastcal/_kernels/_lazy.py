@@ -21,8 +21,8 @@ arguments, else the dispatcher). Numba code that calls one (``binary.fill_range`
 calls ``fill_range_fine``), or a module outside fastcal._kernels that bound a kernel
 before the dispatchers were made, types it as its dispatcher (registered by
 :func:`materialize`). Code that compiles its own kernels materializes first:
-:mod:`fastcal.jit` (``fastcal.jit.njit``, tracking's kernels) and the GPU kernels
-(:mod:`fastcal._kernels._cuda`) do so when they are imported.
+``fastcal.jit.njit`` (tracking's kernels) before it compiles, and the GPU kernels
+(:mod:`fastcal._kernels._cuda`) when they are imported.
 """
 
 import importlib
