@@ -26,7 +26,6 @@ as without it, and :func:`status` says why):
   llvmlite), so an older CPU never runs code it cannot.
 """
 
-import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -34,6 +33,7 @@ import json
 import os
 import sys
 import sysconfig
+import threading
 
 import numpy as np
 
@@ -181,9 +181,20 @@ def host_lacks(features):
     return f"the host CPU lacks {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}" if missing else ""
 
 
-@functools.cache
 def _load():
-    """(module, '') or (None, why it is not loaded)."""
+    """(module, '') or (None, why it is not loaded): decided once a process (threads wait)."""
+    if not _LOADED:
+        with _LOCK:
+            if not _LOADED:
+                _LOADED.append(_decide())
+    return _LOADED[0]
+
+
+_LOADED: list = []
+_LOCK = threading.Lock()
+
+
+def _decide():
     if os.environ.get(ENV, "1") == "0":
         return None, f"{ENV}=0"
     where = folder()

@@ -82,6 +82,26 @@ def test_the_module_gives_the_jit_kernels_bits(jit_only):
     assert [repr(fastcal.calibration_report(y, p, **kw).to_dict()) for y, p, kw in cases] == runs
 
 
+def test_threads_that_make_the_first_report_together_get_the_same_one(tmp_path):
+    code = f"""
+import threading, numpy as np, fastcal
+rng = np.random.default_rng(0)
+p = rng.random(20_000).astype(np.float32)
+y = (rng.random(20_000) < p).astype(np.uint8)
+out = [None] * 8
+def run(i):
+    out[i] = repr(fastcal.calibration_report(y, p).to_dict())
+threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(set(out)), out[0] is not None)
+{LOADED}
+"""
+    assert _run(code, cwd=tmp_path) == ["1 True", "[]"]
+
+
 def test_a_kernel_is_pickled_by_name():
     import pickle
 
