@@ -52,8 +52,8 @@ part = sys.argv[2]
 from fastcal.warmup import warmup
 warmup(ship=True, kinds=(part,))
 if part == "binary":
-    from fastcal._kernels import _cache
-    _shipped.finish(sys.argv[1], _cache.sources_digests())
+    from fastcal._kernels import _sources
+    _shipped.finish(sys.argv[1], _sources.sources_digests())
 """
 
 
@@ -104,6 +104,10 @@ def ship(root, dest):
         aot = None if os.environ.get("FASTCAL_SHIP_CPU") else start(AOT_CHILD, tmp)
         parts = {"classes": start(CHILD, tmp, "classes")}
         why = finished("ahead-of-time module", aot) if aot else "no ahead-of-time module for a baseline CPU"
+        if why:  # nothing of a module that failed half-way is shipped
+            for name in os.listdir(tmp):
+                if name.startswith("_fastcal_aot") or name == "aot.json":
+                    os.unlink(os.path.join(tmp, name))
         print(f"fastcal: {why or 'the default binary report compiled ahead of time'}", flush=True)
         parts.update((part, start(CHILD, tmp, part)) for part in PARTS if part != "classes")
         for part in PARTS:

@@ -207,6 +207,8 @@ def _decide():
             return None, f"{where} is {why}: not loaded"
         with _trust.open_trusted(path, owners=(0,)) as f:
             man = json.loads(f.read())
+        if not isinstance(man, dict):
+            return None, f"{path} is not a manifest (a JSON {type(man).__name__}): not loaded"
         ours = versions()
         diff = [k for k in ours if man.get(k) != ours[k]]
         if diff:

@@ -165,13 +165,9 @@ class _CheckedCacheFile(caching.IndexDataCacheFile):
             raise
 
 
-_HERE, _TRACKING_KERNELS = _sources.HERE, _sources.TRACKING_KERNELS
-_dir_digest, _file_digest, sources_digests = _sources.dir_digest, _sources.file_digest, _sources.sources_digests
-
-
 def shipped_status():
     """'' when the kernels shipped in the package are loaded, else why not (:mod:`fastcal._kernels._shipped`)."""
-    return _shipped.status(sources_digests())
+    return _shipped.status(_sources.sources_digests())
 
 
 def sources_stamp(py_func):
@@ -184,8 +180,9 @@ def sources_stamp(py_func):
     equal_mass.py, came back as 0.0); and a time is not kept by a wheel, so kernels
     shipped in one (:mod:`fastcal._kernels._shipped`) are stamped by contents.
     """
-    dirs = (_HERE, _TRACKING_KERNELS) if py_func.__module__.startswith("tracking.") else (_HERE,)
-    return (_file_digest(os.path.abspath(py_func.__code__.co_filename)), *map(_dir_digest, dirs))
+    dirs = (_sources.HERE, _sources.TRACKING_KERNELS) if py_func.__module__.startswith("tracking.") \
+        else (_sources.HERE,)
+    return (_sources.file_digest(os.path.abspath(py_func.__code__.co_filename)), *map(_sources.dir_digest, dirs))
 
 
 class _ShippedFile(_CheckedCacheFile):
@@ -336,4 +333,3 @@ def njit(*args, cache=False, **options):
         return disp
 
     return wrap(args[0]) if args else wrap
-

@@ -133,7 +133,7 @@ def _manifest():
 def status(sources=None):
     """'' when the shipped kernels are loaded, else why not.
 
-    ``sources``: {folder: digest} of the kernel sources now (``_cache.sources_digests``):
+    ``sources``: {folder: digest} of the kernel sources now (``_sources.sources_digests``):
     a folder whose sources changed since the build is named (its kernels are compiled).
     """
     magic, why = _manifest()

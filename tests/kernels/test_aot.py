@@ -244,6 +244,11 @@ def _another_owner(shipped):
     return "owned by uid 65534"
 
 
+def _not_a_manifest(shipped):
+    (shipped / _aot.MANIFEST).write_text("[1, 2]")
+    return "is not a manifest (a JSON list)"
+
+
 def _another_numpy(shipped):
     _manifest(shipped, numpy="1.0.0")
     return "built for numpy 1.0.0"
@@ -266,8 +271,8 @@ def _turned_off(shipped):
     return None
 
 
-@pytest.mark.parametrize("change", [_untouched, _flipped, _linked, _group_writable, _another_owner, _another_numpy,
-                                    _edited_kernel, _an_older_cpu, _turned_off])
+@pytest.mark.parametrize("change", [_untouched, _flipped, _linked, _group_writable, _another_owner, _not_a_manifest,
+                                    _another_numpy, _edited_kernel, _an_older_cpu, _turned_off])
 def test_a_module_that_is_not_the_built_one_or_not_for_this_cpu_is_never_loaded(package, tmp_path, change):
     shipped, env = package
     why = change(shipped)
